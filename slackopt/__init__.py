@@ -1,0 +1,19 @@
+"""slackopt: activation-memory planning for DNN training.
+
+Every saved activation of one training iteration is kept, swapped to host memory or
+recomputed under a device-memory budget; solvers plan, one evaluator scores.
+"""
+
+from slackopt.errors import SlackoptError
+from slackopt.hardware import Link
+from slackopt.instance import Instance, Op, Recipe, Tensor, budget_bytes
+from slackopt.plan import KEEP, RECOMP, SWAP, Plan
+from slackopt.simulate import Evaluation, simulate
+from slackopt.solver import SolveResult, Solver, get_solver, registered_solvers, solve
+
+__all__ = [
+    "Evaluation", "Instance", "KEEP", "Link", "Op", "Plan", "RECOMP", "Recipe", "SWAP",
+    "SlackoptError", "SolveResult", "Solver", "Tensor", "budget_bytes", "get_solver",
+    "registered_solvers", "simulate", "solve",
+]
+__version__ = "0.1.0"

@@ -1,0 +1,44 @@
+"""Errors that slackopt raises for bad input.
+
+Every error a user can cause derives from :class:`SlackoptError`; the command line turns
+them into a message on stderr and exit status 2, never a traceback. Internal errors
+(bugs) are anything else and exit with status 1.
+"""
+
+from __future__ import annotations
+
+
+class SlackoptError(Exception):
+    """Base class of all user-facing errors (bad instance, plan, budget or file)."""
+
+
+class InstanceError(SlackoptError, ValueError):
+    """An instance is malformed: the message names the op or tensor and what is wrong."""
+
+
+class PlanError(SlackoptError, ValueError):
+    """A plan does not fit its instance: wrong length, unknown decision, recomp of c = inf."""
+
+
+class BudgetError(SlackoptError, ValueError):
+    """A memory budget cannot be parsed or is negative."""
+
+
+class SolverError(SlackoptError, LookupError):
+    """An unknown solver name or bad solver parameters."""
+
+
+class FileFormatError(SlackoptError):
+    """A file cannot be read as what it claims to be.
+
+    Args:
+        path: the file.
+        field: the dotted path of the offending field ("" for the whole file).
+        problem: what is wrong.
+        fix: what the user should do about it.
+    """
+
+    def __init__(self, path: str, field: str, problem: str, fix: str) -> None:
+        self.path, self.field, self.problem, self.fix = str(path), field, problem, fix
+        where = f"{self.path}: field '{field}'" if field else self.path
+        super().__init__(f"{where}: {problem}. Fix: {fix}")

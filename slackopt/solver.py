@@ -1,0 +1,136 @@
+"""The Solver protocol, SolveResult, the solver registry and :func:`solve`.
+
+A solver is any object with ``solve(instance, budget_bytes, *, time_limit_s=None,
+seed=None) -> SolveResult``; constructors only store keyword hyperparameters.
+Solvers register under the entry-point group ``slackopt.solvers`` (see pyproject.toml),
+so this module knows no solver by name. Only the evaluator ranks plans: :func:`solve`
+re-simulates every returned plan and attaches the :class:`~slackopt.simulate.Evaluation`.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from importlib.metadata import EntryPoint, entry_points
+from typing import Any, Protocol, runtime_checkable
+
+from slackopt.errors import SolverError
+from slackopt.instance import Instance, budget_bytes
+from slackopt.plan import Plan
+from slackopt.simulate import Evaluation, simulate
+
+STATUSES = ("optimal", "feasible", "infeasible", "timeout", "error")
+ENTRY_POINT_GROUP = "slackopt.solvers"
+
+
+@dataclass
+class SolveResult:
+    """What a solver returns.
+
+    Attributes:
+        plan: the plan (None only when the solver produced none).
+        solver: registered solver name.
+        params: the solver's hyperparameters.
+        status: one of "optimal", "feasible", "infeasible", "timeout", "error".
+        objective_s: the solver's own model value (s), reported, never used to rank.
+        lower_bound_s: a proven lower bound on the step time (s), or None.
+        planning_time_s: wall-clock planning time (s).
+        seed: the seed used, or None.
+        info: solver-specific details. Infeasible results put the smallest budget the
+            solver can reach in ``info["min_budget_bytes"]`` (or None if unknown).
+        evaluation: the evaluator's verdict on ``plan``, filled in by :func:`solve`.
+    """
+
+    plan: Plan | None
+    solver: str
+    params: dict[str, Any] = field(default_factory=dict)
+    status: str = "feasible"
+    objective_s: float | None = None
+    lower_bound_s: float | None = None
+    planning_time_s: float = 0.0
+    seed: int | None = None
+    info: dict[str, Any] = field(default_factory=dict)
+    evaluation: Evaluation | None = None
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise ValueError(f"status '{self.status}' is not one of {', '.join(STATUSES)}")
+
+
+@runtime_checkable
+class Solver(Protocol):
+    """Plans one instance under one budget (bytes)."""
+
+    def solve(self, instance: Instance, budget_bytes: int, *, time_limit_s: float | None = None,
+              seed: int | None = None) -> SolveResult: ...
+
+
+def registered_solvers() -> dict[str, EntryPoint]:
+    """The solvers registered under the ``slackopt.solvers`` entry-point group, by name."""
+    eps = entry_points(group=ENTRY_POINT_GROUP)
+    return {ep.name: ep for ep in sorted(eps, key=lambda e: e.name)}
+
+
+def get_solver(name: str, **params: Any) -> Solver:
+    """Instantiate the registered solver `name` with keyword hyperparameters.
+
+    Raises:
+        SolverError: if no solver of that name is registered, or it rejects the parameters.
+    """
+    eps = registered_solvers()
+    if name not in eps:
+        known = ", ".join(eps) or "none (is slackopt installed? pip install -e .)"
+        raise SolverError(f"unknown solver '{name}'; registered solvers: {known}")
+    cls = eps[name].load()
+    try:
+        return cls(**params)
+    except TypeError as e:
+        raise SolverError(f"solver '{name}': bad parameters {params}: {e}") from None
+
+
+def solver_name(solver: Solver) -> str:
+    """The registered name of a solver object (its ``name`` attribute, else its class)."""
+    return getattr(solver, "name", type(solver).__name__)
+
+
+def solve(
+    instance: Instance,
+    solver: str | Solver,
+    budget: float | int | str,
+    *,
+    time_limit_s: float | None = None,
+    seed: int | None = None,
+    **params: Any,
+) -> SolveResult:
+    """Plan `instance` under `budget` with `solver` and evaluate the plan.
+
+    Args:
+        instance: the problem.
+        solver: a registered name ("slackswap") or a solver object.
+        budget: fraction of P (0.5), bytes (int), or a size string ("11.5GB").
+        time_limit_s: passed to the solver.
+        seed: passed to the solver.
+        **params: hyperparameters when `solver` is a name.
+
+    Returns:
+        The SolveResult with ``evaluation`` set (the plan simulated under the budget) and
+        ``planning_time_s`` measured here if the solver left it at 0.
+
+    Raises:
+        SolverError: unknown solver or bad parameters. BudgetError: unparseable budget.
+    """
+    if isinstance(solver, str):
+        solver = get_solver(solver, **params)
+    elif params:
+        raise SolverError("hyperparameters go to the solver's constructor when passing an object")
+    m = budget_bytes(instance, budget)
+    t0 = time.perf_counter()
+    res = solver.solve(instance, m, time_limit_s=time_limit_s, seed=seed)
+    elapsed = time.perf_counter() - t0
+    if not res.planning_time_s:
+        res.planning_time_s = elapsed
+    if res.plan is not None:
+        res.evaluation = simulate(instance, res.plan, m)
+        if res.status in ("optimal", "feasible") and not res.evaluation.feasible:
+            res.status = "infeasible"
+    return res
