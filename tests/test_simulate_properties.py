@@ -1,0 +1,113 @@
+"""Invariants of ../shared/spec/semantics.md as property tests on random small instances."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from slackopt import Instance, Link, Op, Plan, Recipe, Tensor, simulate
+
+
+@st.composite
+def instances(draw):
+    """Random forward/backward schedules with saved tensors, temporaries and recipes."""
+    n_f = draw(st.integers(1, 6))
+    n_b = draw(st.integers(1, 6))
+    dur = st.floats(0.0, 2.0, allow_nan=False)
+    ops = [Op(f"f{i}", "fwd", draw(dur), workspace_bytes=draw(st.integers(0, 30)))
+           for i in range(n_f)]
+    ops += [Op(f"b{i}", "bwd", draw(dur), workspace_bytes=draw(st.integers(0, 30)))
+            for i in range(n_b)]
+    tensors = []
+    saved = []
+    for j in range(draw(st.integers(0, 6))):
+        p = draw(st.integers(0, n_f - 1))
+        fwd_readers = draw(st.lists(st.integers(p + 1, n_f), max_size=2, unique=True))
+        bwd_readers = draw(st.lists(st.integers(0, n_b - 1), min_size=1, max_size=3,
+                                    unique=True))
+        readers = tuple([f"f{i}" for i in sorted(fwd_readers) if i < n_f]
+                        + [f"b{i}" for i in sorted(bwd_readers)])
+        earlier = [t for t in saved if ops[int(t[1])].name <= f"f{p}" and
+                   int(t[1]) <= p]
+        recipe = None
+        if draw(st.booleans()):
+            ins = draw(st.lists(st.sampled_from([t[0] for t in earlier]), unique=True,
+                                max_size=2)) if earlier else []
+            recipe = Recipe((f"f{p}",), tuple(ins), draw(st.integers(0, 20)))
+        name = f"t{j}"
+        tensors.append(Tensor(name, draw(st.integers(0, 100)), f"f{p}", readers, recipe))
+        saved.append((name, p))
+    for j in range(draw(st.integers(0, 3))):  # temporaries and gradients
+        i = draw(st.integers(0, n_f + n_b - 2))
+        tensors.append(Tensor(f"tmp{j}", draw(st.integers(0, 50)), ops[i].name,
+                              (ops[i + 1].name,)))
+    link = Link("l", draw(st.sampled_from([10.0, 100.0, 1000.0])),
+                draw(st.sampled_from([0.5, 0.85, 1.0])), draw(st.sampled_from([0.0, 0.01])))
+    return Instance("rand", ops, tensors, link)
+
+
+@st.composite
+def cases(draw):
+    inst = draw(instances())
+    dec = []
+    for k in range(inst.n_saved):
+        choices = [0, 1, 2] if np.isfinite(inst.c[k]) else [0, 1]
+        dec.append(draw(st.sampled_from(choices)))
+    plan = Plan(np.array(dec, dtype=np.int8), inst.saved_names)
+    M = draw(st.integers(0, max(1, int(inst.P * 1.5))))
+    return inst, plan, M
+
+
+SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@SETTINGS
+@given(instances())
+def test_keep_all_at_or_above_peak_is_ideal(inst):
+    for M in (inst.P, inst.P + 7):
+        ev = simulate(inst, Plan.keep_all(inst), M)
+        assert ev.feasible
+        assert ev.step_time_s == inst.ideal_time_s
+        assert ev.stall_fwd_s == ev.stall_bwd_s == ev.recompute_s == 0
+        assert ev.d2h_bytes == ev.h2d_bytes == 0 and ev.peak_bytes == inst.P
+
+
+@SETTINGS
+@given(cases())
+def test_feasible_evaluations_keep_the_invariants(case):
+    inst, plan, M = case
+    ev = simulate(inst, plan, M, trace=True)
+    # Invariant 5: deterministic, bit for bit.
+    again = simulate(inst, plan, M, trace=True)
+    assert ev == again
+    mem = [e["bytes"] for e in ev.trace if e["lane"] == "memory"]
+    assert max(mem, default=0) <= ev.peak_bytes <= M
+    if not ev.feasible:
+        assert ev.failure and "short" in ev.failure
+        return
+    # Invariant 2.
+    assert ev.stall_fwd_s >= 0 and ev.stall_bwd_s >= 0 and ev.recompute_s >= 0
+    assert ev.step_time_s >= inst.ideal_time_s - 1e-9
+    parts = inst.ideal_time_s + ev.stall_fwd_s + ev.stall_bwd_s + ev.recompute_s
+    assert abs(ev.step_time_s - parts) <= 1e-9 * max(1.0, ev.step_time_s)
+    # Recompute time is exactly the rebuilt tensors' c.
+    recomp = plan.decisions == 2
+    assert abs(ev.recompute_s - float(inst.c[recomp].sum())) <= 1e-9
+    # Invariant 4: no task reads a swapped tensor before its (latest) H2D ends.
+    comp = [e for e in ev.trace if e["lane"] == "compute"]
+    h2d_end: dict[str, list[float]] = {}
+    for e in ev.trace:
+        if e["lane"] == "h2d":
+            h2d_end.setdefault(e["name"], []).append(e["end_s"])
+    first_start = {}
+    for e in comp:
+        first_start.setdefault(e["name"], e["start_s"])
+    for k, name in enumerate(inst.saved_names):
+        if plan.decisions[k] != 1 or name not in h2d_end:
+            continue
+        readers = [inst.ops[i].name for i in inst.saved_reader_idx[k] if inst.is_bwd[i]]
+        first_read = min(first_start[r] for r in readers)
+        assert min(h2d_end[name]) <= first_read + 1e-12
+    # Swapped bytes go out once and come back at least once unless a lagging D2H was used.
+    assert ev.d2h_bytes == int(inst.s[plan.decisions == 1].sum())
