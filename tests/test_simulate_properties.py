@@ -109,5 +109,6 @@ def test_feasible_evaluations_keep_the_invariants(case):
         readers = [inst.ops[i].name for i in inst.saved_reader_idx[k] if inst.is_bwd[i]]
         first_read = min(first_start[r] for r in readers)
         assert min(h2d_end[name]) <= first_read + 1e-12
-    # Swapped bytes go out once and come back at least once unless a lagging D2H was used.
-    assert ev.d2h_bytes == int(inst.s[plan.decisions == 1].sum())
+    # Swapped bytes go out at most once; a D2H still queued when the last task ends
+    # (its tensor already used from the device copy) never starts.
+    assert ev.d2h_bytes <= int(inst.s[plan.decisions == 1].sum())
