@@ -9,7 +9,7 @@ from slackopt.hardware import Link
 from slackopt.instance import Instance, Op, Recipe, Tensor, budget_bytes
 from slackopt.plan import KEEP, RECOMP, SWAP, Plan
 from slackopt.simulate import Evaluation, simulate
-from slackopt.solver import SolveResult, Solver, get_solver, registered_solvers, solve
+from slackopt.solver import Solver, SolveResult, get_solver, registered_solvers, solve
 
 __all__ = [
     "Evaluation", "Instance", "KEEP", "Link", "Op", "Plan", "RECOMP", "Recipe", "SWAP",
