@@ -1,0 +1,118 @@
+"""Instance validation, derived arrays in the paper's notation, budgets and plans."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from helpers import build
+
+from slackopt import Instance, Link, Op, Plan, Recipe, Tensor, budget_bytes
+from slackopt.errors import BudgetError, InstanceError, PlanError
+
+
+def small():
+    # f0 [0,1] makes x (c = inf); f1 [1,3] makes a = f1(x); temp u (f1 -> f2);
+    # f2 [3,3.5]; backward bA [3.5,4.5] reads a, bX [4.5,5] reads x.
+    return build([("f0", 1), ("f1", 2), ("f2", 0.5)], [("bA", 1), ("bX", 0.5)],
+                 [("x", 10, "f0", ["f1", "bX"], None),
+                  ("a", 40, "f1", ["f2", "bA"], (["f1"], ["x"])),
+                  ("u", 7, "f1", ["f2"], None)])
+
+
+def test_derived_arrays_in_paper_notation():
+    inst = small()
+    assert inst.saved_names == ("x", "a")
+    assert inst.s.tolist() == [10, 40]
+    assert inst.r.tolist() == [1.0, 3.0]        # end of producer
+    assert inst.d.tolist() == [4.5, 3.5]        # start of first backward reader
+    assert inst.c[0] == math.inf and inst.c[1] == 2.0
+    assert inst.rho[1] == 2.0 / 40 and inst.rho[0] == math.inf
+    assert inst.forward_time_s == 3.5 and inst.ideal_time_s == 5.0
+    # Keep-all memory per op: f0 10, f1 10+40+7, f2 57, bA 50, bX 10.
+    assert inst.keep_all_profile.tolist() == [10, 57, 57, 50, 10]
+    assert inst.P == 57 and inst.A == 50
+    assert set(inst.graph.edges) == {("f0", "f1"), ("f0", "bX"), ("f1", "f2"), ("f1", "bA")}
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda o, t: (o + [Op("f0", "fwd", 1.0)], t), "op 'f0': duplicate op name"),
+    (lambda o, t: ([Op("b", "bwd", 1.0)] + o, t), "phase 'fwd' after a 'bwd' op"),
+    (lambda o, t: ([Op("n", "fwd", float("nan"))] + o, t), "duration_s must be finite"),
+    (lambda o, t: ([Op("n", "fwd", -1.0)] + o, t), "duration_s must be finite and >= 0"),
+    (lambda o, t: (o, t + [Tensor("z", -5, "f0", ("bX",))]), "size_bytes must be an integer"),
+    (lambda o, t: (o, t + [Tensor("z", 5, "nope", ("bX",))]), "producer op 'nope'"),
+    (lambda o, t: (o, t + [Tensor("z", 5, "f1", ("f0",))]), "reader 'f0' runs before"),
+    (lambda o, t: (o, t + [Tensor("z", 5, "f1", ("ghost",))]), "reader op 'ghost'"),
+    (lambda o, t: (o, t + [Tensor("x", 5, "f1", ("bX",))]), "tensor 'x': duplicate"),
+    (lambda o, t: (o, t + [Tensor("z", 5, "f1", ("bX",), Recipe(("bA",)))]),
+     "recipe op 'bA' is a backward op"),
+    (lambda o, t: (o, t + [Tensor("z", 5, "f1", ("bX",), Recipe(("f1",), ("u",)))]),
+     "recipe input 'u' is not a saved tensor"),
+    (lambda o, t: (o, t + [Tensor("z", 5, "f0", ("bX",), Recipe(("f1",)))]),
+     "runs after the producer"),
+])
+def test_validation_names_the_culprit(mutate, message):
+    inst = small()
+    ops, tensors = mutate(list(inst.ops), list(inst.tensors))
+    with pytest.raises(InstanceError, match=message):
+        Instance("bad", ops, tensors, inst.link)
+
+
+def test_recipe_cycle_is_rejected():
+    ops = [Op("f0", "fwd", 1.0), Op("b0", "bwd", 1.0)]
+    ts = [Tensor("p", 1, "f0", ("b0",), Recipe(("f0",), ("q",))),
+          Tensor("q", 1, "f0", ("b0",), Recipe(("f0",), ("p",)))]
+    with pytest.raises(InstanceError, match="cycle"):
+        Instance("cyc", ops, ts, Link("l", 1.0))
+
+
+def test_never_recompute_op_makes_c_infinite():
+    ops = [Op("f0", "fwd", 1.0, never_recompute=True), Op("b0", "bwd", 1.0)]
+    inst = Instance("nr", ops, [Tensor("p", 4, "f0", ("b0",), Recipe(("f0",)))], Link("l", 1.0))
+    assert inst.c[0] == math.inf
+    with pytest.raises(PlanError, match="cannot be rebuilt"):
+        Plan.from_mapping(inst, {"p": "recomp"}).check(inst)
+
+
+def test_bad_link_is_rejected():
+    with pytest.raises(InstanceError, match="bandwidth"):
+        Instance("l", [Op("f", "fwd", 1.0)], [], Link("zero", 0.0))
+
+
+def test_arrays_are_read_only():
+    inst = small()
+    with pytest.raises(ValueError):
+        inst.s[0] = 1
+
+
+@pytest.mark.parametrize("budget, expected", [
+    (0.5, 28), ("0.5", 28), (1.0, 57), ("57B", 57), ("1KB", 1000), ("1KiB", 1024),
+    (1000, 1000), ("0", 0), (2.0, 114),
+])
+def test_budget_parsing(budget, expected):
+    assert budget_bytes(small(), budget) == expected
+
+
+@pytest.mark.parametrize("budget", [-0.5, "abc", float("nan"), "-1GB", float("inf"), True])
+def test_bad_budgets(budget):
+    with pytest.raises(BudgetError):
+        budget_bytes(small(), budget)
+
+
+def test_plan_round_trip_and_checks():
+    inst = small()
+    plan = Plan.from_mapping(inst, {"a": "recomp", "x": "swap"})
+    assert plan.counts() == {"keep": 0, "swap": 1, "recomp": 1}
+    assert plan.bytes_by_decision(inst) == {"keep": 0, "swap": 10, "recomp": 40}
+    assert Plan.from_mapping(inst, plan.to_dict()["decisions"]) == plan
+    assert Plan.uniform(inst, 2).decisions.tolist() == [0, 2]  # x cannot be rebuilt
+    with pytest.raises(PlanError, match="not a saved tensor"):
+        Plan.from_mapping(inst, {"u": "keep"})
+    with pytest.raises(PlanError, match="not keep, swap or recomp"):
+        Plan.from_mapping(inst, {"a": "drop"})
+    with pytest.raises(PlanError, match="decisions for"):
+        Plan(np.zeros(3), inst.saved_names)
+    with pytest.raises(PlanError, match="runtime policy"):
+        Plan(np.zeros(2), inst.saved_names, "magic")
