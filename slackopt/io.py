@@ -1,0 +1,781 @@
+"""Instance and plan files: versioned JSON, validated on load, written atomically.
+
+Two file formats, both JSON objects that start with ``"format"`` and ``"schema_version"``:
+
+- **instance files** (``"format": "slackopt-instance"``)::
+
+      {"format": "slackopt-instance", "schema_version": 1, "name": "gpt2-small",
+       "meta": {"generator": "transformer", "params": {...}},
+       "link": {"name": "pcie4", "bytes_per_s": 25e9, "duplex_factor": 0.85,
+                "copy_latency_s": 1e-05},
+       "ops": [{"name", "phase", "duration_s", "layer", "kind", "workspace_bytes",
+                "flops", "never_recompute", "random"}, ...],
+       "tensors": [{"name", "size_bytes", "producer", "readers", "category",
+                    "recipe": null | {"ops", "inputs", "transient_bytes"}}, ...]}
+
+  Fields mean what the attributes of :class:`~slackopt.instance.Op`,
+  :class:`~slackopt.instance.Tensor`, :class:`~slackopt.instance.Recipe` and
+  :class:`~slackopt.hardware.Link` mean (bytes are integers, times float seconds).
+  Optional fields take the dataclass defaults.
+
+- **plan files** (``"format": "slackopt-plan"``)::
+
+      {"format": "slackopt-plan", "schema_version": 1, "instance": "gpt2-small",
+       "policy": "barrier_free", "decisions": {"tensor name": "keep" | "swap" | "recomp"},
+       "meta": {...}}
+
+  ``decisions`` names every saved tensor of the instance once; ``meta`` (optional) records
+  provenance (solver, budget, ...) and is never interpreted.
+
+Files are JSON only (never pickle or eval). Loading checks the structure with pydantic
+models (unknown fields, wrong types, NaN/Infinity, negative sizes are refused), then the
+meaning through :class:`~slackopt.instance.Instance` and :class:`~slackopt.plan.Plan`;
+every failure is a :class:`~slackopt.errors.FileFormatError` that names the file, the field
+(``tensors[12].size_bytes``) and a fix. Writing is deterministic (stable key order, one
+op / tensor / decision per line, floats written so they read back bit for bit) and
+atomic (a temporary file renamed into place); an existing file is never replaced unless
+``overwrite=True``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import types
+import typing
+import uuid
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from slackopt.errors import FileFormatError, InstanceError, PlanError, SlackoptError
+from slackopt.hardware import COPY_LATENCY_S, DUPLEX_FACTOR, Link
+from slackopt.instance import Instance, Op, Recipe, Tensor
+from slackopt.plan import DECISION_NAMES, POLICIES, Plan
+
+INSTANCE_FORMAT = "slackopt-instance"
+PLAN_FORMAT = "slackopt-plan"
+INSTANCE_SCHEMA_VERSIONS = (1,)
+"""Instance-file schema versions this slackopt reads; it writes the last one."""
+PLAN_SCHEMA_VERSIONS = (1,)
+"""Plan-file schema versions this slackopt reads; it writes the last one."""
+
+PathLike = str | os.PathLike[str]
+
+
+class OutputExistsError(SlackoptError, FileExistsError):
+    """Refused to replace an existing file (pass ``overwrite=True`` / ``--force``)."""
+
+
+# ----------------------------------------------------------------------------- schemas
+class _Strict(BaseModel):
+    model_config = ConfigDict(strict=True, extra="forbid", allow_inf_nan=False, frozen=True)
+
+
+Name = Annotated[str, Field(min_length=1)]
+NonNegInt = Annotated[int, Field(ge=0)]
+NonNegFloat = Annotated[float, Field(ge=0)]
+
+
+class LinkModel(_Strict):
+    """``link``: the host link."""
+
+    name: str
+    bytes_per_s: Annotated[float, Field(gt=0)]
+    duplex_factor: Annotated[float, Field(gt=0, le=1)] = DUPLEX_FACTOR
+    copy_latency_s: NonNegFloat = COPY_LATENCY_S
+
+
+class OpModel(_Strict):
+    """``ops[i]``: one operator."""
+
+    name: Name
+    phase: Literal["fwd", "bwd", "rebuild"]
+    duration_s: NonNegFloat
+    layer: int = -1
+    kind: str = "other"
+    workspace_bytes: NonNegInt = 0
+    flops: NonNegFloat = 0.0
+    never_recompute: bool = False
+    random: bool = False
+
+
+class RecipeModel(_Strict):
+    """``tensors[j].recipe``: how to rebuild a dropped tensor."""
+
+    ops: list[Name]
+    inputs: list[Name] = []
+    transient_bytes: NonNegInt = 0
+
+
+class TensorModel(_Strict):
+    """``tensors[j]``: one tensor."""
+
+    name: Name
+    size_bytes: NonNegInt
+    producer: Name
+    readers: list[Name] = []
+    recipe: RecipeModel | None = None
+    category: str = "other"
+
+
+class InstanceFileModel(_Strict):
+    """An instance file (schema version 1)."""
+
+    format: Literal["slackopt-instance"]
+    schema_version: Literal[1]
+    name: str
+    link: LinkModel
+    ops: list[OpModel]
+    tensors: list[TensorModel]
+    meta: dict[str, Any] = {}
+
+
+class PlanFileModel(_Strict):
+    """A plan file (schema version 1)."""
+
+    format: Literal["slackopt-plan"]
+    schema_version: Literal[1]
+    instance: str | None = None
+    policy: str = "barrier_free"
+    decisions: dict[str, Literal["keep", "swap", "recomp"]]
+    meta: dict[str, Any] = {}
+
+
+# ----------------------------------------------------------------------------- JSON text
+class _NonFinite:
+    """Stands for a NaN / Infinity token while the document is checked."""
+
+    __slots__ = ("token",)
+
+    def __init__(self, token: str) -> None:
+        self.token = token
+
+    def __repr__(self) -> str:
+        return self.token
+
+
+class _DupKeys(dict):
+    """A JSON object that repeated some keys (the last value wins in plain json)."""
+
+    dups: list[str]
+
+
+def _pairs_hook(pairs: list[tuple[str, Any]]) -> dict:
+    out: dict[str, Any] = {}
+    dups: list[str] = []
+    for k, v in pairs:
+        if k in out:
+            dups.append(k)
+        out[k] = v
+    if dups:
+        d = _DupKeys(out)
+        d.dups = dups
+        return d
+    return out
+
+
+def _fmt_loc(loc: Sequence[str | int]) -> str:
+    """('tensors', 12, 'size_bytes') -> 'tensors[12].size_bytes'."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+def _normalize(obj: Any, path: str, loc: tuple[str | int, ...] = ()) -> Any:
+    """A plain-JSON copy of `obj` (dict/list/str/int/float/bool/None).
+
+    Tuples become lists and numpy scalars Python numbers. Refuses NaN and infinities
+    (NaN/Infinity tokens included), repeated keys, non-string keys and other types, with a
+    FileFormatError naming the field.
+    """
+    if isinstance(obj, _NonFinite) or (isinstance(obj, float) and not math.isfinite(obj)):
+        tok = obj.token if isinstance(obj, _NonFinite) else repr(obj)
+        raise FileFormatError(
+            path, _fmt_loc(loc),
+            f"non-finite number {tok}: JSON has no NaN or Infinity",
+            "write a finite number (sizes in bytes, times in seconds)")
+    if isinstance(obj, bool) or obj is None or isinstance(obj, (str, int, float)):
+        return obj
+    if isinstance(obj, np.bool_):
+        return bool(obj)
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, np.floating):
+        return _normalize(float(obj), path, loc)
+    if isinstance(obj, Mapping):
+        dups = getattr(obj, "dups", None)
+        if dups:
+            raise FileFormatError(
+                path, _fmt_loc((*loc, dups[0])), f"key '{dups[0]}' appears more than once "
+                "in the same object", "keep one entry per key")
+        out = {}
+        for k, v in obj.items():
+            if not isinstance(k, str):
+                raise FileFormatError(path, _fmt_loc(loc), f"key {k!r} is not a string",
+                                      "use string keys only")
+            out[k] = _normalize(v, path, (*loc, k))
+        return out
+    if isinstance(obj, (list, tuple, np.ndarray)):
+        return [_normalize(v, path, (*loc, i)) for i, v in enumerate(obj)]
+    raise FileFormatError(path, _fmt_loc(loc), f"value of type {type(obj).__name__} cannot be "
+                          "stored in JSON", "use numbers, strings, booleans, null, lists and dicts")
+
+
+def _read_json(path: PathLike) -> Any:
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise FileFormatError(p, "", "file not found", "check the path") from None
+    except IsADirectoryError:
+        raise FileFormatError(p, "", "is a directory, not a file", "give the path of a file") \
+            from None
+    except PermissionError:
+        raise FileFormatError(p, "", "permission denied", "make the file readable") from None
+    except UnicodeDecodeError as e:
+        raise FileFormatError(p, "", f"not UTF-8 text (byte {e.start})",
+                              "give a JSON file written by slackopt") from None
+    except OSError as e:
+        raise FileFormatError(p, "", f"cannot be read ({e.strerror or e})", "check the path") \
+            from None
+    if not text.strip():
+        raise FileFormatError(p, "", "file is empty", "give a JSON file written by slackopt")
+    try:
+        return json.loads(text, parse_constant=_NonFinite, object_pairs_hook=_pairs_hook)
+    except json.JSONDecodeError as e:
+        raise FileFormatError(p, "", f"not valid JSON: {e.msg} at line {e.lineno} column "
+                              f"{e.colno}", "give a JSON file written by slackopt "
+                              "(instance and plan files are JSON, never pickles)") from None
+    except RecursionError:
+        raise FileFormatError(p, "", "JSON nested too deeply",
+                              "give a file written by slackopt") from None
+
+
+def _dumps(doc: Mapping[str, Any]) -> str:
+    """Deterministic JSON text: one top-level key per line, one list item or dict entry
+    per line below it, everything else compact."""
+    def c(v: Any) -> str:
+        return json.dumps(v, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+    lines = ["{"]
+    items = list(doc.items())
+    for n, (k, v) in enumerate(items):
+        end = "," if n < len(items) - 1 else ""
+        if isinstance(v, list) and v:
+            lines.append(f"{c(k)}:[")
+            lines.extend(f"{c(x)}{',' if i < len(v) - 1 else ''}" for i, x in enumerate(v))
+            lines.append(f"]{end}")
+        elif isinstance(v, dict) and len(v) > 1 and k != "link":
+            lines.append(f"{c(k)}:{{")
+            lines.extend(f"{c(kk)}:{c(vv)}{',' if i < len(v) - 1 else ''}"
+                         for i, (kk, vv) in enumerate(v.items()))
+            lines.append(f"}}{end}")
+        else:
+            lines.append(f"{c(k)}:{c(v)}{end}")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def _write_text(path: PathLike, text: str, overwrite: bool) -> Path:
+    """Write `text` to `path` atomically; refuse to replace a file unless `overwrite`."""
+    p = Path(path)
+    if p.is_dir():
+        raise FileFormatError(p, "", "is a directory", "give a file path to write to")
+    if not overwrite and p.exists():
+        raise OutputExistsError(f"{p}: file exists; pass --force (overwrite=True) to replace "
+                                "it, or choose another path")
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        tmp = p.parent / f".{p.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(text)
+                f.flush()
+                os.fsync(f.fileno())
+            if overwrite:
+                os.replace(tmp, p)
+            else:
+                try:  # no-clobber rename: link fails if the target appeared meanwhile
+                    os.link(tmp, p)
+                except FileExistsError:
+                    raise OutputExistsError(
+                        f"{p}: file exists; pass --force (overwrite=True) to replace it, or "
+                        "choose another path") from None
+                except OSError:  # file system without hard links
+                    if p.exists():
+                        raise OutputExistsError(
+                            f"{p}: file exists; pass --force (overwrite=True) to replace it, "
+                            "or choose another path") from None
+                    os.replace(tmp, p)
+        finally:
+            if tmp.exists():
+                tmp.unlink()
+    except SlackoptError:
+        raise
+    except OSError as e:
+        raise FileFormatError(p, "", f"cannot be written ({e.strerror or e})",
+                              "check that the directory exists and is writable") from None
+    return p
+
+
+# ----------------------------------------------------------------------------- errors
+_FIXES = {
+    "missing": "add the field",
+    "int_type": "write a whole number (bytes are integers, e.g. 1048576)",
+    "int_from_float": "write a whole number (bytes are integers, e.g. 1048576)",
+    "float_type": "write a number",
+    "finite_number": "write a finite number",
+    "string_type": "write a JSON string in double quotes",
+    "bool_type": "write true or false",
+    "list_type": "write a JSON list [...]",
+    "dict_type": "write a JSON object {...}",
+    "model_type": "write a JSON object {...}",
+    "literal_error": "use one of the values listed",
+    "greater_than_equal": "use a value >= 0",
+    "greater_than": "use a value > 0",
+    "less_than_equal": "use a smaller value",
+    "string_too_short": "use a non-empty name",
+}
+
+
+def _model_at(model: Any, loc: Sequence[str | int]) -> type[BaseModel] | None:
+    """The pydantic model that validates the object at `loc` (for listing its fields)."""
+    tp: Any = model
+    for part in loc:
+        tp = _unwrap(tp)
+        if isinstance(part, str):
+            if not (isinstance(tp, type) and issubclass(tp, BaseModel)) \
+                    or part not in tp.model_fields:
+                return None
+            tp = tp.model_fields[part].annotation
+        else:
+            args = typing.get_args(tp)
+            if typing.get_origin(tp) is not list or not args:
+                return None
+            tp = args[0]
+    tp = _unwrap(tp)
+    return tp if isinstance(tp, type) and issubclass(tp, BaseModel) else None
+
+
+def _unwrap(tp: Any) -> Any:
+    """Strip Optional[...] / X | None."""
+    args = [a for a in typing.get_args(tp) if a is not type(None)]
+    if typing.get_origin(tp) in (typing.Union, types.UnionType) and len(args) == 1:
+        return args[0]
+    return tp
+
+
+def _item_label(raw: Any, loc: Sequence[str | int]) -> str:
+    """" (tensor 'x')" for a loc inside ops[i] / tensors[j] when the raw item has a name."""
+    if len(loc) >= 2 and loc[0] in ("ops", "tensors") and isinstance(loc[1], int) \
+            and isinstance(raw, Mapping):
+        items = raw.get(loc[0])
+        if isinstance(items, list) and 0 <= loc[1] < len(items):
+            it = items[loc[1]]
+            if isinstance(it, Mapping) and isinstance(it.get("name"), str):
+                return f"{'op' if loc[0] == 'ops' else 'tensor'} '{it['name']}': "
+    return ""
+
+
+def _pydantic_error(path: PathLike, err: ValidationError, raw: Any,
+                    top: type[BaseModel]) -> FileFormatError:
+    errs = err.errors(include_url=False)
+    e = errs[0]
+    loc = [p for p in e["loc"] if isinstance(p, (str, int))]
+    # Unions report their branch in loc ("recipe", "RecipeModel", "ops"): drop model names.
+    loc = [p for p in loc if not (isinstance(p, str) and p.endswith("Model"))]
+    typ = e["type"]
+    msg = e["msg"]
+    if typ == "missing":
+        problem = "required field is missing"
+    elif typ == "extra_forbidden":
+        problem = "unknown field"
+    else:
+        problem = msg[0].lower() + msg[1:]
+        if "input" in e and typ not in ("model_type",):
+            shown = json.dumps(e["input"], default=repr)
+            problem += f", got {shown if len(shown) <= 60 else shown[:57] + '...'}"
+    fix = _FIXES.get(typ, "correct the value")
+    if typ == "extra_forbidden":
+        parent = _model_at(top, loc[:-1])
+        allowed = ", ".join(parent.model_fields) if parent else ""
+        fix = "remove it" + (f" (allowed fields: {allowed})" if allowed else "")
+    elif typ == "missing":
+        fix = f"add '{loc[-1]}'" if loc else fix
+    more = len(errs) - 1
+    if more:
+        problem += f" (and {more} more problem{'s' if more > 1 else ''})"
+    return FileFormatError(path, _fmt_loc(loc), _item_label(raw, loc) + problem, fix)
+
+
+_SUBJECT = re.compile(r"^(op|tensor|link) (?:'((?:[^']|'(?!:))*)'|#(\d+)):")
+_QUOTED = re.compile(r"'([^']*)'")
+
+
+def _instance_error_field(raw: Mapping[str, Any], msg: str) -> tuple[str, str]:
+    """Map an InstanceError message to (dotted field, fix)."""
+    generic = "correct the instance (or regenerate it with `slackopt make`)"
+    ops = raw.get("ops") if isinstance(raw.get("ops"), list) else []
+    tensors = raw.get("tensors") if isinstance(raw.get("tensors"), list) else []
+    cyc = re.match(r"^recipes rebuild each other in a cycle: (\S+)", msg)
+    if cyc:
+        names = [t.get("name") for t in tensors]
+        if cyc.group(1) in names:
+            return (f"tensors[{names.index(cyc.group(1))}].recipe.inputs",
+                    "break the cycle: one of these recipes must not read the other tensor")
+        return "tensors", "break the cycle between the recipes"
+    m = _SUBJECT.match(msg)
+    if not m:
+        return "", generic
+    kind, name, num = m.group(1), m.group(2), m.group(3)
+    rest = msg[m.end():]
+    if kind == "link":
+        for f in ("duplex_factor", "copy_latency_s"):
+            if f in rest:
+                return f"link.{f}", "use a value in the allowed range"
+        return "link.bytes_per_s", "use a bandwidth > 0 (bytes/s)"
+    items = ops if kind == "op" else tensors
+    key = "ops" if kind == "op" else "tensors"
+    if num is not None:
+        idx = int(num)
+    else:
+        where = [i for i, it in enumerate(items) if it.get("name") == name]
+        dup = "duplicate" in rest
+        idx = where[1] if dup and len(where) > 1 else (where[0] if where else -1)
+    base = f"{key}[{idx}]" if idx >= 0 else key
+    it = items[idx] if 0 <= idx < len(items) else {}
+    quoted = _QUOTED.findall(rest)
+
+    def pos(lst: Any, value: str | None) -> str:
+        if isinstance(lst, list) and value in lst:
+            return f"[{lst.index(value)}]"
+        return ""
+
+    rec = it.get("recipe") if isinstance(it.get("recipe"), Mapping) else {}
+    if "duplicate" in rest:
+        return f"{base}.name", f"give every {kind} a unique name"
+    if "name" in rest and num is not None:
+        return f"{base}.name", "use a non-empty name"
+    if kind == "op":
+        for f in ("phase", "duration_s", "workspace_bytes", "flops"):
+            if f in rest:
+                fix = ("list all forward ops, then all backward ops, then rebuild-only ops"
+                       if f == "phase" else "use a finite value >= 0")
+                return f"{base}.{f}", fix
+        return base, generic
+    if "size_bytes" in rest:
+        return f"{base}.size_bytes", "use a whole number of bytes >= 0"
+    if rest.lstrip().startswith("producer"):
+        return f"{base}.producer", "name a forward or backward op listed in 'ops'"
+    if rest.lstrip().startswith("reader"):
+        return (f"{base}.readers{pos(it.get('readers'), quoted[0] if quoted else None)}",
+                "list only scheduled ops that run after the producer, each once")
+    if "recipe op" in rest:
+        return (f"{base}.recipe.ops{pos(rec.get('ops'), quoted[0] if quoted else None)}",
+                "list forward or rebuild-only ops that exist and run no later than the "
+                "producer")
+    if "recipe input" in rest:
+        return (f"{base}.recipe.inputs{pos(rec.get('inputs'), quoted[0] if quoted else None)}",
+                "read only saved tensors produced no later than this one")
+    if "reads the tensor it rebuilds" in rest:
+        return f"{base}.recipe.inputs", "remove the tensor itself from its recipe inputs"
+    if "transient_bytes" in rest:
+        return f"{base}.recipe.transient_bytes", "use a whole number of bytes >= 0"
+    if "recipe" in rest:
+        return f"{base}.recipe", "give the recipe at least one op, or null if not rebuildable"
+    return base, generic
+
+
+# ----------------------------------------------------------------------------- checks
+def _check_header(path: PathLike, raw: Any, fmt: str, versions: tuple[int, ...]) -> None:
+    what = "instance" if fmt == INSTANCE_FORMAT else "plan"
+    make = ("slackopt make WORKLOAD -o FILE" if fmt == INSTANCE_FORMAT
+            else "slackopt solve INSTANCE --solver NAME --budget B -o FILE")
+    if not isinstance(raw, Mapping):
+        raise FileFormatError(path, "", f"top level is a JSON {_json_kind(raw)}, not an object",
+                              f"give a slackopt {what} file (written by `{make}`)")
+    got = raw.get("format")
+    if got is None:
+        raise FileFormatError(path, "format", f"missing: this is not a slackopt {what} file",
+                              f"give a slackopt {what} file (written by `{make}`), whose first "
+                              f"field is \"format\": \"{fmt}\"")
+    if got != fmt:
+        other = {INSTANCE_FORMAT: "an instance file", PLAN_FORMAT: "a plan file"}.get(got)
+        problem = (f"this is {other}, not {'an' if what == 'instance' else 'a'} {what} file"
+                   if other else f"'{got}' is not '{fmt}'")
+        raise FileFormatError(path, "format", problem,
+                              f"give a slackopt {what} file (written by `{make}`)")
+    v = raw.get("schema_version")
+    supported = ", ".join(map(str, versions))
+    if v is None:
+        raise FileFormatError(path, "schema_version", "missing",
+                              f"add \"schema_version\": {versions[-1]} (supported: {supported})")
+    if isinstance(v, bool) or not isinstance(v, int) or v not in versions:
+        newer = isinstance(v, int) and not isinstance(v, bool) and v > versions[-1]
+        fix = (f"upgrade slackopt, or rewrite the file with this version (`{make}`)" if newer
+               else f"set \"schema_version\": {versions[-1]}, or rewrite the file (`{make}`)")
+        raise FileFormatError(path, "schema_version", f"version {v!r} is not supported (this "
+                              f"slackopt reads {what} files of schema version {supported})", fix)
+
+
+def _json_kind(x: Any) -> str:
+    return {list: "list", str: "string", bool: "boolean", int: "number", float: "number",
+            type(None): "null"}.get(type(x), type(x).__name__)
+
+
+# ----------------------------------------------------------------------------- instances
+def instance_to_dict(instance: Instance) -> dict[str, Any]:
+    """The JSON-ready document of an instance file (current schema version).
+
+    Args:
+        instance: the instance.
+
+    Returns:
+        A dict with plain Python values (ints for bytes, floats for times), in file order.
+
+    Raises:
+        FileFormatError: if ``instance.meta`` holds values JSON cannot store (NaN,
+            infinities, objects); the field is named.
+    """
+    lk = instance.link
+    return {
+        "format": INSTANCE_FORMAT,
+        "schema_version": INSTANCE_SCHEMA_VERSIONS[-1],
+        "name": instance.name,
+        "meta": _normalize(dict(instance.meta), "<instance meta>", ("meta",)),
+        "link": {"name": str(lk.name), "bytes_per_s": float(lk.bytes_per_s),
+                 "duplex_factor": float(lk.duplex_factor),
+                 "copy_latency_s": float(lk.copy_latency_s)},
+        "ops": [{"name": op.name, "phase": op.phase, "duration_s": float(op.duration_s),
+                 "layer": int(op.layer), "kind": op.kind,
+                 "workspace_bytes": int(op.workspace_bytes), "flops": float(op.flops),
+                 "never_recompute": bool(op.never_recompute), "random": bool(op.random)}
+                for op in instance.ops],
+        "tensors": [{"name": t.name, "size_bytes": int(t.size_bytes), "producer": t.producer,
+                     "readers": list(t.readers), "category": t.category,
+                     "recipe": None if t.recipe is None else {
+                         "ops": list(t.recipe.ops), "inputs": list(t.recipe.inputs),
+                         "transient_bytes": int(t.recipe.transient_bytes)}}
+                    for t in instance.tensors],
+    }
+
+
+def instance_from_dict(d: Mapping[str, Any], source: str = "<dict>") -> Instance:
+    """Validate an instance document and build the Instance.
+
+    Args:
+        d: the parsed document (as :func:`instance_to_dict` returns or a JSON file holds).
+        source: what to call the document in error messages (the file path).
+
+    Returns:
+        The Instance.
+
+    Raises:
+        FileFormatError: naming `source`, the field (``tensors[3].producer``) and a fix,
+            for a wrong format or schema version, a structural problem (missing, unknown
+            or mistyped field, NaN, negative size) or a semantic one (dangling reference,
+            duplicate name, reader before producer, ...).
+    """
+    _check_header(source, d, INSTANCE_FORMAT, INSTANCE_SCHEMA_VERSIONS)
+    raw = _normalize(d, source)
+    try:
+        m = InstanceFileModel.model_validate(raw)
+    except ValidationError as e:
+        raise _pydantic_error(source, e, raw, InstanceFileModel) from None
+    link = Link(m.link.name, m.link.bytes_per_s, m.link.duplex_factor, m.link.copy_latency_s)
+    ops = [Op(o.name, o.phase, o.duration_s, o.layer, o.kind, o.workspace_bytes, o.flops,
+              o.never_recompute, o.random) for o in m.ops]
+    tensors = [Tensor(t.name, t.size_bytes, t.producer, tuple(t.readers),
+                      None if t.recipe is None else Recipe(tuple(t.recipe.ops),
+                                                           tuple(t.recipe.inputs),
+                                                           t.recipe.transient_bytes),
+                      t.category) for t in m.tensors]
+    try:
+        return Instance(m.name, ops, tensors, link, meta=m.meta)
+    except InstanceError as e:
+        field, fix = _instance_error_field(raw, str(e))
+        raise FileFormatError(source, field, str(e), fix) from None
+
+
+def save_instance(instance: Instance, path: PathLike, *, overwrite: bool = False) -> Path:
+    """Write `instance` to an instance file.
+
+    Args:
+        instance: the instance.
+        path: the file to write (parent directories are created).
+        overwrite: replace an existing file; without it an existing file is an error.
+
+    Returns:
+        The path written.
+
+    Raises:
+        OutputExistsError: the file exists and `overwrite` is False.
+        FileFormatError: the file cannot be written, or the meta holds non-JSON values.
+    """
+    doc = instance_to_dict(instance)
+    return _write_text(path, _dumps(doc), overwrite)
+
+
+def load_instance(path: PathLike) -> Instance:
+    """Read an instance file.
+
+    Args:
+        path: the file.
+
+    Returns:
+        The Instance (validated).
+
+    Raises:
+        FileFormatError: naming the file, the field and a fix, for any problem: missing or
+            unreadable file, not JSON, NaN/Infinity tokens, wrong format or schema version,
+            a missing/unknown/mistyped field, or a malformed instance.
+    """
+    return instance_from_dict(_read_json(path), source=str(path))
+
+
+# ----------------------------------------------------------------------------- plans
+def plan_to_dict(plan: Plan, instance: Instance | str | None = None,
+                 meta: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The JSON-ready document of a plan file.
+
+    Args:
+        plan: the plan.
+        instance: the instance it plans (checked against it, and its name recorded), or
+            just the instance name, or None.
+        meta: provenance to record (solver, budget, ...); stored, never interpreted.
+
+    Returns:
+        A dict in file order.
+
+    Raises:
+        PlanError: the plan does not fit `instance`.
+        FileFormatError: `meta` holds values JSON cannot store.
+    """
+    if isinstance(instance, Instance):
+        plan.check(instance)
+        name: str | None = instance.name
+    else:
+        name = instance
+    doc: dict[str, Any] = {"format": PLAN_FORMAT, "schema_version": PLAN_SCHEMA_VERSIONS[-1],
+                           "instance": name, **plan.to_dict()}
+    doc["meta"] = _normalize(dict(meta or {}), "<plan meta>", ("meta",))
+    return doc
+
+
+def plan_from_dict(d: Mapping[str, Any], instance: Instance, source: str = "<dict>") -> Plan:
+    """Validate a plan document against `instance` and build the Plan.
+
+    Args:
+        d: the parsed document.
+        instance: the instance the plan is for; every saved tensor must get exactly one
+            decision and no other name may appear.
+        source: what to call the document in error messages.
+
+    Returns:
+        The Plan, aligned with ``instance.saved_names``.
+
+    Raises:
+        FileFormatError: wrong format/version/structure, decisions missing for some saved
+            tensors or naming tensors that are not saved tensors of the instance, an unknown
+            policy, or recomp of a tensor that cannot be rebuilt.
+    """
+    _check_header(source, d, PLAN_FORMAT, PLAN_SCHEMA_VERSIONS)
+    raw = _normalize(d, source)
+    try:
+        m = PlanFileModel.model_validate(raw)
+    except ValidationError as e:
+        raise _pydantic_error(source, e, raw, PlanFileModel) from None
+    made_for = (f" (the plan was made for instance '{m.instance}')"
+                if m.instance and m.instance != instance.name else "")
+    if m.policy not in POLICIES:
+        raise FileFormatError(source, "policy", f"runtime policy '{m.policy}' is unknown",
+                              f"use one of {', '.join(POLICIES)}")
+    saved = set(instance.saved_names)
+    unknown = [n for n in m.decisions if n not in saved]
+    if unknown:
+        kind = ("not a saved tensor" if unknown[0] in {t.name for t in instance.tensors}
+                else "not a tensor")
+        raise FileFormatError(
+            source, f"decisions.{unknown[0]}",
+            f"'{unknown[0]}' is {kind} of instance '{instance.name}'" + _more(unknown)
+            + made_for, "decide only the saved tensors of this instance (`slackopt describe`)")
+    missing = [n for n in instance.saved_names if n not in m.decisions]
+    if missing:
+        shown = ", ".join(f"'{n}'" for n in missing[:5])
+        raise FileFormatError(
+            source, "decisions", f"no decision for {len(missing)} saved tensor"
+            f"{'s' if len(missing) > 1 else ''} of instance '{instance.name}': {shown}"
+            f"{', ...' if len(missing) > 5 else ''}" + made_for,
+            "give every saved tensor a decision: keep, swap or recomp")
+    codes = np.array([DECISION_NAMES.index(m.decisions[n]) for n in instance.saved_names],
+                     dtype=np.int8)
+    try:
+        plan = Plan(codes, instance.saved_names, m.policy)
+        plan.check(instance)
+    except PlanError as e:
+        bad = _QUOTED.search(str(e))
+        field = f"decisions.{bad.group(1)}" if bad else "decisions"
+        raise FileFormatError(source, field, str(e),
+                              "plan keep or swap for tensors that cannot be rebuilt") from None
+    return plan
+
+
+def _more(names: list[str]) -> str:
+    return f" (and {len(names) - 1} more)" if len(names) > 1 else ""
+
+
+def save_plan(plan: Plan, path: PathLike, instance: Instance | str | None = None,
+              overwrite: bool = False, *, meta: Mapping[str, Any] | None = None) -> Path:
+    """Write `plan` to a plan file.
+
+    Args:
+        plan: the plan.
+        path: the file to write (parent directories are created).
+        instance: the instance it plans (checked, name recorded), its name, or None.
+        overwrite: replace an existing file; without it an existing file is an error.
+        meta: provenance (solver, params, budget_bytes, ...); stored, never interpreted.
+
+    Returns:
+        The path written.
+
+    Raises:
+        OutputExistsError: the file exists and `overwrite` is False.
+        PlanError: the plan does not fit `instance`.
+        FileFormatError: the file cannot be written or `meta` is not JSON-storable.
+    """
+    return _write_text(path, _dumps(plan_to_dict(plan, instance, meta)), overwrite)
+
+
+def load_plan(path: PathLike, instance: Instance) -> Plan:
+    """Read a plan file for `instance`.
+
+    Args:
+        path: the file.
+        instance: the instance the plan is for.
+
+    Returns:
+        The Plan, aligned with ``instance.saved_names``.
+
+    Raises:
+        FileFormatError: naming the file, the field and a fix, for any problem (see
+            :func:`plan_from_dict`).
+    """
+    return plan_from_dict(_read_json(path), instance, source=str(path))
+
+
+__all__ = [
+    "INSTANCE_FORMAT", "INSTANCE_SCHEMA_VERSIONS", "OutputExistsError", "PLAN_FORMAT",
+    "PLAN_SCHEMA_VERSIONS", "instance_from_dict", "instance_to_dict", "load_instance",
+    "load_plan", "plan_from_dict", "plan_to_dict", "save_instance", "save_plan",
+]

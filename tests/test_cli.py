@@ -1,0 +1,349 @@
+"""The `slackopt` command: outputs, --json, exit codes and error messages (slackopt.cli)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_io import small_instance
+
+import slackopt.solver as solver_mod
+from slackopt import io
+from slackopt.cli import main
+from slackopt.plan import KEEP, RECOMP, Plan
+from slackopt.solver import SolveResult
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    """Run the command in-process; returns (exit status, stdout, stderr)."""
+    rc = main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def run_sub(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """Run the command as a process, the way a shell would."""
+    return subprocess.run([sys.executable, "-m", "slackopt.cli", *map(str, args)],
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, **(env or {})})
+
+
+def assert_user_error(rc: int, out: str, err: str, *words: str) -> None:
+    assert rc == 2, (rc, out, err)
+    assert "Traceback" not in out + err
+    assert out == ""
+    for w in words:
+        assert w in err, (w, err)
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> dict[str, Path]:
+    inst = small_instance()
+    i = io.save_instance(inst, tmp_path / "inst.json")
+    keep = io.save_plan(Plan.keep_all(inst), tmp_path / "keep.json", inst)
+    return {"inst": i, "keep": keep, "dir": tmp_path}
+
+
+# ----------------------------------------------------------------------------- test solvers
+class KeepAllTest:
+    """Keeps everything (test solver)."""
+
+    name = "keepall_test"
+
+    def solve(self, instance, budget_bytes, *, time_limit_s=None, seed=None) -> SolveResult:
+        ok = budget_bytes >= instance.P
+        return SolveResult(Plan.keep_all(instance), self.name, status="feasible" if ok
+                           else "infeasible", seed=seed,
+                           info={} if ok else {"min_budget_bytes": instance.P})
+
+
+class NoisyRecompute:
+    """Recomputes what it can and prints chatter to stdout (test solver)."""
+
+    name = "noisy_test"
+
+    def __init__(self, level: int = 0) -> None:
+        self.level = level
+
+    def solve(self, instance, budget_bytes, *, time_limit_s=None, seed=None) -> SolveResult:
+        print("solver chatter on stdout")
+        os.write(1, b"C-level chatter on fd 1\n")
+        return SolveResult(Plan.uniform(instance, RECOMP), self.name,
+                           params={"level": self.level}, info={"level": self.level})
+
+
+class Broken:
+    """Raises an internal error (test solver)."""
+
+    name = "broken_test"
+
+    def solve(self, instance, budget_bytes, *, time_limit_s=None, seed=None) -> SolveResult:
+        raise RuntimeError("boom")
+
+
+class _EP:
+    def __init__(self, name: str, obj: Any) -> None:
+        self.name, self.value, self._obj = name, f"test_cli:{obj.__name__}", obj
+
+    def load(self) -> Any:
+        return self._obj
+
+
+@pytest.fixture
+def test_solvers(monkeypatch: pytest.MonkeyPatch) -> None:
+    eps = {"keepall_test": _EP("keepall_test", KeepAllTest),
+           "noisy_test": _EP("noisy_test", NoisyRecompute),
+           "broken_test": _EP("broken_test", Broken)}
+    monkeypatch.setattr(solver_mod, "registered_solvers", lambda: eps)
+
+
+# ----------------------------------------------------------------------------- basics
+def test_help_and_version(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, _ = run(capsys, "--help")
+    assert rc == 0
+    for cmd in ("make", "describe", "solve", "simulate", "solvers"):
+        assert cmd in out
+    rc, out, _ = run(capsys, "--version")
+    assert rc == 0 and out.startswith("slackopt ")
+
+
+def test_no_command_is_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, err = run(capsys)
+    assert rc == 2 and "Usage" in err and "Traceback" not in out + err
+
+
+def test_unknown_command_and_missing_option(capsys: pytest.CaptureFixture[str],
+                                            files: dict[str, Path]) -> None:
+    assert_user_error(*run(capsys, "frobnicate"), "No such command")
+    assert_user_error(*run(capsys, "solve", files["inst"], "--solver", "x"), "--budget")
+    assert_user_error(*run(capsys, "make", "gpt2-xl", "--seq", "-3", "-o", "x.json"), "--seq")
+
+
+# ----------------------------------------------------------------------------- solvers
+def test_solvers_json(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, err = run(capsys, "solvers", "--json")
+    assert rc == 0
+    rows = json.loads(out)["solvers"]
+    assert {"slackswap", "keep_all", "checkpoint"} <= {r["name"] for r in rows}
+    for r in rows:
+        assert set(r) == {"name", "target", "summary", "error"}
+        assert (r["summary"] is None) != (r["error"] is None)
+
+
+def test_solvers_human(capsys: pytest.CaptureFixture[str], test_solvers: None) -> None:
+    rc, out, _ = run(capsys, "solvers")
+    assert rc == 0 and "keepall_test" in out and "Keeps everything" in out
+
+
+# ----------------------------------------------------------------------------- simulate
+def test_simulate_keep_all_json(capsys: pytest.CaptureFixture[str],
+                                files: dict[str, Path]) -> None:
+    rc, out, err = run(capsys, "simulate", files["inst"], files["keep"], "--json")
+    assert rc == 0, err
+    doc = json.loads(out)
+    inst = small_instance()
+    assert doc["budget_bytes"] == inst.P and doc["budget_fraction"] == 1.0
+    assert doc["decisions"] == {"keep": 3, "swap": 0, "recomp": 0}
+    ev = doc["evaluation"]
+    assert ev["feasible"] is True
+    assert ev["step_time_s"] == pytest.approx(inst.ideal_time_s)
+    assert ev["peak_bytes"] == inst.P
+
+
+def test_simulate_budget_in_bytes_and_human(capsys: pytest.CaptureFixture[str],
+                                            files: dict[str, Path]) -> None:
+    rc, out, err = run(capsys, "simulate", files["inst"], files["keep"], "--budget", "1MB")
+    assert rc == 0, err
+    assert "Evaluation" in out and "keep" in out and "1 MB" in out
+
+
+def test_simulate_bad_inputs(capsys: pytest.CaptureFixture[str], files: dict[str, Path]) -> None:
+    inst, keep = files["inst"], files["keep"]
+    assert_user_error(*run(capsys, "simulate", inst, files["dir"] / "nope.json", "--json"),
+                      "nope.json", "file not found")
+    assert_user_error(*run(capsys, "simulate", inst, inst), "field 'format'", "instance file")
+    assert_user_error(*run(capsys, "simulate", inst, keep, "--budget", "lots"), "budget 'lots'")
+    assert_user_error(*run(capsys, "simulate", inst, keep, "--budget", "-1"), "budget")
+    d = json.loads(keep.read_text())
+    del d["decisions"]["x1"]
+    bad = files["dir"] / "missing.json"
+    bad.write_text(json.dumps(d))
+    assert_user_error(*run(capsys, "simulate", inst, bad, "--json"), "'x1'", "decisions")
+
+
+def test_bad_instance_file_reports_field(capsys: pytest.CaptureFixture[str],
+                                         files: dict[str, Path]) -> None:
+    d = json.loads(files["inst"].read_text())
+    d["tensors"][1]["size_bytes"] = -1
+    bad = files["dir"] / "bad.json"
+    bad.write_text(json.dumps(d))
+    for cmd in (["simulate", bad, files["keep"]], ["describe", bad],
+                ["solve", bad, "-s", "slackswap", "-b", "0.5"]):
+        assert_user_error(*run(capsys, *cmd, "--json"), str(bad), "tensors[1].size_bytes",
+                          "Fix:")
+    bad.write_text('{"format": "slackopt-instance", "schema_version": NaN}')
+    assert_user_error(*run(capsys, "describe", bad), "schema_version")
+
+
+def test_human_output_keeps_brackets(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    inst = small_instance("net[bold]x[/bold]")
+    i = io.save_instance(inst, tmp_path / "i.json")
+    p = io.save_plan(Plan.keep_all(inst), tmp_path / "p.json", inst)
+    rc, out, err = run(capsys, "simulate", i, p)
+    assert rc == 0, err
+    assert "net[bold]x[/bold]" in out
+
+
+# ----------------------------------------------------------------------------- solve
+def test_solve_json_and_plan_file(capsys: pytest.CaptureFixture[str], files: dict[str, Path],
+                                  test_solvers: None) -> None:
+    out_plan = files["dir"] / "out" / "plan.json"
+    rc, out, err = run(capsys, "solve", files["inst"], "--solver", "keepall_test",
+                       "--budget", "1.0", "--seed", "3", "-o", out_plan, "--json")
+    assert rc == 0, err
+    doc = json.loads(out)
+    assert doc["status"] == "feasible" and doc["seed"] == 3
+    assert doc["decisions"] == {"keep": 3, "swap": 0, "recomp": 0}
+    assert doc["bytes_by_decision"]["keep"] == small_instance().A
+    assert doc["evaluation"]["feasible"] is True
+    assert doc["planning_time_s"] >= 0
+    assert doc["plan_file"] == str(out_plan)
+    meta = json.loads(out_plan.read_text())["meta"]
+    assert meta["solver"] == "keepall_test" and meta["budget_bytes"] == small_instance().P
+    # the plan file it wrote is a valid input of simulate
+    rc, out, err = run(capsys, "simulate", files["inst"], out_plan, "--json")
+    assert rc == 0 and json.loads(out)["evaluation"]["feasible"] is True
+    # no overwrite without --force, and the file is untouched
+    before = out_plan.read_text()
+    assert_user_error(*run(capsys, "solve", files["inst"], "-s", "keepall_test", "-b", "1.0",
+                           "-o", out_plan), "--force")
+    assert out_plan.read_text() == before
+    rc, _, err = run(capsys, "solve", files["inst"], "-s", "keepall_test", "-b", "1.0",
+                     "-o", out_plan, "--force")
+    assert rc == 0, err
+
+
+def test_solve_infeasible_is_an_answer(capsys: pytest.CaptureFixture[str],
+                                       files: dict[str, Path], test_solvers: None) -> None:
+    inst = small_instance()
+    rc, out, err = run(capsys, "solve", files["inst"], "-s", "keepall_test", "-b", "0.5")
+    assert rc == 0, err
+    assert "infeasible" in out
+    assert "smallest budget this solver reaches" in out and "1.000 of P" in out
+    rc, out, err = run(capsys, "solve", files["inst"], "-s", "keepall_test", "-b", "0.5",
+                       "--json")
+    assert rc == 0
+    doc = json.loads(out)
+    assert doc["status"] == "infeasible"
+    assert doc["min_budget_bytes"] == inst.P and doc["min_budget_fraction"] == 1.0
+    assert doc["evaluation"]["feasible"] is False and doc["evaluation"]["failure"]
+
+
+def test_solve_json_stdout_is_one_document(capsys: pytest.CaptureFixture[str],
+                                           files: dict[str, Path], test_solvers: None) -> None:
+    rc, out, err = run(capsys, "solve", files["inst"], "-s", "noisy_test", "-b", "1.0",
+                       "-p", "level=3", "--json")
+    assert rc == 0, err
+    doc = json.loads(out)  # fails if the chatter reached stdout
+    assert doc["params"] == {"level": 3} and doc["info"] == {"level": 3}
+    assert doc["decisions"]["recomp"] == 2
+    assert "solver chatter" in err
+
+
+def test_solve_user_errors(capsys: pytest.CaptureFixture[str], files: dict[str, Path],
+                           test_solvers: None) -> None:
+    inst = files["inst"]
+    assert_user_error(*run(capsys, "solve", inst, "-s", "nosuch", "-b", "0.5", "--json"),
+                      "unknown solver 'nosuch'", "keepall_test")
+    assert_user_error(*run(capsys, "solve", inst, "-s", "noisy_test", "-b", "0.5",
+                           "-p", "colour=red"), "bad parameters")
+    assert_user_error(*run(capsys, "solve", inst, "-s", "noisy_test", "-b", "0.5",
+                           "-p", "nonsense"), "KEY=VALUE")
+    assert_user_error(*run(capsys, "solve", inst, "-s", "keepall_test", "-b", "x"), "budget")
+
+
+def test_internal_error_exit_1_without_traceback(capsys: pytest.CaptureFixture[str],
+                                                 files: dict[str, Path], test_solvers: None,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SLACKOPT_DEBUG", raising=False)
+    rc, out, err = run(capsys, "solve", files["inst"], "-s", "broken_test", "-b", "0.5",
+                       "--json")
+    assert rc == 1 and out == ""
+    assert "internal error" in err and "boom" in err and "Traceback" not in err
+    monkeypatch.setenv("SLACKOPT_DEBUG", "1")
+    rc, out, err = run(capsys, "solve", files["inst"], "-s", "broken_test", "-b", "0.5")
+    assert rc == 1 and "Traceback" in err and "boom" in err
+
+
+# ----------------------------------------------------------------------------- make / describe
+# These use the workload generators (slackopt.workloads.make) and the link-budget report
+# (slackopt.linkbudget.report).
+MAKE_SMALL = ["--layers", "2", "--seq", "64", "--batch", "1"]
+
+
+def test_make_and_describe(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = tmp_path / "gpt.json"
+    rc, out, err = run(capsys, "make", "gpt2-xl", *MAKE_SMALL, "-o", path, "--json")
+    assert rc == 0, err
+    doc = json.loads(out)
+    assert doc["path"] == str(path) and doc["saved_tensors"] > 0
+    inst = io.load_instance(path)
+    assert inst.P == doc["peak_bytes"] and inst.meta
+    rc, out, err = run(capsys, "describe", path, "--json")
+    assert rc == 0, err
+    d = json.loads(out)
+    assert d["saved_bytes"] == inst.A and d["peak_bytes"] == inst.P
+    assert d["forward_time_s"] == inst.forward_time_s and d["ideal_time_s"] == inst.ideal_time_s
+    for key in ("intensity", "hideable_fraction", "forward_link_budget_bytes"):
+        assert key in d["link_budget"]
+    cats = d["saved_by_category"]
+    assert sum(c["count"] for c in cats.values()) == inst.n_saved
+    assert sum(c["bytes"] for c in cats.values()) == inst.A
+    rc, out, err = run(capsys, "describe", path)
+    assert rc == 0, err
+    assert "keep-all peak P" in out and "Saved tensors by category" in out
+    # make refuses to overwrite without --force
+    assert_user_error(*run(capsys, "make", "gpt2-xl", *MAKE_SMALL, "-o", path), "--force")
+    rc, _, err = run(capsys, "make", "gpt2-xl", *MAKE_SMALL, "-o", path, "--force")
+    assert rc == 0, err
+
+
+def test_make_unknown_names(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    out_file = tmp_path / "x.json"
+    assert_user_error(*run(capsys, "make", "nosuchnet", "-o", out_file, "--json"), "nosuchnet")
+    assert_user_error(*run(capsys, "make", "gpt2-xl", "--gpu", "tpu9", "-o", out_file), "tpu9",
+                      "a100")
+    assert_user_error(*run(capsys, "make", "gpt2-xl", "--link", "smoke", "-o", out_file),
+                      "smoke", "pcie4")
+    assert not out_file.exists()
+
+
+# ----------------------------------------------------------------------------- real process
+def test_process_exit_codes_and_streams(files: dict[str, Path]) -> None:
+    r = run_sub("describe", files["dir"] / "nope.json", "--json")
+    assert r.returncode == 2 and r.stdout == ""
+    assert "file not found" in r.stderr and "Traceback" not in r.stderr
+    r = run_sub("solve", files["inst"], "--budget", "0.5")
+    assert r.returncode == 2 and "Traceback" not in r.stderr and "--solver" in r.stderr
+    r = run_sub("simulate", files["inst"], files["keep"], "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["evaluation"]["feasible"] is True
+    r = run_sub("solvers", "--json")
+    assert r.returncode == 0 and isinstance(json.loads(r.stdout)["solvers"], list)
+
+
+def test_plan_decisions_are_kept(files: dict[str, Path], tmp_path: Path) -> None:
+    inst = small_instance()
+    plan = Plan.from_mapping(inst, {"x2": "recomp"})
+    p = io.save_plan(plan, tmp_path / "p.json", inst)
+    r = run_sub("simulate", files["inst"], p, "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["decisions"] == {"keep": 2, "swap": 0, "recomp": 1}
+    assert doc["bytes_by_decision"]["recomp"] == int(inst.s[plan.decisions == RECOMP].sum())
+    assert doc["bytes_by_decision"]["keep"] == int(inst.s[plan.decisions == KEEP].sum())
