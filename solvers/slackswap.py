@@ -1,0 +1,910 @@
+"""SlackSwap: the two-pass keep/swap/recompute planner with validation and repair.
+
+Paper: ../shared/papers/slackswap-2026.txt, section 3 (Algorithm 1); the details the
+paper leaves open are pinned in ../shared/spec/semantics.md ("SlackSwap details the
+paper leaves open").
+
+- :func:`pass1` (sec. 3.2, Alg. 1 lines 2-6) spends the link budget: it adds saved
+  tensors to the swap set S in decreasing recompute cost per byte rho while both the
+  offload schedule (D2H, production order, ends before (1 - g) T_F) and the prefetch
+  schedule (H2D from T_F in deadline order, gated by the memory the backward pass
+  releases) stay feasible, until S covers the deficit D = P - M.
+- :func:`pass2` (sec. 3.3, Alg. 1 lines 7-12) recomputes the cheapest bytes: at the
+  first operator whose planned memory m(i) exceeds M it marks recomp the resident,
+  unused keep tensor with the lowest c_t / min(s_t, E), E the largest remaining excess;
+  with no candidate it converts the earliest block to full recomputation.
+- :func:`plan` runs both passes; :class:`SlackSwap` (sec. 3.4) replays each plan in the
+  evaluator (:func:`slackopt.simulate.simulate`) and repairs it for at most six rounds.
+
+All functions are deterministic. Saved tensors are addressed by their position in
+``Instance.saved`` (production order).
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+import time
+import weakref
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from slackopt.bisection import smallest_true
+from slackopt.instance import Instance
+from slackopt.linkbudget import forward_link_budget_bytes
+from slackopt.plan import KEEP, RECOMP, SWAP, Plan
+from slackopt.simulate import Evaluation, simulate
+from slackopt.solver import SolveResult
+
+SWAP_ORDERS = ("rho", "production")
+GUARD_STEP = 0.02
+"""Raise of the offload guard g after a round with forward stalls (semantics.md)."""
+MIN_BUDGET_REL_TOL = 0.005
+"""Resolution of the min-budget bisection, as a share of P."""
+
+
+# --------------------------------------------------------------------------- per-instance data
+class _Prep:
+    """Plan-independent arrays of one instance, computed once and cached."""
+
+    def __init__(self, inst: Instance) -> None:
+        n = inst.n_saved
+        link = inst.link
+        self.n = n
+        self.W = float(link.bytes_per_s)
+        self.lat = float(link.copy_latency_s)
+        self.s = np.asarray(inst.s, dtype=np.int64)
+        self.sf = self.s.astype(np.float64)
+        self.dur = self.lat + self.sf / self.W
+        self.r = np.asarray(inst.r, dtype=np.float64)
+        self.d = np.asarray(inst.d, dtype=np.float64)
+        self.c = np.asarray(inst.c, dtype=np.float64)
+        self.finite_c = np.isfinite(self.c)
+        self.TF = float(inst.forward_time_s)
+        self.n_ops = inst.n_ops
+        self.end_s = np.asarray(inst.end_s, dtype=np.float64)
+        self.prod = np.asarray(inst.saved_prod_idx, dtype=np.int64)
+        self.last_fwd = np.asarray(inst.saved_last_fwd_idx, dtype=np.int64)
+        self.first_bwd = np.asarray(inst.saved_first_bwd_idx, dtype=np.int64)
+        self.last_bwd = np.asarray(inst.saved_last_bwd_idx, dtype=np.int64)
+        # Prefetch credits: a kept tensor frees its bytes when its last backward reader ends.
+        rel = self.end_s[self.last_bwd] if n else np.zeros(0)
+        self.rel_order = np.argsort(rel, kind="stable")
+        self.rel_sorted = rel[self.rel_order]
+        self.rel_rank = np.empty(n, dtype=np.int64)
+        self.rel_rank[self.rel_order] = np.arange(n)
+        # Recipe graph: inputs (given) and dependents (tensors whose recipe reads k).
+        self.inputs: list[tuple[int, ...]] = [tuple(x) for x in inst.recipe_inputs]
+        deps: list[list[int]] = [[] for _ in range(n)]
+        for u, ins in enumerate(self.inputs):
+            for k in ins:
+                deps[k].append(u)
+        self.dependents = deps
+        # Dependents before their inputs (reverse topological order of input -> dependent).
+        self.topo = _dependents_first(self.inputs, n)
+        # Blocks (layers >= 0) in forward order, with their saved positions.
+        layers = np.asarray(inst.saved_layers, dtype=np.int64)
+        self.layers = layers
+        self.blocks = sorted({int(b) for b in layers.tolist() if b >= 0})
+        self.block_members = {b: np.flatnonzero(layers == b) for b in self.blocks}
+        self.static = np.asarray(inst.static_profile, dtype=np.int64)
+
+
+def _dependents_first(inputs: list[tuple[int, ...]], n: int) -> list[int]:
+    """Order of saved positions in which every tensor comes before its recipe inputs."""
+    order: list[int] = []
+    state = [0] * n  # 0 new, 1 on stack, 2 done
+    # Iterative DFS from the last-produced tensors; emit post-order over "dependent ->
+    # input" edges reversed: a tensor is emitted after all tensors that read it.
+    deps: list[list[int]] = [[] for _ in range(n)]
+    for u, ins in enumerate(inputs):
+        for k in ins:
+            deps[k].append(u)
+    for root in range(n - 1, -1, -1):
+        if state[root]:
+            continue
+        stack = [(root, iter(deps[root]))]
+        state[root] = 1
+        while stack:
+            node, it = stack[-1]
+            nxt = next(it, None)
+            if nxt is None:
+                stack.pop()
+                state[node] = 2
+                order.append(node)
+            elif state[nxt] == 0:
+                state[nxt] = 1
+                stack.append((nxt, iter(deps[nxt])))
+    # Post-order on the "input -> dependent" graph emits a tensor after every tensor
+    # that (transitively) reads it: dependents first.
+    return order
+
+
+_PREP: weakref.WeakKeyDictionary[Instance, _Prep] = weakref.WeakKeyDictionary()
+
+
+def _prep(inst: Instance) -> _Prep:
+    p = _PREP.get(inst)
+    if p is None:
+        p = _Prep(inst)
+        _PREP[inst] = p
+    return p
+
+
+def _positions(instance: Instance, items: Any) -> np.ndarray:
+    """Saved positions from an iterable of positions or saved-tensor names."""
+    out = []
+    for x in items if items is not None else ():
+        out.append(instance.saved_position(x) if isinstance(x, str) else int(x))
+    return np.array(sorted(set(out)), dtype=np.int64)
+
+
+def _fifo_ends(release: np.ndarray, dur: np.ndarray) -> np.ndarray:
+    """End times of jobs served in the given order on one channel.
+
+    ``end_k = max(release_k, end_{k-1}) + dur_k`` in closed form:
+    ``end_k = C_k + max_{j <= k}(release_j - C_{j-1})`` with C the cumulative durations.
+    """
+    if release.size == 0:
+        return np.zeros(0)
+    cd = np.cumsum(dur)
+    return cd + np.maximum.accumulate(release - (cd - dur))
+
+
+# --------------------------------------------------------------------------- Pass 1
+@dataclass(frozen=True)
+class SwapSet:
+    """Result of Pass 1.
+
+    Attributes:
+        positions: saved positions of the swap set S, in production order.
+        offload_end_s: per saved tensor, the end of its D2H copy in the planned offload
+            schedule (s), NaN outside S.
+        prefetch_end_s: per saved tensor, the end of its H2D copy in the planned prefetch
+            schedule (s), NaN outside S.
+        swapped_bytes: bytes of S.
+        deficit_bytes: D = P - M.
+        candidates_checked: number of candidates tested.
+    """
+
+    positions: np.ndarray
+    offload_end_s: np.ndarray
+    prefetch_end_s: np.ndarray
+    swapped_bytes: int
+    deficit_bytes: int
+    candidates_checked: int = 0
+
+    def mask(self) -> np.ndarray:
+        m = np.zeros(self.offload_end_s.size, dtype=bool)
+        m[self.positions] = True
+        return m
+
+
+def offload_schedule(instance: Instance, positions: Any) -> np.ndarray:
+    """End times (s) of the D2H copies of `positions` (saved positions), FIFO in production
+    order, each starting no earlier than its r and taking latency + s / W (sec. 3.2)."""
+    pr = _prep(instance)
+    pos = np.sort(np.asarray(positions, dtype=np.int64))
+    return _fifo_ends(pr.r[pos], pr.dur[pos])
+
+
+def prefetch_schedule(instance: Instance, positions: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Planned H2D schedule of swap set `positions` (sec. 3.2).
+
+    Copies start no earlier than T_F, run one at a time in deadline order (d, ties by
+    production order) and copy j starts only once the kept tensors (saved tensors not in
+    the set) released by the ideal backward pass (at the end of their last backward
+    reader) cover the bytes of copies 1..j.
+
+    Returns:
+        (order, ends): saved positions in prefetch order and each copy's end time (s);
+        an end is ``inf`` if the releases never cover the copy.
+    """
+    pr = _prep(instance)
+    pos = np.asarray(positions, dtype=np.int64)
+    inS = np.zeros(pr.n, dtype=bool)
+    inS[pos] = True
+    order = pos[np.lexsort((pos, pr.d[pos]))]
+    cc = np.cumsum(np.where(inS[pr.rel_order], 0, pr.s[pr.rel_order]))
+    ends = _prefetch_ends(pr, cc, pr.s[order])
+    return order, ends
+
+
+def _prefetch_ends(pr: _Prep, cc: np.ndarray, s_ord: np.ndarray) -> np.ndarray:
+    """H2D ends for copies of sizes `s_ord` in queue order, credits `cc` (cumulative kept
+    bytes in release order)."""
+    if s_ord.size == 0:
+        return np.zeros(0)
+    need = np.cumsum(s_ord)
+    ri = np.searchsorted(cc, need, side="left")
+    ok = ri < cc.size
+    rel = np.full(s_ord.size, np.inf)
+    rel[ok] = pr.rel_sorted[ri[ok]]
+    rel = np.maximum(rel, pr.TF)
+    return _fifo_ends(rel, pr.lat + s_ord.astype(np.float64) / pr.W)
+
+
+def pass1(
+    instance: Instance,
+    M: int,
+    g: float = 0.02,
+    excluded: Any = (),
+    *,
+    order: str = "rho",
+) -> SwapSet:
+    """Pass 1 (sec. 3.2; Algorithm 1, lines 2-6): choose the swap set S.
+
+    Candidates are the saved tensors with s > 0 not in `excluded`, in decreasing rho
+    (rho = inf first, ties by production order), or in production order when
+    ``order="production"`` (the swap-first ablation, sec. 4.4). A candidate joins S only
+    if, with it, both planned schedules stay feasible:
+
+    - offload: D2H copies in production order, each no earlier than its r, one at a time,
+      each taking ``copy_latency_s + s / W``; the last ends by ``(1 - g) * T_F``;
+    - prefetch: H2D copies from T_F in deadline order (d), each starting only once the
+      kept tensors released so far (ideal end of their last backward reader; memory is
+      assumed full at T_F) cover the bytes of all copies up to and including it; each
+      copy ends by its d.
+
+    Pass 1 stops once S covers the deficit D = P - M, or when the candidates run out.
+
+    Cost: the offload test is O(1) per candidate from prefix/suffix maxima of the current
+    FIFO schedule (``end_last = max_k (r_k + sum of durations from k on)``), rebuilt in
+    O(n) numpy after each acceptance; the prefetch test (only for candidates that pass
+    the offload test) is O(|S| log n) vectorized (closed-form FIFO + searchsorted).
+
+    Args:
+        instance: the problem.
+        M: memory budget (bytes).
+        g: offload guard (share of T_F).
+        excluded: saved positions or names never to swap.
+        order: "rho" or "production".
+
+    Returns:
+        The :class:`SwapSet`.
+    """
+    if order not in SWAP_ORDERS:
+        raise ValueError(f"swap order '{order}' is not one of {', '.join(SWAP_ORDERS)}")
+    pr = _prep(instance)
+    n = pr.n
+    D = int(instance.P) - int(M)
+    nan = np.full(n, np.nan)
+    if D <= 0 or n == 0:
+        return SwapSet(np.zeros(0, dtype=np.int64), nan, nan.copy(), 0, D)
+    ex = np.zeros(n, dtype=bool)
+    exc = _positions(instance, excluded)
+    ex[exc] = True
+    cand = np.flatnonzero((pr.s > 0) & ~ex)
+    if order == "rho":
+        cand = cand[np.lexsort((cand, -np.asarray(instance.rho)[cand]))]
+    limit = (1.0 - g) * pr.TF
+    s, r, d, dur, TF = pr.s, pr.r, pr.d, pr.dur, pr.TF
+
+    inS = np.zeros(n, dtype=bool)
+    # Offload state: tail[p] = sum of S durations at positions >= p; V_k = r_k + tail[k]
+    # for k in S; PM[p] = max_{k<p} V_k; SM[p] = max_{k>p} V_k.
+    durS = np.zeros(n)
+    tail = np.zeros(n + 1)
+    PM = np.full(n, -np.inf)
+    SM = np.full(n, -np.inf)
+    # Prefetch state: credits of kept tensors cumulated in release order; S in queue
+    # order (d, then position) as sizes, durations and deadlines.
+    cc = np.cumsum(s[pr.rel_order])
+    rel_sorted = pr.rel_sorted
+    keys: list[tuple[float, int]] = []
+    Ss = np.zeros(0, dtype=np.int64)
+    Sdur = np.zeros(0)
+    Sd = np.zeros(0)
+    r_l, d_l, dur_l, s_l = r.tolist(), d.tolist(), dur.tolist(), s.tolist()
+    rank_l = pr.rel_rank.tolist()
+    total = 0
+    checked = 0
+    for p in cand.tolist():
+        if total >= D:
+            break
+        checked += 1
+        dp_, rp, ddp = dur_l[p], r_l[p], d_l[p]
+        # Quick necessary conditions: the copy alone must fit both windows.
+        if rp + dp_ > limit or TF + dp_ > ddp:
+            continue
+        # Offload test, O(1): the last D2H end with p inserted.
+        if max(PM[p] + dp_, rp + dp_ + tail[p + 1], SM[p]) > limit:
+            continue
+        # Prefetch test, O(|S| log n): p leaves the credits and joins the queue.
+        sp = s_l[p]
+        ccp = cc.copy()
+        ccp[rank_l[p]:] -= sp
+        key = (ddp, p)
+        j = bisect.bisect_left(keys, key)
+        s_new = np.concatenate((Ss[:j], (sp,), Ss[j:]))
+        ri = ccp.searchsorted(np.cumsum(s_new))
+        if ri[-1] >= n:
+            continue  # the releases never cover the queue
+        rel = rel_sorted[ri]
+        np.maximum(rel, TF, out=rel)
+        dur_new = np.concatenate((Sdur[:j], (dp_,), Sdur[j:]))
+        d_new = np.concatenate((Sd[:j], (ddp,), Sd[j:]))
+        if not _fifo_ends(rel, dur_new).__le__(d_new).all():
+            continue
+        # Accept p.
+        inS[p] = True
+        total += sp
+        keys.insert(j, key)
+        Ss, Sdur, Sd, cc = s_new, dur_new, d_new, ccp
+        durS[p] = dp_
+        tail[:n] = np.cumsum(durS[::-1])[::-1]
+        V = np.where(inS, r + tail[:n], -np.inf)
+        np.maximum.accumulate(V[:-1], out=PM[1:])
+        SM[:-1] = np.maximum.accumulate(V[:0:-1])[::-1]
+
+    pos = np.flatnonzero(inS)
+    off = nan.copy()
+    off[pos] = _fifo_ends(r[pos], dur[pos])
+    pre = nan.copy()
+    if pos.size:
+        order_, ends = prefetch_schedule(instance, pos)
+        pre[order_] = ends
+    return SwapSet(pos, off, pre, total, D, checked)
+
+
+def offload_end_op(instance: Instance, offload_end_s: np.ndarray) -> np.ndarray:
+    """Index of the scheduled op during which each offload ends (-1 where NaN): the first
+    op whose ideal end is at or after the copy's end (clipped to the last op)."""
+    pr = _prep(instance)
+    out = np.full(pr.n, -1, dtype=np.int64)
+    ok = np.isfinite(offload_end_s)
+    if pr.n_ops and ok.any():
+        idx = np.searchsorted(pr.end_s, offload_end_s[ok], side="left")
+        out[ok] = np.minimum(idx, pr.n_ops - 1)
+    return out
+
+
+# --------------------------------------------------------------------------- Pass 2
+@dataclass
+class Pass2Result:
+    """Result of Pass 2.
+
+    Attributes:
+        decisions: int8 decisions per saved tensor.
+        profile: planned memory m(i) per scheduled op (bytes) after Pass 2.
+        picks: saved positions marked recomp one by one, in order.
+        fallback_blocks: blocks converted to full recomputation, in order.
+        fits: True if the planned profile stays within M.
+    """
+
+    decisions: np.ndarray
+    profile: np.ndarray
+    picks: list[int] = field(default_factory=list)
+    fallback_blocks: list[int] = field(default_factory=list)
+    fits: bool = True
+
+
+class _Profile:
+    """The planned memory profile of Pass 2 with incremental updates.
+
+    Windows (inclusive op-index ranges) where a saved tensor k holds s_k bytes:
+
+    - keep: [producer, last need];
+    - swap: [producer, max(op where its offload ends, last forward reader)] and
+      [first need, last need];
+    - recomp: [producer, last forward reader] and [first need, last need].
+
+    "First need" is the first backward reader, or earlier when a recomp tensor whose
+    recipe reads k is rebuilt earlier (rebuilds run just before their own first need and
+    chain: inputs first, sec. 3.3); "last need" likewise extends the last backward reader.
+    A rebuild is charged to the op it precedes.
+    """
+
+    def __init__(self, pr: _Prep, decisions: np.ndarray, off_end: np.ndarray) -> None:
+        self.pr = pr
+        self.dec = np.array(decisions, dtype=np.int8, copy=True)
+        self.off = np.asarray(off_end, dtype=np.int64)
+        n = pr.n
+        self.lo = pr.first_bwd.copy()
+        self.hi = pr.last_bwd.copy()
+        dec = self.dec
+        for u in pr.topo:  # dependents first: their needs are final when reached
+            if dec[u] == RECOMP:
+                lu = self.lo[u]
+                for k in pr.inputs[u]:
+                    if lu < self.lo[k]:
+                        self.lo[k] = lu
+                    if lu > self.hi[k]:
+                        self.hi[k] = lu
+        n_ops = pr.n_ops
+        delta = np.zeros(n_ops + 1, dtype=np.int64)
+        if n:
+            a1, b1, a2, b2 = self._windows_all()
+            s = pr.s
+            np.add.at(delta, a1, s)
+            np.add.at(delta, b1 + 1, -s)
+            two = a2 >= 0
+            np.add.at(delta, a2[two], s[two])
+            np.add.at(delta, b2[two] + 1, -s[two])
+        self.m = pr.static + np.cumsum(delta[:-1])
+
+    def _windows_all(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        pr, dec = self.pr, self.dec
+        keep = dec == KEEP
+        e1 = np.where(dec == SWAP, np.maximum(self.off, pr.last_fwd), pr.last_fwd)
+        merged = keep | (e1 + 1 >= self.lo)
+        b1 = np.where(merged, np.maximum(np.where(keep, self.hi, e1), self.hi), e1)
+        a2 = np.where(merged, -1, self.lo)
+        b2 = np.where(merged, -1, self.hi)
+        return pr.prod, b1, a2, b2
+
+    def windows(self, k: int, dk: int | None = None) -> list[tuple[int, int]]:
+        pr = self.pr
+        if dk is None:
+            dk = self.dec[k]
+        prod, hi, lo = int(pr.prod[k]), int(self.hi[k]), int(self.lo[k])
+        if dk == KEEP:
+            return [(prod, hi)]
+        e1 = int(pr.last_fwd[k])
+        if dk == SWAP:
+            e1 = max(e1, int(self.off[k]))
+        if e1 + 1 >= lo:
+            return [(prod, max(e1, hi))]
+        return [(prod, e1), (lo, hi)]
+
+    def _apply(self, k: int, sign: int, dk: int | None = None,
+                wins: list[tuple[int, int]] | None = None) -> None:
+        sk = int(self.pr.s[k]) * sign
+        if sk:
+            for a, b in (wins if wins is not None else self.windows(k, dk)):
+                self.m[a:b + 1] += sk
+
+    def set_decision(self, k: int, new: int) -> None:
+        """Change tensor k's decision and update the profile (and its inputs' needs)."""
+        if self.dec[k] == new:
+            return
+        if self.dec[k] == KEEP and new == RECOMP:
+            # keep [prod, hi] -> recomp [prod, last_fwd] + [lo, hi]: free the gap.
+            a, b = int(self.pr.last_fwd[k]) + 1, int(self.lo[k])
+            if b > a:
+                self.m[a:b] -= self.pr.s[k]
+        else:
+            self._apply(k, -1)
+            self._apply(k, +1, new)
+        self.dec[k] = new
+        self._refresh_inputs(k)
+
+    def _refresh_inputs(self, u: int) -> None:
+        pr = self.pr
+        stack = list(pr.inputs[u])
+        while stack:
+            k = stack.pop()
+            lo, hi = int(pr.first_bwd[k]), int(pr.last_bwd[k])
+            for v in pr.dependents[k]:
+                if self.dec[v] == RECOMP:
+                    lv = int(self.lo[v])
+                    lo = min(lo, lv)
+                    hi = max(hi, lv)
+            if lo != self.lo[k] or hi != self.hi[k]:
+                old = self.windows(k)
+                self.lo[k], self.hi[k] = lo, hi
+                new = self.windows(k)
+                if new != old:
+                    self._apply(k, -1, wins=old)
+                    self._apply(k, +1, wins=new)
+                if self.dec[k] == RECOMP:
+                    stack.extend(pr.inputs[k])
+
+
+def pass2(instance: Instance, M: int, decisions: Any, offload_end_idx: Any = None) -> np.ndarray:
+    """Pass 2 (sec. 3.3; Algorithm 1, lines 7-12): mark recomp the cheapest bytes.
+
+    See :func:`pass2_detailed`; this returns only the decisions (int8 array).
+    """
+    return pass2_detailed(instance, M, decisions, offload_end_idx).decisions
+
+
+def pass2_detailed(instance: Instance, M: int, decisions: Any,
+                   offload_end_idx: Any = None) -> Pass2Result:
+    """Pass 2 with its planned profile and the order of its choices.
+
+    Builds the planned memory profile m(i) over the scheduled ops (the static profile of
+    non-saved tensors and workspaces plus the windows of :class:`_Profile`). At the first
+    op i with m(i) > M, the candidates are keep tensors with finite c and s > 0 resident at
+    i but unused there (last forward reader < i < first need); the one minimizing
+    ``c_t / min(s_t, E)``, E = max_j (m(j) - M) over the whole profile (semantics.md), is
+    marked recomp (ties: earliest produced) and the profile is updated in place. With no
+    candidate at i, the earliest block (``Instance.saved_layers`` >= 0) that still has a
+    non-recomp tensor with finite c and s > 0 is converted to full recomputation (every
+    such tensor of the block, swapped ones included, becomes recomp: block checkpointing
+    as a fallback); with none left, Pass 2 stops and the plan is left to validation.
+
+    Args:
+        instance: the problem.
+        M: memory budget (bytes).
+        decisions: starting decisions (KEEP/SWAP/RECOMP per saved tensor); SWAP and RECOMP
+            entries are never changed except by the block fallback.
+        offload_end_idx: per saved tensor, the op during which its offload ends
+            (:func:`offload_end_op`); needed for SWAP entries (default: last forward
+            reader, i.e. an offload that never lags).
+
+    Returns:
+        The :class:`Pass2Result`.
+    """
+    pr = _prep(instance)
+    n = pr.n
+    dec0 = np.asarray(decisions, dtype=np.int8)
+    if dec0.shape != (n,):
+        raise ValueError(f"{dec0.size} decisions for {n} saved tensors")
+    off = (np.full(n, -1, dtype=np.int64) if offload_end_idx is None
+           else np.asarray(offload_end_idx, dtype=np.int64))
+    prof = _Profile(pr, dec0, off)
+    m = prof.m
+    dec = prof.dec
+    M = int(M)
+    res = Pass2Result(dec, m)
+    if pr.n_ops == 0:
+        return res
+    finite_pos = pr.finite_c & (pr.s > 0)
+    c, sf, last_fwd = pr.c, pr.sf, pr.last_fwd
+    blocks_left = list(pr.blocks)
+    i = 0
+    cur_i = -1  # op whose candidate list is cached
+    cand = cand_c = cand_s = np.zeros(0)
+    alive = 0
+    while True:
+        if m[i] <= M:
+            over = np.flatnonzero(m[i:] > M)
+            if over.size == 0:
+                break
+            i += int(over[0])
+        if i != cur_i:
+            # Candidates at i: only the chosen one leaves the set while i stays the
+            # first violation (needs only move earlier, to ops after i).
+            cand = np.flatnonzero((dec == KEEP) & finite_pos & (last_fwd < i) & (prof.lo > i))
+            cand_c, cand_s = c[cand], sf[cand]
+            alive = cand.size
+            cur_i = i
+        if alive:
+            E = float(m.max() - M)
+            j = int(np.argmin(cand_c / np.minimum(cand_s, E)))
+            k = int(cand[j])
+            cand_c[j] = np.inf  # removed
+            alive -= 1
+            prof.set_decision(k, RECOMP)
+            res.picks.append(k)
+            continue
+        cur_i = -1
+        # Fallback: the earliest block with a non-recomp rebuildable tensor.
+        converted = False
+        while blocks_left:
+            b = blocks_left[0]
+            mem = pr.block_members[b]
+            todo = mem[(dec[mem] != RECOMP) & finite_pos[mem]]
+            if todo.size == 0:
+                blocks_left.pop(0)
+                continue
+            for k in todo.tolist():
+                prof.set_decision(k, RECOMP)
+            res.fallback_blocks.append(b)
+            blocks_left.pop(0)
+            converted = True
+            break
+        if not converted:
+            res.fits = False
+            break
+    res.decisions = dec
+    res.profile = m
+    return res
+
+
+# --------------------------------------------------------------------------- one plan
+@dataclass
+class PlannedRound:
+    """One planning round (both passes) at one budget.
+
+    Attributes:
+        decisions: int8 decisions per saved tensor.
+        swap: the Pass 1 result (empty when the link is not used).
+        pass2: the Pass 2 result.
+        M: the budget planned for (bytes).
+        g: the offload guard used.
+    """
+
+    decisions: np.ndarray
+    swap: SwapSet
+    pass2: Pass2Result
+    M: int
+    g: float
+
+    def to_plan(self, instance: Instance) -> Plan:
+        return Plan(self.decisions, instance.saved_names)
+
+
+def plan(
+    instance: Instance,
+    M: int,
+    *,
+    g: float = 0.02,
+    excluded: Any = (),
+    forced_recomp: Any = (),
+    swap_order: str = "rho",
+    use_link: bool = True,
+) -> PlannedRound:
+    """Both passes of Algorithm 1 at budget M (sec. 3.2-3.3).
+
+    Args:
+        instance: the problem.
+        M: budget (bytes).
+        g: offload guard.
+        excluded: saved positions or names Pass 1 must not swap.
+        forced_recomp: positions or names recomputed from the start (repair, sec. 3.4);
+            tensors with c = inf are ignored here. They are also excluded from Pass 1.
+        swap_order: "rho" (the paper) or "production" (swap-first ablation).
+        use_link: False skips Pass 1 (recompute-only ablation, and the no-swap plan).
+
+    Returns:
+        The :class:`PlannedRound`.
+    """
+    pr = _prep(instance)
+    n = pr.n
+    dec = np.zeros(n, dtype=np.int8)
+    forced = _positions(instance, forced_recomp)
+    forced = forced[pr.finite_c[forced]] if forced.size else forced
+    dec[forced] = RECOMP
+    if use_link:
+        ex = np.union1d(_positions(instance, excluded), forced)
+        sw = pass1(instance, M, g, ex, order=swap_order)
+    else:
+        nan = np.full(n, np.nan)
+        sw = SwapSet(np.zeros(0, dtype=np.int64), nan, nan.copy(), 0, int(instance.P) - int(M))
+    dec[sw.positions] = SWAP
+    p2 = pass2_detailed(instance, M, dec, offload_end_op(instance, sw.offload_end_s))
+    return PlannedRound(p2.decisions, sw, p2, int(M), float(g))
+
+
+# --------------------------------------------------------------------------- the solver
+def _stalls(ev: Evaluation) -> float:
+    return float(ev.stall_fwd_s) + float(ev.stall_bwd_s)
+
+
+class SlackSwap:
+    """SlackSwap (Algorithm 1 with the validation and repair of sec. 3.4).
+
+    Rounds: each round plans with :func:`plan` and evaluates the plan with
+    :func:`slackopt.simulate.simulate` at the true budget M. Repairs before the next round
+    (semantics.md): forward stalls raise g by 0.02; a tensor whose H2D kept the compute
+    stream waiting for w seconds becomes recomp in later rounds if c_t < w, else it is
+    excluded from S; an infeasible plan is re-planned at ``M * (1 - 0.01 * 2**k)``, k = 0, 1,
+    ... (k counts infeasible rounds). At most ``max_rounds`` plans are evaluated in all;
+    the last evaluation is reserved for the no-swap plan (Pass 2 alone at M) unless a
+    feasible plan without stalls stops the rounds early (or ``max_rounds`` is 1). A plan
+    identical to one already evaluated is not evaluated again (it is logged with
+    ``duplicate_of``); when a round repairs nothing new the swap rounds end. The fastest
+    feasible evaluated plan (step time) is returned.
+
+    ``info``: ``rounds`` (one dict per planning round: kind "swap"/"no_swap",
+    ``M_planned_bytes``, ``g``, ``feasible``, ``step_time_s``, ``throughput``, stalls,
+    ``recompute_s``, ``peak_bytes``, swapped/recomputed bytes, Pass 2 fallback blocks,
+    ``failure``; ``evaluation``, its number among evaluated plans, or ``duplicate_of``),
+    ``evaluations``, ``chosen_evaluation``, ``swapped_bytes``,
+    ``recomputed_bytes``, ``counts``, ``link_budget_bytes`` ((1 - g) W T_F) and
+    ``link_budget_used`` (swapped bytes / link budget).
+
+    If M >= P the keep-all plan is returned without evaluation. If no round is feasible
+    the status is "infeasible" and ``info["min_budget_bytes"]`` is the smallest budget at
+    which SlackSwap finds a feasible plan, by bisection over M in (M, P] (feasibility
+    assumed monotone in M; resolution 0.5% of P; P itself always works: keep-all).
+
+    Args:
+        g: offload guard (share of T_F), 0.02 in the paper.
+        max_rounds: most evaluated plans per solve (6 in the paper).
+        swap_order: "rho" (decreasing recompute cost per byte) or "production"
+            (swap-first ablation, sec. 4.4).
+        use_link: False drops Pass 1 (recompute-only ablation); its rounds only repair
+            infeasibility.
+        min_budget_search: compute ``min_budget_bytes`` when infeasible (costs about eight
+            more solves).
+    """
+
+    name = "slackswap"
+
+    def __init__(self, *, g: float = 0.02, max_rounds: int = 6, swap_order: str = "rho",
+                 use_link: bool = True, min_budget_search: bool = True) -> None:
+        if swap_order not in SWAP_ORDERS:
+            raise ValueError(f"swap_order '{swap_order}' is not one of {', '.join(SWAP_ORDERS)}")
+        if not (0 <= g < 1):
+            raise ValueError("g must be in [0, 1)")
+        if int(max_rounds) < 1:
+            raise ValueError("max_rounds must be >= 1")
+        self.g = float(g)
+        self.max_rounds = int(max_rounds)
+        self.swap_order = swap_order
+        self.use_link = bool(use_link)
+        self.min_budget_search = bool(min_budget_search)
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return {"g": self.g, "max_rounds": self.max_rounds, "swap_order": self.swap_order,
+                "use_link": self.use_link}
+
+    # ------------------------------------------------------------------ rounds
+    def _rounds(self, inst: Instance, M: int, deadline: float | None) -> dict[str, Any]:
+        """Run the validation/repair rounds at budget M; return the best and the log."""
+        tol = max(1e-9, 1e-6 * inst.ideal_time_s)
+        c = np.asarray(inst.c)
+        seen: dict[bytes, tuple[Evaluation, int]] = {}
+        rounds: list[dict[str, Any]] = []
+        best: tuple[Evaluation, PlannedRound, int] | None = None
+        n_eval = 0
+        stopped = False
+        timed_out = False
+
+        def out_of_time() -> bool:
+            return deadline is not None and time.perf_counter() > deadline
+
+        def evaluate(pl: PlannedRound, kind: str) -> tuple[Evaluation, bool]:
+            nonlocal n_eval, best
+            key = pl.decisions.tobytes()
+            if key in seen:
+                ev, rid = seen[key]
+                rounds.append(self._round_info(inst, pl, ev, kind, duplicate_of=rid))
+                return ev, False
+            ev = simulate(inst, pl.to_plan(inst), M)
+            n_eval += 1
+            seen[key] = (ev, n_eval)
+            rounds.append(self._round_info(inst, pl, ev, kind, evaluation=n_eval))
+            if ev.feasible and (best is None or ev.step_time_s < best[0].step_time_s):
+                best = (ev, pl, n_eval)
+            return ev, True
+
+        if self.use_link:
+            g = self.g
+            k_inf = 0
+            M_plan = M
+            excluded: set[int] = set()
+            forced: set[int] = set()
+            iters = 0
+            swap_cap = max(1, self.max_rounds - 1)  # one evaluation left for the no-swap plan
+            while n_eval < swap_cap and iters < 4 * self.max_rounds:
+                if out_of_time():
+                    timed_out = True
+                    break
+                iters += 1
+                pl = plan(inst, M_plan, g=g, excluded=sorted(excluded),
+                          forced_recomp=sorted(forced), swap_order=self.swap_order)
+                ev, new = evaluate(pl, "swap")
+                if ev.feasible and _stalls(ev) <= tol:
+                    stopped = True
+                    break
+                state = (g, M_plan, len(excluded), len(forced))
+                if ev.stall_fwd_s > tol:
+                    g = min(g + GUARD_STEP, 0.99)
+                for nm, w in (ev.h2d_stall_s or {}).items():
+                    if w <= tol:
+                        continue
+                    k = inst.saved_position(nm)
+                    if c[k] < w:
+                        forced.add(k)
+                    else:
+                        excluded.add(k)
+                if not ev.feasible:
+                    M_plan = int(math.floor(M * (1.0 - 0.01 * 2 ** k_inf)))
+                    k_inf += 1
+                    if M_plan <= 0:
+                        break
+                if not new and state == (g, M_plan, len(excluded), len(forced)):
+                    break  # nothing left to repair: the rounds would repeat
+            if not stopped and not timed_out and n_eval < self.max_rounds:
+                evaluate(plan(inst, M, use_link=False), "no_swap")
+        else:
+            k_inf = 0
+            M_plan = M
+            while n_eval < self.max_rounds:
+                if out_of_time():
+                    timed_out = True
+                    break
+                pl = plan(inst, M_plan, use_link=False)
+                ev, new = evaluate(pl, "no_swap")
+                if ev.feasible:
+                    break  # no swaps: no stall to repair
+                M_plan = int(math.floor(M * (1.0 - 0.01 * 2 ** k_inf)))
+                k_inf += 1
+                if M_plan <= 0:
+                    break
+        return {"best": best, "rounds": rounds, "evaluations": n_eval, "timed_out": timed_out}
+
+    @staticmethod
+    def _round_info(inst: Instance, pl: PlannedRound, ev: Evaluation, kind: str,
+                    evaluation: int | None = None,
+                    duplicate_of: int | None = None) -> dict[str, Any]:
+        s = inst.s
+        d = {
+            "kind": kind,
+            "M_planned_bytes": pl.M,
+            "g": pl.g,
+            "feasible": bool(ev.feasible),
+            "step_time_s": float(ev.step_time_s),
+            "throughput": float(ev.throughput),
+            "stall_fwd_s": float(ev.stall_fwd_s),
+            "stall_bwd_s": float(ev.stall_bwd_s),
+            "recompute_s": float(ev.recompute_s),
+            "peak_bytes": int(ev.peak_bytes),
+            "swapped_bytes": int(s[pl.decisions == SWAP].sum()),
+            "recomputed_bytes": int(s[pl.decisions == RECOMP].sum()),
+            "fallback_blocks": list(pl.pass2.fallback_blocks),
+            "failure": ev.failure,
+        }
+        if evaluation is not None:
+            d["evaluation"] = evaluation
+        if duplicate_of is not None:
+            d["duplicate_of"] = duplicate_of
+        return d
+
+    # ------------------------------------------------------------------ solve
+    def solve(self, instance: Instance, budget_bytes: int, *, time_limit_s: float | None = None,
+              seed: int | None = None) -> SolveResult:
+        """Plan `instance` under `budget_bytes` (M, bytes); deterministic (`seed` unused)."""
+        t0 = time.perf_counter()
+        M = int(budget_bytes)
+        P = int(instance.P)
+        link_budget = forward_link_budget_bytes(instance, self.g)
+        if M >= P:
+            return SolveResult(
+                plan=Plan.keep_all(instance), solver=self.name, params=self.params,
+                status="feasible", objective_s=instance.ideal_time_s,
+                planning_time_s=time.perf_counter() - t0, seed=seed,
+                info={"rounds": [], "evaluations": 0, "swapped_bytes": 0, "recomputed_bytes": 0,
+                      "link_budget_bytes": link_budget, "link_budget_used": 0.0,
+                      "reason": "M >= P: keep all"})
+        deadline = None if time_limit_s is None else t0 + float(time_limit_s)
+        out = self._rounds(instance, M, deadline)
+        info: dict[str, Any] = {"rounds": out["rounds"], "evaluations": out["evaluations"],
+                                "link_budget_bytes": link_budget}
+        best = out["best"]
+        if best is not None:
+            ev, pl, rid = best
+            swapped = int(instance.s[pl.decisions == SWAP].sum())
+            info.update({
+                "chosen_evaluation": rid,
+                "swapped_bytes": swapped,
+                "recomputed_bytes": int(instance.s[pl.decisions == RECOMP].sum()),
+                "link_budget_used": swapped / link_budget if link_budget > 0 else 0.0,
+                "counts": pl.to_plan(instance).counts(),
+            })
+            return SolveResult(
+                plan=pl.to_plan(instance), solver=self.name, params=self.params,
+                status="feasible", objective_s=float(ev.step_time_s),
+                planning_time_s=time.perf_counter() - t0, seed=seed, info=info)
+        # No feasible round.
+        status = "timeout" if out["timed_out"] else "infeasible"
+        last = plan(instance, M, g=self.g, swap_order=self.swap_order, use_link=self.use_link)
+        if self.min_budget_search and status == "infeasible":
+            info["min_budget_bytes"] = self.min_budget(instance, lo=M)
+            info["min_budget_method"] = (
+                "bisection over M in (M, P], SlackSwap feasible at the upper end, "
+                f"resolution {MIN_BUDGET_REL_TOL:.1%} of P")
+        else:
+            info["min_budget_bytes"] = None
+        info.update({"swapped_bytes": int(instance.s[last.decisions == SWAP].sum()),
+                     "recomputed_bytes": int(instance.s[last.decisions == RECOMP].sum())})
+        return SolveResult(
+            plan=last.to_plan(instance), solver=self.name, params=self.params, status=status,
+            planning_time_s=time.perf_counter() - t0, seed=seed, info=info)
+
+    def feasible_at(self, instance: Instance, M: int) -> bool:
+        """True if SlackSwap's rounds find a feasible plan at budget M (bytes)."""
+        if M >= instance.P:
+            return True
+        return self._rounds(instance, int(M), None)["best"] is not None
+
+    def min_budget(self, instance: Instance, lo: int = 0) -> int:
+        """Smallest budget (bytes) at which SlackSwap finds a feasible plan, to within 0.5%
+        of P, by bisection on (lo, P] (`lo` assumed infeasible; feasibility assumed
+        monotone in M; about log2(1 / 0.005) = 8 solves)."""
+        P = int(instance.P)
+        if lo >= P:
+            return P
+        tol = max(1, int(math.ceil(MIN_BUDGET_REL_TOL * P)))
+        return smallest_true(lambda m: self.feasible_at(instance, m), int(lo), P, tol=tol)
+
+
+__all__ = ["SlackSwap", "SwapSet", "Pass2Result", "PlannedRound", "pass1", "pass2",
+           "pass2_detailed", "plan", "offload_schedule", "prefetch_schedule", "offload_end_op"]
