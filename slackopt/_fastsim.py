@@ -1,0 +1,513 @@
+"""Compiled fast path of the barrier-free evaluator (numba).
+
+The reference implementation is the Python event loop in :mod:`slackopt.simulate`; this
+module runs the same algorithm, statement for statement, over flat arrays so that search
+(genetic, repair rounds, sweeps) can afford thousands of evaluations per second. Every
+floating-point operation is performed in the same order as in the reference, so the two
+agree bit for bit; tests/test_fastsim.py checks that on every test instance and on random
+plans. Traces are only produced by the reference loop.
+
+Per-instance arrays are built once (:class:`FastStatic`, cached by the caller); the
+kernel :func:`run_barrier_free` takes them plus a decision vector and returns plain numbers.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+ABSENT, FWD, HOST, FETCH, DEV = 0, 1, 2, 3, 4
+KEEP, SWAP, RECOMP = 0, 1, 2
+
+# Result codes.
+OK, FAIL_ALLOC, FAIL_H2D, INTERNAL_NOT_RESIDENT, INTERNAL_NOT_QUEUED, INTERNAL_NO_SHORT = (
+    0, 1, 2, 3, 4, 5)
+
+
+def _csr(lists: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+    ptr = np.zeros(len(lists) + 1, dtype=np.int64)
+    for i, lst in enumerate(lists):
+        ptr[i + 1] = ptr[i] + len(lst)
+    idx = np.fromiter((x for lst in lists for x in lst), dtype=np.int64, count=int(ptr[-1]))
+    return ptr, idx
+
+
+class FastStatic:
+    """Plan-independent arrays of one instance in the layout the kernel reads.
+
+    Built from the reference evaluator's per-instance lists so both read the same data.
+    """
+
+    def __init__(self, st) -> None:  # st: slackopt.simulate._Static
+        self.n_fwd = st.n_fwd
+        self.op_dur = np.asarray(st.dur, dtype=np.float64)
+        self.op_alloc = np.asarray(st.op_alloc, dtype=np.int64)
+        self.op_free = np.asarray(st.op_free, dtype=np.int64)
+        self.rd_ptr, self.rd_idx = _csr(st.reads)
+        self.out_ptr, self.out_idx = _csr(st.outs)
+        fwd_rel: list[list[int]] = [[] for _ in range(st.n_fwd)]
+        for t, i in enumerate(st.fwd_release):
+            fwd_rel[i].append(t)
+        self.fr_ptr, self.fr_idx = _csr(fwd_rel)
+        self.s = np.asarray(st.s, dtype=np.int64)
+        self.c = np.asarray(st.c, dtype=np.float64)
+        self.rb_extra = np.asarray(st.rebuild_extra, dtype=np.int64)
+        self.ri_ptr, self.ri_idx = _csr([list(x) for x in st.recipe_inputs])
+
+    def args(self) -> tuple:
+        return (self.n_fwd, self.op_dur, self.op_alloc, self.op_free, self.rd_ptr,
+                self.rd_idx, self.out_ptr, self.out_idx, self.fr_ptr, self.fr_idx, self.s,
+                self.c, self.rb_extra, self.ri_ptr, self.ri_idx)
+
+
+@njit(cache=True)
+def _heap_push(hk, ht, n, key, t):
+    # Binary min-heap on (key, t); arrays grown by the caller.
+    i = n
+    hk[i] = key
+    ht[i] = t
+    while i > 0:
+        p = (i - 1) // 2
+        if hk[p] < hk[i] or (hk[p] == hk[i] and ht[p] <= ht[i]):
+            break
+        hk[p], hk[i] = hk[i], hk[p]
+        ht[p], ht[i] = ht[i], ht[p]
+        i = p
+    return n + 1
+
+
+@njit(cache=True)
+def _heap_pop(hk, ht, n):
+    n -= 1
+    hk[0] = hk[n]
+    ht[0] = ht[n]
+    i = 0
+    while True:
+        left = 2 * i + 1
+        if left >= n:
+            break
+        m = left
+        r = left + 1
+        if r < n and (hk[r] < hk[left] or (hk[r] == hk[left] and ht[r] < ht[left])):
+            m = r
+        if hk[i] < hk[m] or (hk[i] == hk[m] and ht[i] <= ht[m]):
+            break
+        hk[m], hk[i] = hk[i], hk[m]
+        ht[m], ht[i] = ht[i], ht[m]
+        i = m
+    return n
+
+
+@njit(cache=True)
+def build_tasks(n_fwd, n_ops, rd_ptr, rd_idx, ri_ptr, ri_idx, dec):
+    """Task list of a plan: same order as slackopt.simulate.build_tasks."""
+    ns = dec.shape[0]
+    task_op = np.empty(n_ops + ns, dtype=np.int64)
+    task_t = np.empty(n_ops + ns, dtype=np.int64)
+    nt = 0
+    for i in range(n_fwd):
+        task_op[nt] = i
+        task_t[nt] = -1
+        nt += 1
+    rebuilt = np.zeros(ns, dtype=np.bool_)
+    stack_t = np.empty(ns + 1, dtype=np.int64)
+    stack_j = np.empty(ns + 1, dtype=np.int64)
+    for i in range(n_fwd, n_ops):
+        for p in range(rd_ptr[i], rd_ptr[i + 1]):
+            t0 = rd_idx[p]
+            if dec[t0] != RECOMP or rebuilt[t0]:
+                continue
+            stack_t[0] = t0
+            stack_j[0] = 0
+            sp = 1
+            while sp > 0:
+                sp -= 1
+                t = stack_t[sp]
+                j = stack_j[sp]
+                a = ri_ptr[t]
+                b = ri_ptr[t + 1]
+                while a + j < b and (dec[ri_idx[a + j]] != RECOMP or rebuilt[ri_idx[a + j]]):
+                    j += 1
+                if a + j < b:
+                    stack_t[sp] = t
+                    stack_j[sp] = j + 1
+                    sp += 1
+                    stack_t[sp] = ri_idx[a + j]
+                    stack_j[sp] = 0
+                    sp += 1
+                elif not rebuilt[t]:
+                    rebuilt[t] = True
+                    task_op[nt] = -1
+                    task_t[nt] = t
+                    nt += 1
+        task_op[nt] = i
+        task_t[nt] = -1
+        nt += 1
+    return task_op[:nt], task_t[:nt]
+
+
+@njit(cache=True)
+def run_barrier_free(n_fwd, op_dur, op_alloc, op_free, rd_ptr, rd_idx, out_ptr, out_idx,
+                     fr_ptr, fr_idx, s, c, rb_extra, ri_ptr, ri_idx, dec, M, W, duplex, lat):
+    """One iteration under the barrier-free runtime (see slackopt.simulate).
+
+    Returns (code, now, stall_fwd, stall_bwd, recompute, d2h_bytes, h2d_bytes, evictions,
+    peak, used, fail_task, fail_head, short, h2d_stall, task_op, task_t).
+    """
+    n_ops = op_dur.shape[0]
+    ns = dec.shape[0]
+    INF = np.inf
+    task_op, task_t = build_tasks(n_fwd, n_ops, rd_ptr, rd_idx, ri_ptr, ri_idx, dec)
+    nt = task_op.shape[0]
+    # Per-task durations, allocations, frees and reads (CSR).
+    dur = np.empty(nt, dtype=np.float64)
+    alloc = np.empty(nt, dtype=np.int64)
+    free = np.empty(nt, dtype=np.int64)
+    tr_ptr = np.zeros(nt + 1, dtype=np.int64)
+    for k in range(nt):
+        op = task_op[k]
+        if op >= 0:
+            tr_ptr[k + 1] = tr_ptr[k] + (rd_ptr[op + 1] - rd_ptr[op])
+        else:
+            t = task_t[k]
+            tr_ptr[k + 1] = tr_ptr[k] + (ri_ptr[t + 1] - ri_ptr[t])
+    tr_idx = np.empty(tr_ptr[nt], dtype=np.int64)
+    for k in range(nt):
+        op = task_op[k]
+        q = tr_ptr[k]
+        if op >= 0:
+            dur[k] = op_dur[op]
+            a = op_alloc[op]
+            if op < n_fwd:
+                for p in range(out_ptr[op], out_ptr[op + 1]):
+                    a += s[out_idx[p]]
+            alloc[k] = a
+            free[k] = op_free[op]
+            for p in range(rd_ptr[op], rd_ptr[op + 1]):
+                tr_idx[q] = rd_idx[p]
+                q += 1
+        else:
+            t = task_t[k]
+            dur[k] = c[t]
+            alloc[k] = s[t] + rb_extra[t]
+            free[k] = rb_extra[t]
+            for p in range(ri_ptr[t], ri_ptr[t + 1]):
+                tr_idx[q] = ri_idx[p]
+                q += 1
+    cum = np.zeros(nt + 1, dtype=np.int64)
+    for k in range(nt):
+        cum[k + 1] = cum[k] + alloc[k]
+    # Backward reader tasks of each saved tensor (CSR, task order) and releases.
+    ncnt = np.zeros(ns, dtype=np.int64)
+    for k in range(n_fwd, nt):
+        for p in range(tr_ptr[k], tr_ptr[k + 1]):
+            ncnt[tr_idx[p]] += 1
+    nd_ptr = np.zeros(ns + 1, dtype=np.int64)
+    for t in range(ns):
+        nd_ptr[t + 1] = nd_ptr[t] + ncnt[t]
+    nd_idx = np.empty(nd_ptr[ns], dtype=np.int64)
+    fill = nd_ptr[:ns].copy()
+    for k in range(n_fwd, nt):
+        for p in range(tr_ptr[k], tr_ptr[k + 1]):
+            t = tr_idx[p]
+            nd_idx[fill[t]] = k
+            fill[t] += 1
+    rcnt = np.zeros(nt + 1, dtype=np.int64)
+    for t in range(ns):
+        if ncnt[t] > 0:
+            rcnt[nd_idx[nd_ptr[t + 1] - 1] + 1] += 1
+    for k in range(nt):
+        rcnt[k + 1] += rcnt[k]
+    rl_idx = np.empty(rcnt[nt], dtype=np.int64)
+    rfill = rcnt[:nt].copy()
+    for t in range(ns):
+        if ncnt[t] > 0:
+            last = nd_idx[nd_ptr[t + 1] - 1]
+            rl_idx[rfill[last]] = t
+            rfill[last] += 1
+
+    state = np.zeros(ns, dtype=np.int8)
+    d2h_done = np.zeros(ns, dtype=np.bool_)
+    fwd_done = np.zeros(ns, dtype=np.bool_)
+    need_ptr = np.zeros(ns, dtype=np.int64)
+    qkey = np.full(ns, -1, dtype=np.int64)
+    cap = 2 * ns + 16
+    hk = np.empty(cap, dtype=np.int64)
+    ht = np.empty(cap, dtype=np.int64)
+    hn = 0
+    for t in range(ns):
+        if dec[t] == SWAP and ncnt[t] > 0:
+            qkey[t] = nd_idx[nd_ptr[t]]
+            hn = _heap_push(hk, ht, hn, qkey[t], t)
+    d2hq = np.empty(ns + 1, dtype=np.int64)
+    qh = 0
+    qt = 0
+    h2d_end = np.full(ns, -1.0)
+    h2d_stall = np.zeros(ns)
+    reading = np.zeros(ns, dtype=np.bool_)
+
+    now = 0.0
+    used = 0
+    peak = 0
+    k = 0
+    comp_busy = False
+    comp_end = INF
+    prev_end = 0.0
+    fwd_finished = n_fwd == 0
+    stall_fwd = 0.0
+    stall_bwd = 0.0
+    recompute = 0.0
+    d2h_bytes = 0
+    h2d_bytes = 0
+    evictions = 0
+    wait_since = -1.0
+    # Copy engines: tensor (-1 idle), latency end, remaining bytes.
+    d_t = -1
+    d_lat = 0.0
+    d_rem = 0.0
+    h_t = -1
+    h_lat = 0.0
+    h_rem = 0.0
+    code = OK
+    fail_task = -1
+    fail_head = -1
+    short = 0
+
+    while True:
+        progressed = True
+        while progressed:
+            progressed = False
+            if not comp_busy and k < nt:
+                missing = -1
+                for p in range(tr_ptr[k], tr_ptr[k + 1]):
+                    t = tr_idx[p]
+                    stt = state[t]
+                    if stt == DEV:
+                        continue
+                    if stt == FWD:
+                        if k >= n_fwd:
+                            state[t] = DEV
+                            qkey[t] = -1
+                        continue
+                    if dec[t] != SWAP:
+                        return (INTERNAL_NOT_RESIDENT, now, 0.0, 0.0, 0.0, 0, 0, 0, 0, 0, k, t,
+                                0, h2d_stall, task_op, task_t)
+                    missing = t
+                    break
+                if missing < 0:
+                    if wait_since >= 0.0 and now > wait_since:
+                        last = -1
+                        best = -2.0
+                        for p in range(tr_ptr[k], tr_ptr[k + 1]):
+                            t = tr_idx[p]
+                            if dec[t] == SWAP:
+                                e = h2d_end[t]
+                                if last < 0 or e > best or (e == best and t > last):
+                                    best = e
+                                    last = t
+                        h2d_stall[last] = h2d_stall[last] + now - wait_since
+                    wait_since = -1.0
+                    a = alloc[k]
+                    if used + a <= M:
+                        idle = now - prev_end
+                        if idle > 0.0:
+                            if k < n_fwd:
+                                stall_fwd += idle
+                            else:
+                                stall_bwd += idle
+                        used += a
+                        if used > peak:
+                            peak = used
+                        t_r = task_t[k]
+                        if t_r >= 0:
+                            state[t_r] = DEV
+                            recompute += dur[k]
+                        else:
+                            op = task_op[k]
+                            if op < n_fwd:
+                                for p in range(out_ptr[op], out_ptr[op + 1]):
+                                    t = out_idx[p]
+                                    state[t] = FWD if dec[t] == SWAP else DEV
+                        comp_busy = True
+                        comp_end = now + dur[k]
+                        progressed = True
+                elif wait_since < 0.0:
+                    wait_since = now
+            if d_t < 0 and qh < qt:
+                t = d2hq[qh]
+                qh += 1
+                d_t = t
+                d_lat = now + lat
+                d_rem = float(s[t])
+                d2h_bytes += s[t]
+                progressed = True
+            if h_t < 0 and fwd_finished:
+                while hn > 0 and qkey[ht[0]] != hk[0]:
+                    hn = _heap_pop(hk, ht, hn)
+                if hn > 0:
+                    t = ht[0]
+                    if state[t] == HOST:
+                        waiting = False
+                        if not comp_busy and k < nt:
+                            for p in range(tr_ptr[k], tr_ptr[k + 1]):
+                                if tr_idx[p] == t:
+                                    waiting = True
+                                    break
+                        if waiting:
+                            extra = 0
+                        else:
+                            k0 = k + 1 if comp_busy else k
+                            k0 = min(k0, nt)
+                            extra = cum[min(k0 + 3, nt)] - cum[k0]
+                        if used + s[t] + extra <= M:
+                            hn = _heap_pop(hk, ht, hn)
+                            qkey[t] = -1
+                            used += s[t]
+                            if used > peak:
+                                peak = used
+                            h2d_bytes += s[t]
+                            if s[t] == 0:
+                                state[t] = DEV
+                                h2d_end[t] = now
+                            else:
+                                state[t] = FETCH
+                                h_t = t
+                                h_lat = now + lat
+                                h_rem = float(s[t])
+                            progressed = True
+
+        if k >= nt and not comp_busy:
+            break
+        ev = comp_end if comp_busy else INF
+        d_rate = W * (duplex if h_t >= 0 else 1.0)
+        h_rate = W * (duplex if d_t >= 0 else 1.0)
+        d_ev = INF
+        h_ev = INF
+        if d_t >= 0:
+            d_ev = d_lat if now < d_lat else now + d_rem / d_rate
+            ev = min(ev, d_ev)
+        if h_t >= 0:
+            h_ev = h_lat if now < h_lat else now + h_rem / h_rate
+            ev = min(ev, h_ev)
+        if ev == INF:
+            while hn > 0 and qkey[ht[0]] != hk[0]:
+                hn = _heap_pop(hk, ht, hn)
+            missing_input = False
+            for p in range(tr_ptr[k], tr_ptr[k + 1]):
+                stt = state[tr_idx[p]]
+                if stt != DEV and stt != FWD:
+                    missing_input = True
+                    break
+            head = -1
+            if missing_input:
+                head = ht[0] if hn > 0 else -1
+                if head < 0 or state[head] != HOST:
+                    return (INTERNAL_NOT_QUEUED, now, 0.0, 0.0, 0.0, 0, 0, 0, 0, 0, k, head,
+                            0, h2d_stall, task_op, task_t)
+                short = used + s[head] - M
+            else:
+                short = used + alloc[k] - M
+            if short <= 0:
+                return (INTERNAL_NO_SHORT, now, 0.0, 0.0, 0.0, 0, 0, 0, 0, 0, k, head, short,
+                        h2d_stall, task_op, task_t)
+            # Eviction fallback: furthest next use first, only if that makes room.
+            for p in range(tr_ptr[k], tr_ptr[k + 1]):
+                reading[tr_idx[p]] = True
+            total = 0
+            nc = 0
+            ckey = np.empty(ns, dtype=np.int64)
+            for t in range(ns):
+                if (dec[t] == SWAP and state[t] == DEV and d2h_done[t] and not reading[t]
+                        and s[t] > 0 and need_ptr[t] < ncnt[t]):
+                    ckey[nc] = nd_idx[nd_ptr[t] + need_ptr[t]] * ns + t
+                    nc += 1
+                    total += s[t]
+            for p in range(tr_ptr[k], tr_ptr[k + 1]):
+                reading[tr_idx[p]] = False
+            if total >= short:
+                order = np.sort(ckey[:nc])[::-1]
+                freed = 0
+                for q in range(nc):
+                    if freed >= short:
+                        break
+                    t = order[q] % ns
+                    nxt = order[q] // ns
+                    state[t] = HOST
+                    freed += s[t]
+                    evictions += 1
+                    qkey[t] = nxt
+                    if hn == hk.shape[0]:
+                        hk2 = np.empty(2 * hn, dtype=np.int64)
+                        ht2 = np.empty(2 * hn, dtype=np.int64)
+                        hk2[:hn] = hk[:hn]
+                        ht2[:hn] = ht[:hn]
+                        hk = hk2
+                        ht = ht2
+                    hn = _heap_push(hk, ht, hn, nxt, t)
+                used -= freed
+                continue
+            code = FAIL_H2D if missing_input else FAIL_ALLOC
+            fail_task = k
+            fail_head = head
+            break
+        dt = ev - now
+        d_fin = d_t >= 0 and d_ev == ev and now >= d_lat
+        h_fin = h_t >= 0 and h_ev == ev and now >= h_lat
+        if d_t >= 0 and not d_fin and now >= d_lat:
+            d_rem -= d_rate * dt
+        if h_t >= 0 and not h_fin and now >= h_lat:
+            h_rem -= h_rate * dt
+        now = ev
+        if d_fin:
+            t = d_t
+            d_t = -1
+            d2h_done[t] = True
+            if state[t] == FWD and fwd_done[t]:
+                state[t] = HOST
+                used -= s[t]
+        if h_fin:
+            t = h_t
+            h_t = -1
+            state[t] = DEV
+            h2d_end[t] = now
+        if comp_busy and comp_end == ev:
+            comp_busy = False
+            comp_end = INF
+            prev_end = now
+            used -= free[k]
+            op = task_op[k]
+            if op >= 0 and op < n_fwd:
+                for p in range(out_ptr[op], out_ptr[op + 1]):
+                    t = out_idx[p]
+                    if dec[t] == SWAP:
+                        if s[t] == 0:
+                            d2h_done[t] = True
+                        else:
+                            d2hq[qt] = t
+                            qt += 1
+                for p in range(fr_ptr[op], fr_ptr[op + 1]):
+                    t = fr_idx[p]
+                    d = dec[t]
+                    if d == RECOMP:
+                        state[t] = ABSENT
+                        used -= s[t]
+                    elif d == SWAP:
+                        fwd_done[t] = True
+                        if d2h_done[t] and state[t] == FWD:
+                            state[t] = HOST
+                            used -= s[t]
+                if op == n_fwd - 1:
+                    fwd_finished = True
+            else:
+                for p in range(tr_ptr[k], tr_ptr[k + 1]):
+                    need_ptr[tr_idx[p]] += 1
+            for p in range(rcnt[k], rcnt[k + 1]):
+                t = rl_idx[p]
+                if state[t] == DEV or state[t] == FWD:
+                    used -= s[t]
+                state[t] = ABSENT
+                qkey[t] = -1
+            k += 1
+
+    return (code, now, stall_fwd, stall_bwd, recompute, d2h_bytes, h2d_bytes, evictions,
+            peak, used, fail_task, fail_head, short, h2d_stall, task_op, task_t)

@@ -1,0 +1,59 @@
+"""The compiled evaluator equals the reference event loop, bit for bit."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from test_simulate_properties import SETTINGS, cases
+
+from slackopt import Plan, simulate
+from slackopt.workloads import make
+
+
+def same(inst, plan, M):
+    ref = simulate(inst, plan, M, engine="reference")
+    fast = simulate(inst, plan, M, engine="compiled")
+    assert fast.to_dict() == ref.to_dict()
+    return ref
+
+
+@SETTINGS
+@given(cases())
+def test_random_small_instances(case):
+    same(*case)
+
+
+@pytest.mark.parametrize("workload, params", [
+    ("tiny", {}), ("chain", {"n_layers": 12}), ("gpt2-xl", {"layers": 4}),
+    ("bert-large", {"layers": 3}), ("llama-7b", {"layers": 2}), ("vgg16", {}),
+])
+def test_random_plans_on_workloads(workload, params):
+    inst = make(workload, **params)
+    rng = np.random.default_rng(7)
+    feasible = infeasible = 0
+    for _ in range(25):
+        p = rng.dirichlet(np.ones(3))
+        dec = rng.choice(3, size=inst.n_saved, p=p).astype(np.int8)
+        dec[(dec == 2) & ~np.isfinite(inst.c)] = 1
+        ev = same(inst, Plan(dec, inst.saved_names), int(inst.P * rng.uniform(0.05, 1.1)))
+        feasible += ev.feasible
+        infeasible += not ev.feasible
+    assert feasible and infeasible  # both paths exercised
+
+
+def test_engines_agree_on_the_slackswap_plan_of_gpt2_xl():
+    inst = make("gpt2-xl")
+    from slackopt import solve
+
+    res = solve(inst, "slackswap", 0.3)
+    ev = same(inst, res.plan, int(0.3 * inst.P))
+    assert ev.feasible and ev.d2h_bytes > 0 and ev.recompute_s > 0
+
+
+def test_engine_argument_is_checked():
+    inst = make("tiny")
+    with pytest.raises(ValueError, match="engine"):
+        simulate(inst, Plan.keep_all(inst), inst.P, engine="gpu")
+    with pytest.raises(ValueError, match="no trace"):
+        simulate(inst, Plan.keep_all(inst), inst.P, trace=True, engine="compiled")
