@@ -1,0 +1,633 @@
+"""Genetic search over per-tensor keep/swap/recomp decisions, the evaluator as fitness.
+
+The paper bounds what its greedy planner leaves on the table with "a genetic search over
+per-tensor keep/swap/recomp decisions, POET's search space with SwapAdvisor's search
+method, using the simulator as fitness" (../shared/papers/slackswap-2026.txt, sec. 4.4).
+
+- Search space (POET, Patil et al. 2022, "POET: Training Neural Networks on Tiny Devices
+  with Integrated Rematerialization and Paging", ICML): one decision per saved tensor,
+  KEEP / SWAP ("paging") / RECOMP; RECOMP only where the tensor can be rebuilt (c finite).
+  A genome is exactly a :class:`~slackopt.plan.Plan`'s decision vector, in
+  ``Instance.saved`` (production) order.
+- Search method (SwapAdvisor, Huang et al. 2020, "SwapAdvisor: Pushing Deep Learning
+  Beyond the GPU Memory Limit via Smart Swapping", ASPLOS): a generational genetic
+  algorithm seeded with heuristic plans, fitness from a simulator of the runtime.
+- Machinery: DEAP 1.4 (https://deap.readthedocs.io): :class:`deap.base.Fitness` with
+  lexicographic multi-key comparison, ``tools.selTournament``, ``tools.cxTwoPoint``,
+  ``tools.selBest``, ``tools.HallOfFame`` and ``algorithms.varAnd`` (crossover *and*
+  mutation on cloned offspring). Mutation is our own operator: it re-draws genes among the
+  decisions allowed for each tensor, so it never proposes RECOMP where c = inf. The GA is
+  repair-free: crossover mixes two valid vectors position by position and mutation keeps
+  each gene in its allowed set, so every proposed vector is a valid plan; nothing is ever
+  edited after the fact.
+
+Fitness (minimised lexicographically, see :func:`score`): ``(0 if feasible else 1,
+bytes over budget, step time)``. A feasible plan scores ``(0, 0, T)`` with T the step
+time under M. For an infeasible plan, "bytes over budget" is derived from numbers, never
+from the failure message: the plan is simulated a second time under an effectively
+unlimited budget (:data:`UNBOUNDED_BUDGET_BYTES`), and the score is ``(1, max(0,
+peak_unbounded - M), T_unbounded)``: how far the plan's unconstrained peak is above M, then
+how fast it would run with unlimited memory. The unconstrained peak over-states what a
+swap-heavy plan needs (under M the runtime delays tasks and prefetches to stay within the
+budget), so it is a ranking signal for the search, not a minimum budget.
+
+Determinism: all random draws come from Python's :mod:`random` module (DEAP's operators
+draw from it), seeded with the run's seed at the start of :meth:`Genetic.solve` and
+restored to its previous state at the end. Evaluation never draws random numbers and a
+plan's fitness does not depend on which process computes it or when, so a
+generation-limited run gives the same plan and the same history for a given seed with
+any number of workers. A time limit is only checked between generations (a generation is
+never cut short), so time-limited runs are reproducible generation by generation but may
+complete a different number of generations. Do not draw from :mod:`random` in other
+threads during a solve.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import math
+import multiprocessing as mp
+import random
+import threading
+import time
+from collections.abc import Container, Iterable, Sequence
+from typing import Any, NamedTuple
+
+import numpy as np
+from deap import algorithms, base, tools
+
+from slackopt.instance import Instance
+from slackopt.plan import KEEP, RECOMP, SWAP, Plan
+from slackopt.simulate import simulate
+from slackopt.solver import SolveResult, get_solver, registered_solvers
+
+SEEDINGS = ("slackswap+baselines", "random")
+UNBOUNDED_BUDGET_BYTES = 2**53
+"""Budget (bytes) of the second simulation of an infeasible plan: far above any instance
+(and exactly representable as a float), so memory never binds."""
+NOT_CHEAP_SOLVERS = ("genetic", "milp")
+"""Registered solvers never used as seeds by default: this one, and exact solvers whose
+planning time is not small (any name starting with one of these)."""
+
+_RANDOM_LOCK = threading.Lock()
+_IDEAL_RTOL = 1e-12
+"""A step time within this relative distance of T* counts as ideal (float rounding)."""
+
+
+# --------------------------------------------------------------------------- fitness
+class Score(NamedTuple):
+    """The fitness of one plan.
+
+    Attributes:
+        feasible: the plan runs under M.
+        over_bytes: 0 if feasible, else max(0, unconstrained peak - M) (bytes).
+        step_time_s: step time under M if feasible, else with unlimited memory (s).
+        throughput: T* / T if feasible, else 0.
+        peak_bytes: peak under M if feasible, else the unconstrained peak (bytes).
+        simulations: evaluator runs spent on this score (1 or 2).
+    """
+
+    feasible: bool
+    over_bytes: int
+    step_time_s: float
+    throughput: float
+    peak_bytes: int
+    simulations: int
+
+    @property
+    def key(self) -> tuple[int, int, float]:
+        """Lexicographic fitness, smaller is better: (infeasible, bytes over, step time)."""
+        return (0 if self.feasible else 1, self.over_bytes, self.step_time_s)
+
+
+def score(instance: Instance, plan: Plan, budget_bytes: int) -> Score:
+    """Fitness of `plan` under M = `budget_bytes` (see the module docstring).
+
+    Args:
+        instance: the instance.
+        plan: a plan for it.
+        budget_bytes: M (bytes).
+
+    Returns:
+        The :class:`Score`; infeasible plans cost a second simulation at
+        :data:`UNBOUNDED_BUDGET_BYTES`.
+
+    Raises:
+        PlanError: the plan does not fit the instance. BudgetError: M < 0.
+    """
+    ev = simulate(instance, plan, budget_bytes)
+    if ev.feasible:
+        return Score(True, 0, float(ev.step_time_s), float(ev.throughput), int(ev.peak_bytes), 1)
+    un = simulate(instance, plan, UNBOUNDED_BUDGET_BYTES)
+    return Score(False, max(0, int(un.peak_bytes) - int(budget_bytes)), float(un.step_time_s),
+                 0.0, int(un.peak_bytes), 2)
+
+
+# Per-process evaluation context: set in the parent for workers=1, by the pool initializer
+# in each worker process otherwise (so the instance is pickled once per worker).
+_CTX: dict[str, Any] = {}
+
+
+def _init_worker(instance: Instance, budget_bytes: int) -> None:
+    _CTX["instance"] = instance
+    _CTX["M"] = int(budget_bytes)
+
+
+def _score_key(key: bytes) -> Score:
+    inst = _CTX["instance"]
+    plan = Plan(np.frombuffer(key, dtype=np.int8), inst.saved_names)
+    return score(inst, plan, _CTX["M"])
+
+
+# --------------------------------------------------------------------------- DEAP types
+class _Fitness(base.Fitness):
+    """(infeasible, bytes over, step time), all minimised, compared lexicographically."""
+
+    weights = (-1.0, -1.0, -1.0)
+
+
+class Individual(list):
+    """A genome: decision codes (KEEP/SWAP/RECOMP) in ``Instance.saved`` order."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.fitness = _Fitness()
+
+    def key(self) -> bytes:
+        """The decision vector as int8 bytes (cache key and plan payload)."""
+        return bytes(self)
+
+
+def mutate(ind: Individual, indpb: float, rebuildable: Sequence[bool]) -> tuple[Individual]:
+    """Re-draw each gene with probability `indpb` among the *other* allowed decisions.
+
+    Allowed decisions are KEEP and SWAP, plus RECOMP where ``rebuildable[i]`` (c finite),
+    so RECOMP is never proposed for c = inf. If no gene was drawn, one uniformly chosen
+    gene is re-drawn, so a mutation always changes the plan. Draws from :mod:`random`.
+
+    Args:
+        ind: the individual, modified in place.
+        indpb: per-gene probability in [0, 1].
+        rebuildable: per saved tensor, whether c is finite.
+
+    Returns:
+        ``(ind,)`` (DEAP's convention for mutation operators).
+    """
+    n = len(ind)
+    if n == 0:
+        return (ind,)
+    changed = False
+    # Bernoulli(indpb) per gene, drawn as geometric gaps between the genes hit.
+    if indpb >= 1.0:
+        hits: Iterable[int] = range(n)
+    elif indpb <= 0.0:
+        hits = ()
+    else:
+        hits = _bernoulli_positions(n, indpb)
+    for i in hits:
+        _redraw(ind, i, rebuildable[i])
+        changed = True
+    if not changed:
+        i = random.randrange(n)
+        _redraw(ind, i, rebuildable[i])
+    return (ind,)
+
+
+def _bernoulli_positions(n: int, p: float) -> list[int]:
+    """Positions in range(n) each chosen independently with probability 0 < p < 1."""
+    out: list[int] = []
+    log_q = math.log1p(-p)
+    i = -1
+    while True:
+        i += 1 + int(math.log(1.0 - random.random()) / log_q)
+        if i >= n:
+            return out
+        out.append(i)
+
+
+def _redraw(ind: Individual, i: int, can_recomp: bool) -> None:
+    cur = ind[i]
+    if can_recomp:
+        ind[i] = random.choice([d for d in (KEEP, SWAP, RECOMP) if d != cur])
+    else:
+        ind[i] = SWAP if cur == KEEP else KEEP
+
+
+def _clone(ind: Individual) -> Individual:
+    """A copy of `ind` with its fitness (DEAP's default clone, deepcopy, is ~100x slower)."""
+    c = Individual(ind)
+    c.fitness.wvalues = ind.fitness.wvalues
+    return c
+
+
+def _mate(a: Individual, b: Individual) -> tuple[Individual, Individual]:
+    """DEAP's two-point crossover (keeps runs of neighbouring tensors, i.e. layers,
+    together); a no-op for genomes shorter than 2."""
+    if min(len(a), len(b)) < 2:
+        return a, b
+    return tools.cxTwoPoint(a, b)
+
+
+def _diversify(elite: list[Individual], offspring: list[Individual], tb: base.Toolbox,
+               scored: Container[bytes], tries: int = 4) -> None:
+    """Mutate again (up to `tries` times) each child whose plan was already scored in this
+    run or already is in the next generation (the elites or an earlier child), so each
+    generation spends its evaluations on new plans."""
+    have = {ind.key() for ind in elite}
+    for ind in offspring:
+        for _ in range(tries):
+            k = ind.key()
+            if k not in have and k not in scored:
+                break
+            tb.mutate(ind)
+            del ind.fitness.values
+        have.add(ind.key())
+
+
+def random_individual(rebuildable: Sequence[bool]) -> Individual:
+    """Each gene uniform among its allowed decisions (RECOMP only if rebuildable)."""
+    return Individual(random.choice((KEEP, SWAP, RECOMP)) if ok else random.choice((KEEP, SWAP))
+                      for ok in rebuildable)
+
+
+# --------------------------------------------------------------------------- the solver
+class Genetic:
+    """DEAP genetic search over keep/swap/recomp decision vectors (paper sec. 4.4).
+
+    One run (:meth:`solve`):
+
+    1. Generation 0. With ``seeding="slackswap+baselines"``: the plans of the seed solvers
+       (by default every registered solver except this one and exact MILP solvers, at
+       least ``slackswap``, ``keep_all`` and ``checkpoint``; each asked with the run's seed
+       and a time limit of ``seed_time_limit_s``), duplicates removed, then mutated copies
+       of the seeds (round robin) up to ``population`` individuals. With
+       ``seeding="random"``: ``population`` uniformly random vectors (SwapAdvisor's start).
+       A seed contributes its decisions only: like every plan of the search it is scored
+       under the barrier-free runtime, whatever runtime policy its solver chose.
+    2. Each later generation: the ``elites`` best individuals survive unchanged; the other
+       ``population - elites`` are chosen by tournaments of ``tournament_size``
+       (``tools.selTournament``) and varied by ``algorithms.varAnd``: consecutive pairs
+       cross over (``tools.cxTwoPoint``) with probability ``crossover_rate``, then each
+       child mutates (:func:`mutate`) with probability ``mutation_rate``; with
+       ``unique`` a child whose plan was already scored (or is already in the new
+       generation) is mutated again, up to four times.
+    3. Fitness is :func:`score` (lexicographic: feasible first, then bytes over budget,
+       then step time), cached by the decision bytes so a plan is simulated once per run.
+       New plans of a generation are scored in parallel by ``workers`` processes (the
+       instance is shipped to each worker once, by the pool initializer).
+    4. Stops after ``generations`` generations, once ``max_evaluations`` distinct plans
+       have been scored, when the time limit would be exceeded by
+       one more generation (estimated from the last one; checked only between
+       generations), or when the best plan runs at the ideal step time T* (a lower bound:
+       status "optimal").
+
+    The best plan ever scored (``tools.HallOfFame``) is returned; seeds are part of
+    generation 0 and the best individuals always survive, so the result is never worse
+    than the best seed (a final check compares them again).
+
+    ``info``: ``history`` (one dict per generation: ``generation``, ``best_throughput``
+    (0 while no plan is feasible), ``best_step_time_s``, ``best_over_bytes``,
+    ``best_feasible``, ``population_feasible``, ``evaluations`` and ``feasible_evaluations``
+    (distinct plans scored so far, and how many of them were feasible)), ``evaluations``,
+    ``simulations`` (evaluator runs: two for an infeasible plan), ``cache_hits``,
+    ``generations`` (completed after generation 0), ``stopped_by`` ("generations",
+    "max_evaluations", "time_limit", "ideal"), ``seeds`` (per seed solver: status,
+    planning time, feasibility, throughput, step time, bytes over, or error),
+    ``best_seed``, ``best_seed_throughput``, ``improvement_over_best_seed`` (relative
+    throughput gain), ``elapsed_s``, ``evaluations_per_s``, ``workers``, ``counts``.
+    When no feasible plan is found the status is "infeasible" and
+    ``info["min_budget_bytes"]`` is the best plan's unconstrained peak if the plan is
+    feasible under it, else None.
+
+    Args:
+        population: individuals per generation (>= 2).
+        tournament_size: individuals per selection tournament (>= 1).
+        crossover_rate: probability that a consecutive pair of parents crosses over.
+        mutation_rate: probability that a child is mutated.
+        mutation_indpb: per-gene mutation probability; None for 1 / n_saved.
+        elites: best individuals copied unchanged into the next generation (>= 1,
+            < population).
+        generations: generation limit after generation 0 (>= 0), or None for no limit
+            (then a time limit must be given to :meth:`solve`).
+        max_evaluations: stop once this many distinct plans have been scored (checked
+            between generations, so the last generation may overshoot), or None. A
+            machine-independent alternative to a time limit.
+        seeding: "slackswap+baselines" or "random".
+        seed_solvers: names of registered solvers whose plans seed the population, or None
+            for every registered solver except those named in :data:`NOT_CHEAP_SOLVERS`.
+        seed_time_limit_s: time limit passed to each seed solver (s).
+        unique: re-mutate (up to four times) each child whose plan was already scored in
+            this run or is already in its generation, so evaluations go to new plans.
+        workers: processes scoring plans (1: in this process).
+        mp_start_method: multiprocessing start method for workers > 1 ("fork", "spawn",
+            "forkserver"), None for the platform default ("spawn" and "forkserver"
+            re-import the caller's ``__main__``: guard scripts with ``if __name__ ==
+            "__main__"``).
+        seed: random seed used when :meth:`solve` gets none.
+
+    Raises:
+        ValueError: a hyperparameter out of range.
+    """
+
+    name = "genetic"
+
+    def __init__(self, *, population: int = 48, tournament_size: int = 3,
+                 crossover_rate: float = 0.6, mutation_rate: float = 0.5,
+                 mutation_indpb: float | None = None, elites: int = 2,
+                 generations: int | None = 100, max_evaluations: int | None = None,
+                 seeding: str = "slackswap+baselines",
+                 seed_solvers: Sequence[str] | None = None, seed_time_limit_s: float = 10.0,
+                 unique: bool = True, workers: int = 1, mp_start_method: str | None = None,
+                 seed: int = 0) -> None:
+        if int(population) < 2:
+            raise ValueError("population must be >= 2")
+        if int(tournament_size) < 1:
+            raise ValueError("tournament_size must be >= 1")
+        for nm, v in (("crossover_rate", crossover_rate), ("mutation_rate", mutation_rate)):
+            if not 0.0 <= float(v) <= 1.0:
+                raise ValueError(f"{nm} must be in [0, 1], got {v!r}")
+        if mutation_indpb is not None and not 0.0 <= float(mutation_indpb) <= 1.0:
+            raise ValueError(f"mutation_indpb must be in [0, 1] or None, got {mutation_indpb!r}")
+        if not 1 <= int(elites) < int(population):
+            raise ValueError("elites must be >= 1 and < population")
+        if generations is not None and int(generations) < 0:
+            raise ValueError("generations must be >= 0 or None")
+        if max_evaluations is not None and int(max_evaluations) < 1:
+            raise ValueError("max_evaluations must be >= 1 or None")
+        if seeding not in SEEDINGS:
+            raise ValueError(f"seeding '{seeding}' is not one of {', '.join(SEEDINGS)}")
+        if int(workers) < 1:
+            raise ValueError("workers must be >= 1")
+        if not seed_time_limit_s > 0:
+            raise ValueError("seed_time_limit_s must be > 0")
+        self.population = int(population)
+        self.tournament_size = int(tournament_size)
+        self.crossover_rate = float(crossover_rate)
+        self.mutation_rate = float(mutation_rate)
+        self.mutation_indpb = None if mutation_indpb is None else float(mutation_indpb)
+        self.elites = int(elites)
+        self.generations = None if generations is None else int(generations)
+        self.max_evaluations = None if max_evaluations is None else int(max_evaluations)
+        self.seeding = seeding
+        self.seed_solvers = None if seed_solvers is None else tuple(seed_solvers)
+        self.seed_time_limit_s = float(seed_time_limit_s)
+        self.unique = bool(unique)
+        self.workers = int(workers)
+        self.mp_start_method = mp_start_method
+        self.seed = int(seed)
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return {"population": self.population, "tournament_size": self.tournament_size,
+                "crossover_rate": self.crossover_rate, "mutation_rate": self.mutation_rate,
+                "mutation_indpb": self.mutation_indpb, "elites": self.elites,
+                "generations": self.generations, "max_evaluations": self.max_evaluations,
+                "seeding": self.seeding,
+                "seed_solvers": None if self.seed_solvers is None else list(self.seed_solvers),
+                "seed_time_limit_s": self.seed_time_limit_s, "unique": self.unique,
+                "workers": self.workers}
+
+    # ------------------------------------------------------------------ seeds
+    def seed_solver_names(self) -> list[str]:
+        """The solvers whose plans seed generation 0 (``seeding="slackswap+baselines"``)."""
+        if self.seed_solvers is not None:
+            return list(self.seed_solvers)
+        return [n for n in registered_solvers()
+                if not any(n.startswith(x) for x in NOT_CHEAP_SOLVERS)]
+
+    def _seed_plans(self, inst: Instance, M: int, seed: int,
+                    deadline: float | None) -> tuple[list[tuple[str, bytes]], list[dict]]:
+        plans: list[tuple[str, bytes]] = []
+        log: list[dict[str, Any]] = []
+        for nm in self.seed_solver_names():
+            limit = self.seed_time_limit_s
+            if deadline is not None:
+                limit = max(1e-3, min(limit, deadline - time.perf_counter()))
+            entry: dict[str, Any] = {"solver": nm}
+            ts = time.perf_counter()
+            try:
+                res = get_solver(nm).solve(inst, M, time_limit_s=limit, seed=seed)
+            except Exception as e:  # a broken seed solver must not sink the search
+                entry["error"] = f"{type(e).__name__}: {e}"
+                log.append(entry)
+                continue
+            finally:
+                entry["planning_time_s"] = time.perf_counter() - ts
+            entry["status"] = res.status
+            pl = res.plan
+            if pl is None or pl.names != inst.saved_names or not np.all(
+                    (pl.decisions != RECOMP) | np.isfinite(inst.c)):
+                entry["error"] = "no usable plan"
+            else:
+                k = np.asarray(pl.decisions, dtype=np.int8).tobytes()
+                plans.append((nm, k))
+                entry["_key"] = k
+            log.append(entry)
+        return plans, log
+
+    # ------------------------------------------------------------------ solve
+    def solve(self, instance: Instance, budget_bytes: int, *, time_limit_s: float | None = None,
+              seed: int | None = None) -> SolveResult:
+        """Search plans for `instance` under M = `budget_bytes` (bytes).
+
+        Args:
+            instance: the instance.
+            budget_bytes: M (bytes, >= 0).
+            time_limit_s: wall-clock limit (s) for the whole run, seeding included; checked
+                between generations (generation 0 always completes).
+            seed: random seed (None: the constructor's).
+
+        Returns:
+            SolveResult with the best plan found, status "optimal" (runs at T*),
+            "feasible" or "infeasible", ``lower_bound_s = T*`` and ``info`` as in the
+            class docstring.
+
+        Raises:
+            ValueError: no generation, evaluation or time limit.
+            BudgetError: M < 0.
+        """
+        if self.generations is None and self.max_evaluations is None and time_limit_s is None:
+            raise ValueError("genetic: give a generation limit, an evaluation limit or a "
+                             "time limit")
+        seed = self.seed if seed is None else int(seed)
+        with _RANDOM_LOCK:
+            state = random.getstate()
+            random.seed(seed)
+            try:
+                return self._run(instance, int(budget_bytes), time_limit_s, seed)
+            finally:
+                random.setstate(state)
+
+    def _run(self, inst: Instance, M: int, time_limit_s: float | None,
+             seed: int) -> SolveResult:  # noqa: C901 - one GA loop
+        t0 = time.perf_counter()
+        deadline = None if time_limit_s is None else t0 + float(time_limit_s)
+        n = inst.n_saved
+        rebuildable = np.isfinite(np.asarray(inst.c, dtype=float)).tolist()
+        ideal = float(inst.ideal_time_s)
+        indpb = self.mutation_indpb if self.mutation_indpb is not None else 1.0 / max(n, 1)
+
+        tb = base.Toolbox()
+        tb.register("clone", _clone)
+        tb.register("select", tools.selTournament, tournsize=self.tournament_size)
+        tb.register("mate", _mate)
+        tb.register("mutate", mutate, indpb=indpb, rebuildable=rebuildable)
+
+        cache: dict[bytes, Score] = {}
+        counters = {"simulations": 0, "hits": 0, "feasible": 0}
+        _init_worker(inst, M)
+        pool = None
+        if self.workers > 1:
+            ctx = mp.get_context(self.mp_start_method)
+            pool = cf.ProcessPoolExecutor(max_workers=self.workers, mp_context=ctx,
+                                          initializer=_init_worker, initargs=(inst, M))
+
+        def evaluate(inds: list[Individual]) -> None:
+            todo: list[bytes] = []
+            seen: set[bytes] = set()
+            for ind in inds:
+                k = ind.key()
+                if k not in cache and k not in seen:
+                    seen.add(k)
+                    todo.append(k)
+            if pool is not None and len(todo) > 1:
+                chunk = max(1, math.ceil(len(todo) / (4 * self.workers)))
+                scores = list(pool.map(_score_key, todo, chunksize=chunk))
+            else:
+                scores = [_score_key(k) for k in todo]
+            for k, sc in zip(todo, scores, strict=True):
+                cache[k] = sc
+                counters["simulations"] += sc.simulations
+                counters["feasible"] += int(sc.feasible)
+            for ind in inds:
+                if not ind.fitness.valid:
+                    ind.fitness.values = cache[ind.key()].key
+            counters["hits"] += len(inds) - len(todo)
+
+        try:
+            # ---------------- generation 0
+            seed_log: list[dict[str, Any]] = []
+            seeds: list[tuple[str, bytes]] = []
+            if self.seeding == "slackswap+baselines":
+                seeds, seed_log = self._seed_plans(inst, M, seed, deadline)
+            pop: list[Individual] = []
+            seed_keys: dict[bytes, str] = {}
+            for nm, k in seeds:
+                if k not in seed_keys:
+                    seed_keys[k] = nm
+                    pop.append(Individual(np.frombuffer(k, dtype=np.int8).tolist()))
+            bases = list(pop)
+            while len(pop) < self.population:
+                if bases:
+                    child = Individual(bases[len(pop) % len(bases)])
+                    tb.mutate(child)
+                else:
+                    child = random_individual(rebuildable)
+                pop.append(child)
+            evaluate(pop)
+            for entry in seed_log:
+                if "_key" in entry:
+                    sc = cache[entry.pop("_key")]
+                    entry.update(feasible=sc.feasible, throughput=sc.throughput,
+                                 step_time_s=sc.step_time_s, over_bytes=sc.over_bytes)
+            hof = tools.HallOfFame(1)
+            hof.update(pop)
+            history: list[dict[str, Any]] = []
+
+            def record(g: int) -> None:
+                best = cache[hof[0].key()]
+                history.append({
+                    "generation": g,
+                    "best_throughput": best.throughput,
+                    "best_step_time_s": best.step_time_s,
+                    "best_over_bytes": best.over_bytes,
+                    "best_feasible": best.feasible,
+                    "population_feasible": sum(1 for i in pop if i.fitness.values[0] == 0),
+                    "evaluations": len(cache),
+                    "feasible_evaluations": counters["feasible"],
+                })
+
+            record(0)
+            gen_times: list[float] = []
+            stopped_by = "generations"
+            g = 0
+            while True:
+                best = cache[hof[0].key()]
+                if best.feasible and best.step_time_s <= ideal * (1 + _IDEAL_RTOL):
+                    stopped_by = "ideal"
+                    break
+                if self.generations is not None and g >= self.generations:
+                    stopped_by = "generations"
+                    break
+                if self.max_evaluations is not None and len(cache) >= self.max_evaluations:
+                    stopped_by = "max_evaluations"
+                    break
+                if deadline is not None:
+                    est = gen_times[-1] if gen_times else 0.0
+                    if time.perf_counter() + est > deadline:
+                        stopped_by = "time_limit"
+                        break
+                tg = time.perf_counter()
+                g += 1
+                elite = tools.selBest(pop, self.elites)
+                parents = tb.select(pop, self.population - self.elites)
+                offspring = algorithms.varAnd(parents, tb, self.crossover_rate,
+                                              self.mutation_rate)
+                if self.unique:
+                    _diversify(elite, offspring, tb, cache)
+                evaluate(offspring)
+                pop = elite + offspring
+                hof.update(offspring)
+                record(g)
+                gen_times.append(time.perf_counter() - tg)
+        finally:
+            if pool is not None:
+                pool.shutdown(wait=True, cancel_futures=True)
+
+        # ---------------- final check: never worse than the best seed
+        best_key = hof[0].key()
+        best_seed_key = min(seed_keys, key=lambda k: cache[k].key) if seed_keys else None
+        if best_seed_key is not None and cache[best_seed_key].key < cache[best_key].key:
+            best_key = best_seed_key  # pragma: no cover - elitism makes this impossible
+        plan = Plan(np.frombuffer(best_key, dtype=np.int8), inst.saved_names)
+        final = simulate(inst, plan, M)
+        best = cache[best_key]
+        if final.feasible != best.feasible:  # pragma: no cover - the evaluator is pure
+            raise RuntimeError("genetic: the best plan's re-evaluation disagrees with its "
+                               "cached fitness")
+        elapsed = time.perf_counter() - t0
+        info: dict[str, Any] = {
+            "history": history,
+            "evaluations": len(cache),
+            "simulations": counters["simulations"],
+            "cache_hits": counters["hits"],
+            "generations": g,
+            "stopped_by": stopped_by,
+            "seeds": seed_log,
+            "elapsed_s": elapsed,
+            "evaluations_per_s": len(cache) / elapsed if elapsed > 0 else None,
+            "workers": self.workers,
+            "counts": plan.counts(),
+        }
+        if best_seed_key is not None:
+            bs = cache[best_seed_key]
+            info["best_seed"] = seed_keys[best_seed_key]
+            info["best_seed_throughput"] = bs.throughput
+            info["improvement_over_best_seed"] = (
+                best.throughput / bs.throughput - 1.0 if bs.feasible and bs.throughput > 0
+                else None)
+        if best.feasible:
+            status = "optimal" if best.step_time_s <= ideal * (1 + _IDEAL_RTOL) else "feasible"
+        else:
+            status = "infeasible"
+            m_un = best.peak_bytes
+            info["min_budget_bytes"] = (int(m_un) if simulate(inst, plan, int(m_un)).feasible
+                                        else None)
+        return SolveResult(
+            plan=plan, solver=self.name, params=self.params, status=status,
+            objective_s=best.step_time_s if best.feasible else None,
+            lower_bound_s=ideal, planning_time_s=elapsed, seed=seed, info=info)
+
+
+__all__ = ["Genetic", "Score", "score", "mutate", "random_individual", "Individual",
+           "UNBOUNDED_BUDGET_BYTES", "SEEDINGS", "NOT_CHEAP_SOLVERS"]
