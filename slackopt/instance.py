@@ -37,6 +37,10 @@ from slackopt.errors import InstanceError
 from slackopt.hardware import Link
 
 PHASES = ("fwd", "bwd", "rebuild")
+MAX_BYTES = 2**53
+"""Largest size (bytes) of one tensor, workspace or transient: exact in float64 copies."""
+MAX_DURATION_S = 1e9
+"""Largest duration (s) of one op: keeps every sum of times finite."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +115,18 @@ def _is_real(x: Any) -> bool:
     return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool)
 
 
+def _is_size(x: Any) -> bool:
+    return _is_int(x) and 0 <= x <= MAX_BYTES
+
+
+def _is_name(x: Any) -> bool:
+    return isinstance(x, str) and bool(x) and x.isprintable()
+
+
+def _names(x: Any) -> bool:
+    return isinstance(x, (tuple, list)) and all(isinstance(v, str) for v in x)
+
+
 class Instance:
     """One profiled training iteration under one host link. Immutable once built.
 
@@ -167,8 +183,9 @@ class Instance:
         last_phase = 0
         n_sched = 0
         for i, op in enumerate(ops):
-            if not isinstance(op.name, str) or not op.name:
-                raise InstanceError(f"op #{i}: name must be a non-empty string")
+            if not _is_name(op.name):
+                raise InstanceError(f"op #{i}: name must be a non-empty printable string, "
+                                    f"got {op.name!r}")
             if op.name in op_index:
                 raise InstanceError(f"op '{op.name}': duplicate op name")
             if op.phase not in PHASES:
@@ -181,12 +198,13 @@ class Instance:
                     "ops must be all forward, then all backward, then rebuild-only ops")
             last_phase = ph
             if not (_is_real(op.duration_s) and math.isfinite(op.duration_s)
-                    and op.duration_s >= 0):
+                    and 0 <= op.duration_s <= MAX_DURATION_S):
                 raise InstanceError(
-                    f"op '{op.name}': duration_s must be finite and >= 0, got {op.duration_s!r}")
-            if not (_is_int(op.workspace_bytes) and op.workspace_bytes >= 0):
+                    f"op '{op.name}': duration_s must be finite, >= 0 and <= {MAX_DURATION_S:g}"
+                    f" s, got {op.duration_s!r}")
+            if not _is_size(op.workspace_bytes):
                 raise InstanceError(
-                    f"op '{op.name}': workspace_bytes must be an integer >= 0, "
+                    f"op '{op.name}': workspace_bytes must be an integer in [0, 2**53], "
                     f"got {op.workspace_bytes!r}")
             if not (_is_real(op.flops) and math.isfinite(op.flops) and op.flops >= 0):
                 raise InstanceError(f"op '{op.name}': flops must be finite and >= 0")
@@ -198,14 +216,22 @@ class Instance:
 
         t_index: dict[str, int] = {}
         for j, t in enumerate(tensors):
-            if not isinstance(t.name, str) or not t.name:
-                raise InstanceError(f"tensor #{j}: name must be a non-empty string")
+            if not _is_name(t.name):
+                raise InstanceError(f"tensor #{j}: name must be a non-empty printable string, "
+                                    f"got {t.name!r}")
             if t.name in t_index:
                 raise InstanceError(f"tensor '{t.name}': duplicate tensor name")
             t_index[t.name] = j
-            if not (_is_int(t.size_bytes) and t.size_bytes >= 0):
+            if not _is_size(t.size_bytes):
                 raise InstanceError(
-                    f"tensor '{t.name}': size_bytes must be an integer >= 0, got {t.size_bytes!r}")
+                    f"tensor '{t.name}': size_bytes must be an integer in [0, 2**53], "
+                    f"got {t.size_bytes!r}")
+            if not _names(t.readers):
+                raise InstanceError(
+                    f"tensor '{t.name}': readers must be a list of op names, got {t.readers!r}")
+            if t.recipe is not None and not (_names(t.recipe.ops) and _names(t.recipe.inputs)):
+                raise InstanceError(
+                    f"tensor '{t.name}': recipe ops and inputs must be lists of names")
             p = op_index.get(t.producer)
             if p is None:
                 raise InstanceError(f"tensor '{t.name}': producer op '{t.producer}' does not exist")
@@ -230,6 +256,11 @@ class Instance:
                     raise InstanceError(f"tensor '{t.name}': reader '{rd}' listed twice")
                 seen.add(rd)
         self._t_index = t_index
+        total = sum(int(t.size_bytes) for t in tensors) + sum(int(op.workspace_bytes)
+                                                               for op in ops)
+        if total > 2**62:
+            raise InstanceError(f"the tensors and workspaces add up to {total} B, more than "
+                                "2**62 B; sizes are bytes, not bits or elements")
 
         # Directed acyclic graph over scheduled ops (edges producer -> reader).
         g = nx.DiGraph()
@@ -340,9 +371,9 @@ class Instance:
                     raise InstanceError(
                         f"tensor '{t.name}': recipe input '{x}' is produced after it")
                 ins.append(self._saved_pos[x])
-            if not (_is_int(rec.transient_bytes) and rec.transient_bytes >= 0):
+            if not _is_size(rec.transient_bytes):
                 raise InstanceError(
-                    f"tensor '{t.name}': recipe transient_bytes must be an integer >= 0")
+                    f"tensor '{t.name}': recipe transient_bytes must be an integer in [0, 2**53]")
             self.recipe_inputs.append(tuple(ins))
             self.recipe_ops.append(tuple(idx))
             self.recipe_transient[k] = rec.transient_bytes
@@ -481,9 +512,9 @@ def budget_bytes(instance: Instance, budget: float | int | str) -> int:
 
     Args:
         instance: gives P for fractional budgets.
-        budget: a float in [0, 10] is a fraction of P; an int > 10 is bytes; a string is
-            either a number (as above) or a size with a unit: "11.5GB", "800MB", "1.2e9B",
-            "12GiB" (decimal units GB/MB/KB, binary GiB/MiB/KiB).
+        budget: a float in [0, 10] is a fraction of P; an int is bytes; a string is a
+            fraction ("0.5") or a size with a unit: "11.5GB", "800MB", "1.2e9B", "12GiB"
+            (decimal units KB/MB/GB/TB, binary KiB/MiB/GiB/TiB, "B" for bytes).
 
     Returns:
         The budget M in bytes (int, >= 0).
@@ -495,7 +526,6 @@ def budget_bytes(instance: Instance, budget: float | int | str) -> int:
 
     units = {"b": 1, "kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12,
              "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
-    value = budget
     if isinstance(budget, str):
         txt = budget.strip().lower().replace(" ", "")
         num, unit = txt, ""
@@ -509,17 +539,37 @@ def budget_bytes(instance: Instance, budget: float | int | str) -> int:
             raise BudgetError(
                 f"budget '{budget}' is neither a fraction of P (0.5) nor a size (11.5GB)"
             ) from None
+        if not math.isfinite(value) or value < 0:
+            raise BudgetError(f"budget '{budget}' must be finite and >= 0")
         if unit:
-            if not math.isfinite(value) or value < 0:
-                raise BudgetError(f"budget '{budget}' must be a finite size >= 0")
-            return int(round(value * units[unit]))
-        if "." not in num and "e" not in num and value > 10:
-            value = int(value)
-    if isinstance(value, bool) or not _is_real(value) or not math.isfinite(value) or value < 0:
-        raise BudgetError(f"budget {budget!r} must be a finite number >= 0")
-    if isinstance(value, (float, np.floating)) and value <= 10:
+            return _checked(int(round(value * units[unit])), budget)
+        if value > MAX_FRACTION:
+            raise BudgetError(
+                f"budget '{budget}' has no unit: as a fraction of P it must be <= "
+                f"{MAX_FRACTION:g}; for bytes write a unit ('{budget}B', '{budget}GB')")
         return int(math.floor(value * instance.P))
-    return int(value)
+    if isinstance(budget, bool) or not _is_real(budget):
+        raise BudgetError(f"budget {budget!r} must be a number or a size string like '11.5GB'")
+    if not math.isfinite(budget) or budget < 0:
+        raise BudgetError(f"budget {budget!r} must be finite and >= 0")
+    if isinstance(budget, (float, np.floating)):
+        if budget > MAX_FRACTION:
+            raise BudgetError(f"budget {budget!r} as a fraction of P must be <= "
+                              f"{MAX_FRACTION:g}; give bytes as an int or a size string")
+        return int(math.floor(budget * instance.P))
+    return _checked(int(budget), budget)
+
+
+def _checked(m: int, budget: Any) -> int:
+    from slackopt.errors import BudgetError
+
+    if m > 2**62:
+        raise BudgetError(f"budget {budget!r} is more than 2**62 B; no device has that much")
+    return m
+
+
+MAX_FRACTION = 10.0
+"""Largest budget accepted as a fraction of P."""
 
 
 __all__ = ["Op", "Recipe", "Tensor", "Instance", "budget_bytes", "PHASES"]

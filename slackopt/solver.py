@@ -84,7 +84,7 @@ def get_solver(name: str, **params: Any) -> Solver:
     cls = eps[name].load()
     try:
         return cls(**params)
-    except TypeError as e:
+    except (TypeError, ValueError) as e:
         raise SolverError(f"solver '{name}': bad parameters {params}: {e}") from None
 
 
@@ -121,6 +121,9 @@ def solve(
     """
     if isinstance(solver, str):
         solver = get_solver(solver, **params)
+    elif not isinstance(solver, Solver):
+        raise SolverError(f"{solver!r} is neither a registered solver name nor an object with "
+                          "solve(instance, budget_bytes, *, time_limit_s, seed)")
     elif params:
         raise SolverError("hyperparameters go to the solver's constructor when passing an object")
     m = budget_bytes(instance, budget)

@@ -710,10 +710,13 @@ class SlackSwap:
                  use_link: bool = True, min_budget_search: bool = True) -> None:
         if swap_order not in SWAP_ORDERS:
             raise ValueError(f"swap_order '{swap_order}' is not one of {', '.join(SWAP_ORDERS)}")
-        if not (0 <= g < 1):
-            raise ValueError("g must be in [0, 1)")
-        if int(max_rounds) < 1:
-            raise ValueError("max_rounds must be >= 1")
+        if isinstance(g, bool) or not isinstance(g, (int, float)) or not (0 <= g < 1):
+            raise ValueError(f"g must be a number in [0, 1), got {g!r}")
+        if isinstance(max_rounds, bool) or not isinstance(max_rounds, int) or max_rounds < 1:
+            raise ValueError(f"max_rounds must be an integer >= 1, got {max_rounds!r}")
+        for flag, v in (("use_link", use_link), ("min_budget_search", min_budget_search)):
+            if not isinstance(v, bool):
+                raise ValueError(f"{flag} must be true or false, got {v!r}")
         self.g = float(g)
         self.max_rounds = int(max_rounds)
         self.swap_order = swap_order

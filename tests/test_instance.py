@@ -40,8 +40,15 @@ def test_derived_arrays_in_paper_notation():
     (lambda o, t: (o + [Op("f0", "fwd", 1.0)], t), "op 'f0': duplicate op name"),
     (lambda o, t: ([Op("b", "bwd", 1.0)] + o, t), "phase 'fwd' after a 'bwd' op"),
     (lambda o, t: ([Op("n", "fwd", float("nan"))] + o, t), "duration_s must be finite"),
-    (lambda o, t: ([Op("n", "fwd", -1.0)] + o, t), "duration_s must be finite and >= 0"),
+    (lambda o, t: ([Op("n", "fwd", -1.0)] + o, t), "duration_s must be finite, >= 0"),
+    (lambda o, t: ([Op("n", "fwd", 1e300)] + o, t), "<= 1e\\+09 s"),
+    (lambda o, t: ([Op("n\x1b[2J", "fwd", 1.0)] + o, t), "printable"),
+    (lambda o, t: ([Op("n", "fwd", 1.0, workspace_bytes=2**63)] + o, t), "workspace_bytes"),
     (lambda o, t: (o, t + [Tensor("z", -5, "f0", ("bX",))]), "size_bytes must be an integer"),
+    (lambda o, t: (o, t + [Tensor("z", 2**63 - 1, "f0", ("bX",))]), "in \\[0, 2\\*\\*53\\]"),
+    (lambda o, t: (o, t + [Tensor(f"z{i}", 2**53, "f0", ("bX",)) for i in range(1024)]),
+     "add up to"),
+    (lambda o, t: (o, t + [Tensor("z", 5, "f0", "bX")]), "readers must be a list"),
     (lambda o, t: (o, t + [Tensor("z", 5, "nope", ("bX",))]), "producer op 'nope'"),
     (lambda o, t: (o, t + [Tensor("z", 5, "f1", ("f0",))]), "reader 'f0' runs before"),
     (lambda o, t: (o, t + [Tensor("z", 5, "f1", ("ghost",))]), "reader op 'ghost'"),
@@ -89,13 +96,14 @@ def test_arrays_are_read_only():
 
 @pytest.mark.parametrize("budget, expected", [
     (0.5, 28), ("0.5", 28), (1.0, 57), ("57B", 57), ("1KB", 1000), ("1KiB", 1024),
-    (1000, 1000), ("0", 0), (2.0, 114),
+    (1000, 1000), ("0", 0), (2.0, 114), ("10", 570), (np.int64(7), 7),
 ])
 def test_budget_parsing(budget, expected):
     assert budget_bytes(small(), budget) == expected
 
 
-@pytest.mark.parametrize("budget", [-0.5, "abc", float("nan"), "-1GB", float("inf"), True])
+@pytest.mark.parametrize("budget", [-0.5, "abc", float("nan"), "-1GB", float("inf"), True,
+                                    "inf", "12", "10.5", 11.0, 10**30, "1e30GB", None])
 def test_bad_budgets(budget):
     with pytest.raises(BudgetError):
         budget_bytes(small(), budget)
