@@ -512,6 +512,528 @@ def list_solvers(json_output: JsonOpt = False) -> dict[str, Any] | None:
     return None
 
 
+# ----------------------------------------------------------------------------- compare
+def _split_list(text: str, what: str, opt: str) -> list[str]:
+    items = [x.strip() for x in text.split(",")]
+    if not text.strip() or any(not x for x in items):
+        raise typer.BadParameter(f"'{text}' is not a comma-separated list of {what}",
+                                 param_hint=f"'{opt}'")
+    return items
+
+
+def _solver_specs(text: str) -> list[Any]:
+    """--solvers: 'a,b', 'all', or a JSON list of names and [name, {params}] pairs."""
+    from slackopt.solver import registered_solvers
+
+    t = text.strip()
+    if t == "all":
+        names = list(registered_solvers())
+        if not names:
+            raise typer.BadParameter("no solvers are registered", param_hint="'--solvers'")
+        return names
+    if t.startswith("["):
+        try:
+            doc = json.loads(t)
+        except json.JSONDecodeError as e:
+            raise typer.BadParameter(f"not valid JSON: {e.msg}", param_hint="'--solvers'"
+                                     ) from None
+        out: list[Any] = []
+        for x in doc if isinstance(doc, list) else [None]:
+            if isinstance(x, str):
+                out.append(x)
+            elif isinstance(x, list) and len(x) == 2 and isinstance(x[0], str) \
+                    and isinstance(x[1], dict):
+                out.append((x[0], x[1]))
+            else:
+                raise typer.BadParameter(
+                    f"{x!r}: each entry is a solver name or [name, {{params}}]",
+                    param_hint="'--solvers'")
+        return out
+    return _split_list(t, "solver names (or 'all')", "--solvers")
+
+
+def _records(df: Any) -> list[dict[str, Any]]:
+    """JSON-ready rows of a DataFrame (NaN and NA as None)."""
+    plain = df.astype(object).where(df.notna(), None)
+    return [_plain(r) for r in plain.to_dict("records")]
+
+
+def _pct(x: Any) -> str:
+    return "-" if x is None or x != x else f"{float(x):.1%}"
+
+
+@app.command("compare")
+@_guarded
+def compare_cmd(
+    instances: Annotated[list[Path], typer.Argument(help="Instance files.")],
+    solvers: Annotated[str, typer.Option(
+        "--solvers", help="Comma-separated solver names, 'all' for every registered solver, "
+        "or a JSON list of names and [name, {params}] pairs.")],
+    budgets: Annotated[str, typer.Option(
+        "--budgets", help="Comma-separated budgets: fractions of P (0.9,0.5) or sizes "
+        "(11.5GB).")],
+    seeds: Annotated[str | None, typer.Option(
+        "--seeds", help="Comma-separated seeds (default: none).")] = None,
+    output: Annotated[Path | None, typer.Option(
+        "--out", "-o", help="Write the table: .csv, .json, .parquet or .sqlite.")] = None,
+    store: Annotated[Path | None, typer.Option(
+        "--store", help="SQLite store of finished runs: a rerun resumes, adding only the "
+        "missing runs.")] = None,
+    workers: Annotated[int, typer.Option(
+        "--workers", min=0, help="Local worker processes (0: one per CPU).")] = 1,
+    scheduler: Annotated[str | None, typer.Option(
+        "--scheduler", help="Dask scheduler address tcp://HOST:PORT (needs the [dist] "
+        "extra).")] = None,
+    time_limit: Annotated[float | None, typer.Option(
+        "--time-limit", min=0, help="Time limit per solver run (s).")] = None,
+    references: Annotated[Path | None, typer.Option(
+        "--references", help="references.json with best known bounds and steps.")] = None,
+    force: ForceOpt = False,
+    json_output: JsonOpt = False,
+) -> dict[str, Any] | None:
+    """Run solvers x budgets x instances (x seeds); one row per run with gaps."""
+    from slackopt.compare import RESULT_SUFFIXES, compare, write_results
+    from slackopt.errors import FileFormatError
+    from slackopt.io import OutputExistsError
+
+    specs = _solver_specs(solvers)
+    budget_list = _split_list(budgets, "budgets", "--budgets")
+    seed_list: list[int | None] = [None]
+    if seeds is not None:
+        try:
+            seed_list = [int(x) for x in _split_list(seeds, "integer seeds", "--seeds")]
+        except ValueError:
+            raise typer.BadParameter(f"'{seeds}' is not a comma-separated list of integers",
+                                     param_hint="'--seeds'") from None
+    if output is not None:
+        if output.suffix.lower() not in RESULT_SUFFIXES:
+            raise FileFormatError(output, "", f"unknown results format "
+                                  f"'{output.suffix or '(none)'}'",
+                                  f"end the file name with one of {', '.join(RESULT_SUFFIXES)}")
+        if output.exists() and not force:
+            raise OutputExistsError(f"{output}: file exists; pass --force to replace it, or "
+                                    "choose another path")
+        if store is not None and output.resolve() == store.resolve():
+            raise FileFormatError(output, "", "is also the --store file",
+                                  "write the table to another file")
+    try:
+        df = compare(instances, specs, budget_list, seeds=seed_list, time_limit_s=time_limit,
+                     store=store, workers=workers, scheduler=scheduler, progress=True,
+                     references=references)
+    except KeyboardInterrupt:
+        if store is not None:
+            from slackopt.compare import ResultStore
+
+            with ResultStore(store) as st:
+                n = len(st.keys())
+            msg = (f"{store} holds {n} finished runs: run the same command again to do only "
+                   "the missing ones")
+        else:
+            msg = "finished runs were not kept (pass --store FILE to resume later)"
+        sys.stderr.write(f"slackopt: interrupted; {msg}\n")
+        raise
+    written = str(write_results(df, output, overwrite=force)) if output is not None else None
+    counts = {"runs": len(df), "runs_from_store": int(df.attrs.get("runs_from_store", 0)),
+              "runs_now": int(df.attrs.get("runs_now", len(df)))}
+    if json_output:
+        return {"format": "slackopt-compare-results", "columns": list(df.columns),
+                "rows": _records(df), "out": written, "store": str(store) if store else None,
+                **counts}
+    con = _console()
+    if not con.is_terminal:
+        con.width = max(con.width, 160)
+    show_seed = df["seed"].notna().any()
+    for name, g in df.groupby("instance", sort=False):
+        r0 = g.iloc[0]
+        t = Table(title=f"{name}: P = {_fmt_bytes(r0['P_bytes'])}, ideal step T* = "
+                  f"{_fmt_time(r0['ideal_time_s'])}, link can hide f = "
+                  f"{r0['hideable_fraction']:.1%}", title_justify="left")
+        cols = ["budget", "solver"] + (["seed"] if show_seed else []) + [
+            "status", "step", "throughput", "planning", "gap to bound", "gap to best"]
+        for c in cols:
+            t.add_column(c, justify="left" if c in ("solver", "status") else "right",
+                         no_wrap=c != "solver")
+        for r in g.itertuples(index=False):
+            solver = r.solver if r.params in ("{}", None) else f"{r.solver} {r.params}"
+            row = [f"{r.budget_fraction:.3g} P" if r.budget_fraction == r.budget_fraction
+                   else _fmt_bytes(r.budget_bytes), solver]
+            if show_seed:
+                row.append("-" if r.seed is None or r.seed != r.seed else str(r.seed))
+            row += [r.status, _fmt_time(r.step_time_s) if r.feasible else "-",
+                    _pct(r.throughput) if r.feasible else "-", _fmt_time(r.planning_time_s),
+                    _pct(r.gap_to_bound), _pct(r.gap_to_best)]
+            t.add_row(*[str(x) for x in row])
+        con.print(t)
+    bad = df[df["status"].isin(["error", "timeout"])]
+    for r in bad.itertuples(index=False):
+        con.print(f"{r.status}: {r.solver} on {r.instance} at {r.budget_fraction:.3g} P: "
+                  f"{r.message}")
+    con.print(f"{counts['runs']} runs: {counts['runs_now']} run now, "
+              f"{counts['runs_from_store']} from the store"
+              + (f" ({store})" if store else ""))
+    if written:
+        con.print(f"wrote {written}")
+    return None
+
+
+# ----------------------------------------------------------------------------- plot
+plot_app = typer.Typer(
+    name="plot",
+    help="Draw a figure; the -o suffix picks the format (.png, .svg or .pdf).",
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    add_completion=False,
+    no_args_is_help=True,
+)
+app.add_typer(plot_app, name="plot")
+
+FigOutOpt = Annotated[Path, typer.Option("--output", "-o",
+                                         help="Figure file: .png, .svg or .pdf.")]
+SolverListOpt = Annotated[
+    list[str] | None,
+    typer.Option("--solver", "-s", help="Registered solver name; repeat to compare "
+                 "(default: slackswap)."),
+]
+BudgetOpt = Annotated[str, typer.Option("--budget", "-b", help="Memory budget: fraction of P "
+                                        "(0.5) or a size (11.5GB).")]
+PlanOpt = Annotated[Path | None, typer.Option("--plan", help="Plot this plan file instead of "
+                                              "solving.")]
+SeedOpt = Annotated[int | None, typer.Option(help="Random seed passed to the solver.")]
+LimitOpt = Annotated[float | None, typer.Option("--time-limit", min=0,
+                                                help="Solver time limit (s).")]
+
+
+def _figure_path(output: Path, force: bool) -> None:
+    from slackopt.errors import FileFormatError
+    from slackopt.io import OutputExistsError
+    from slackopt.plot import FORMATS
+
+    if output.suffix.lower() not in FORMATS:
+        raise FileFormatError(output, "", f"unknown figure format '{output.suffix or '(none)'}'",
+                              f"end the file name with one of {', '.join(FORMATS)}")
+    if output.exists() and not force:
+        raise OutputExistsError(f"{output}: file exists; pass --force to replace it, or "
+                                "choose another path")
+
+
+def _plans_to_plot(instance: Path, solvers: list[str] | None, budget: str, plan: Path | None,
+                   seed: int | None, time_limit: float | None, params: dict[str, Any]
+                   ) -> tuple[Any, int, list[dict[str, Any]]]:
+    """Load the instance; solve (or read the plan file); simulate each plan with a trace."""
+    from slackopt.instance import budget_bytes
+    from slackopt.io import load_instance, load_plan
+    from slackopt.simulate import simulate as run_simulation
+    from slackopt.solver import solve as run_solver
+
+    inst = load_instance(instance)
+    m = budget_bytes(inst, budget)
+    runs: list[dict[str, Any]] = []
+    if plan is not None:
+        if solvers:
+            raise typer.BadParameter("give --plan or --solver, not both", param_hint="'--plan'")
+        p = load_plan(plan, inst)
+        runs.append({"label": plan.stem, "solver": None, "status": None, "plan": p})
+    else:
+        for name in solvers or ["slackswap"]:
+            res = run_solver(inst, name, m, time_limit_s=time_limit, seed=seed, **params)
+            if res.plan is None:
+                raise SlackoptError(f"solver '{name}' returned no plan (status {res.status}) "
+                                    "for this budget; nothing to draw")
+            runs.append({"label": name, "solver": name, "status": res.status,
+                         "plan": res.plan})
+    for r in runs:
+        r["evaluation"] = run_simulation(inst, r["plan"], m, trace=True)
+    return inst, m, runs
+
+
+def _plot_doc(kind: str, written: Path, **extra: Any) -> dict[str, Any]:
+    return {"kind": kind, "written": [str(written)], **extra}
+
+
+def _run_docs(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{"label": r["label"], "solver": r["solver"], "status": r["status"],
+             "evaluation": r["evaluation"].to_dict()} for r in runs]
+
+
+def _instance_plot(kind: str, instance: Path, solver: list[str] | None, budget: str,
+                   plan: Path | None, seed: int | None, time_limit: float | None,
+                   param: list[str] | None, output: Path, force: bool,
+                   json_output: bool) -> dict[str, Any] | None:
+    from slackopt import plot
+
+    _figure_path(output, force)
+    inst, m, runs = _plans_to_plot(instance, solver, budget, plan, seed, time_limit,
+                                   _parse_params(param))
+    evs = {r["label"]: r["evaluation"] for r in runs}
+    if kind == "timeline":
+        fig = plot.timeline(evs if len(evs) > 1 else runs[0]["evaluation"], inst)
+    elif kind == "memory":
+        fig = plot.memory_profile(evs if len(evs) > 1 else runs[0]["evaluation"], inst)
+    else:
+        if len(runs) > 1:
+            raise typer.BadParameter("a plan map draws one plan: give one --solver",
+                                     param_hint="'--solver'")
+        fig = plot.plan_map(inst, runs[0]["plan"], budget_bytes=m)
+    path = plot.save(fig, output)
+    doc = _plot_doc(kind, path, instance=inst.name, budget_bytes=m,
+                    budget_fraction=_budget_fraction(m, inst.P), runs=_run_docs(runs))
+    if json_output:
+        return doc
+    _console().print(f"wrote {path}")
+    return None
+
+
+@plot_app.command("timeline")
+@_guarded
+def plot_timeline(
+    instance: Annotated[Path, typer.Argument(help="Instance file.")],
+    output: FigOutOpt,
+    solver: SolverListOpt = None,
+    budget: BudgetOpt = "0.5",
+    plan: PlanOpt = None,
+    seed: SeedOpt = None,
+    time_limit: LimitOpt = None,
+    param: ParamOpt = None,
+    force: ForceOpt = False,
+    json_output: JsonOpt = False,
+) -> dict[str, Any] | None:
+    """Step timeline: compute, D2H and H2D lanes, stalls and rebuilds (paper Figure 5)."""
+    return _instance_plot("timeline", instance, solver, budget, plan, seed, time_limit, param,
+                          output, force, json_output)
+
+
+@plot_app.command("memory")
+@_guarded
+def plot_memory(
+    instance: Annotated[Path, typer.Argument(help="Instance file.")],
+    output: FigOutOpt,
+    solver: SolverListOpt = None,
+    budget: BudgetOpt = "0.5",
+    plan: PlanOpt = None,
+    seed: SeedOpt = None,
+    time_limit: LimitOpt = None,
+    param: ParamOpt = None,
+    force: ForceOpt = False,
+    json_output: JsonOpt = False,
+) -> dict[str, Any] | None:
+    """Device memory in use over the step against the budget M."""
+    return _instance_plot("memory", instance, solver, budget, plan, seed, time_limit, param,
+                          output, force, json_output)
+
+
+@plot_app.command("planmap")
+@_guarded
+def plot_planmap(
+    instance: Annotated[Path, typer.Argument(help="Instance file.")],
+    output: FigOutOpt,
+    solver: SolverListOpt = None,
+    budget: BudgetOpt = "0.5",
+    plan: PlanOpt = None,
+    seed: SeedOpt = None,
+    time_limit: LimitOpt = None,
+    param: ParamOpt = None,
+    force: ForceOpt = False,
+    json_output: JsonOpt = False,
+) -> dict[str, Any] | None:
+    """Decision per tensor category per layer (paper Figure 3)."""
+    return _instance_plot("planmap", instance, solver, budget, plan, seed, time_limit, param,
+                          output, force, json_output)
+
+
+@plot_app.command("curves")
+@_guarded
+def plot_curves(
+    results: Annotated[Path, typer.Argument(help="Table from slackopt compare --out "
+                                            "(.csv, .json, .parquet, .sqlite) or a --store.")],
+    output: FigOutOpt,
+    instance: Annotated[list[str] | None, typer.Option(
+        "--instance", help="Instance name to draw; repeatable (default: all).")] = None,
+    force: ForceOpt = False,
+    json_output: JsonOpt = False,
+) -> dict[str, Any] | None:
+    """Throughput against the memory budget per solver (paper Figure 4)."""
+    from slackopt import plot
+    from slackopt.compare import read_results
+
+    _figure_path(output, force)
+    df = read_results(results)
+    path = plot.save(plot.throughput_vs_budget(df, instances=instance or None), output)
+    if json_output:
+        return _plot_doc("curves", path, rows=len(df))
+    _console().print(f"wrote {path}")
+    return None
+
+
+@plot_app.command("quality")
+@_guarded
+def plot_quality(
+    results: Annotated[Path, typer.Argument(help="Table from slackopt compare --out or a "
+                                            "--store.")],
+    output: FigOutOpt,
+    quality: Annotated[str, typer.Option(
+        help="gap_to_best, gap_to_bound or throughput.")] = "gap_to_best",
+    force: ForceOpt = False,
+    json_output: JsonOpt = False,
+) -> dict[str, Any] | None:
+    """Planning time against plan quality per solver."""
+    from slackopt import plot
+    from slackopt.compare import read_results
+
+    _figure_path(output, force)
+    df = read_results(results)
+    path = plot.save(plot.planning_time_vs_quality(df, quality=quality), output)
+    if json_output:
+        return _plot_doc("quality", path, rows=len(df))
+    _console().print(f"wrote {path}")
+    return None
+
+
+@plot_app.command("linkbudget")
+@_guarded
+def plot_linkbudget(
+    output: FigOutOpt,
+    workload: Annotated[list[str] | None, typer.Option(
+        "--workload", help="Workload; repeatable (default: the paper's four).")] = None,
+    gpu: Annotated[list[str] | None, typer.Option(
+        "--gpu", help="GPU preset; repeatable (default: titanx, v100, a100, h100).")] = None,
+    force: ForceOpt = False,
+    json_output: JsonOpt = False,
+) -> dict[str, Any] | None:
+    """Hideable fraction of saved activations per GPU generation (paper Figure 1)."""
+    from slackopt import plot
+
+    _figure_path(output, force)
+    try:
+        fig = plot.link_budget(workload or plot.PAPER_WORKLOADS, gpu or plot.GPU_GENERATIONS)
+    except KeyError as e:
+        _err(str(e.args[0]) if e.args else "unknown workload or GPU")
+        raise typer.Exit(2) from None
+    path = plot.save(fig, output)
+    if json_output:
+        return _plot_doc("linkbudget", path)
+    _console().print(f"wrote {path}")
+    return None
+
+
+@plot_app.command("costs")
+@_guarded
+def plot_costs(
+    instance: Annotated[Path, typer.Argument(help="Instance file.")],
+    output: FigOutOpt,
+    force: ForceOpt = False,
+    json_output: JsonOpt = False,
+) -> dict[str, Any] | None:
+    """Recompute cost per byte of each saved tensor against an exposed copy (Figure 2)."""
+    from slackopt import plot
+    from slackopt.io import load_instance
+
+    _figure_path(output, force)
+    inst = load_instance(instance)
+    path = plot.save(plot.cost_per_byte(inst), output)
+    if json_output:
+        return _plot_doc("costs", path, instance=inst.name)
+    _console().print(f"wrote {path}")
+    return None
+
+
+# ----------------------------------------------------------------------------- profile
+@app.command("profile")
+@_guarded
+def profile_cmd(
+    target: Annotated[str, typer.Argument(
+        metavar="MODULE:FACTORY",
+        help="Your model factory: a module name importable from the current directory, or a "
+        ".py file, then ':' and a callable. FACTORY(**params) returns a torch.nn.Module, or a "
+        "dict with 'model' and optionally 'loss_fn' (loss_fn(output, *inputs) -> scalar) and "
+        "'make_inputs' (make_inputs(shapes, device) -> tensors).")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="Instance file to write.")],
+    input_shape: Annotated[list[str] | None, typer.Option(
+        "--input-shape", "-i", help="Shape of one positional model input, e.g. 4x128; "
+        "repeat once per input.")] = None,
+    input_dtype: Annotated[list[str] | None, typer.Option(
+        "--input-dtype", help="dtype of the inputs (float32, bf16, int64, ...): once for all "
+        "or once per input.")] = None,
+    input_high: Annotated[int, typer.Option(
+        "--input-high", min=1, help="Integer inputs are drawn from [0, N) (token ids: the "
+        "vocabulary size).")] = 2,
+    device: Annotated[str, typer.Option(help="Where to run the step: cpu, cuda, cuda:1.")
+                      ] = "cpu",
+    timing: Annotated[str, typer.Option(help="measure (timed on the device) or roofline "
+                                        "(from FLOPs and bytes on --gpu).")] = "measure",
+    gpu: Annotated[str | None, typer.Option(help="GPU preset for roofline timing and the "
+                                            "default link.")] = None,
+    link: Annotated[str | None, typer.Option(help="Host-link preset (default: the GPU's, "
+                                             "else pcie4).")] = None,
+    seed: Annotated[int, typer.Option(help="torch seed for the factory and the inputs.")] = 0,
+    warmup: Annotated[int, typer.Option(min=0, help="Unrecorded steps first.")] = 1,
+    repeat: Annotated[int, typer.Option(min=1, help="Recorded steps (median durations).")
+                      ] = 3,
+    name: Annotated[str | None, typer.Option(help="Instance name.")] = None,
+    param: ParamOpt = None,
+    force: ForceOpt = False,
+    json_output: JsonOpt = False,
+) -> dict[str, Any] | None:
+    """Profile one training step of your PyTorch model into an instance file (needs the
+    [torch] extra)."""
+    from slackopt.io import OutputExistsError, save_instance
+
+    if output.exists() and not force:
+        raise OutputExistsError(f"{output}: file exists; pass --force to replace it, or "
+                                "choose another path")
+    from slackopt.profile import profile_factory
+
+    inst = profile_factory(target, input_shape or [], input_dtypes=input_dtype or ["float32"],
+                           input_high=input_high, params=_parse_params(param), device=device,
+                           seed=seed, timing=timing, gpu=gpu, link=link, name=name,
+                           warmup=warmup, repeat=repeat)
+    path = save_instance(inst, output, overwrite=force)
+    keys = ("model_class", "input_shapes", "input_dtypes", "device", "timing",
+            "torch_version", "persistent_bytes", "recipes")
+    doc = {"path": str(path), **inst.summary(), **{k: inst.meta.get(k) for k in keys}}
+    if json_output:
+        return doc
+    con = _console()
+    con.print(f"wrote {path}")
+    con.print(_kv_table(f"Instance {inst.name} ({doc['model_class']}, {inst.meta['device']}, "
+                        f"{timing})", _summary_rows(inst.summary()), _SUMMARY_LABELS))
+    con.print(_kv_table("Persistent (outside the budget)",
+                        {f"{k}_bytes": v for k, v in inst.meta["persistent_bytes"].items()},
+                        {f"{k}_bytes": k for k in inst.meta["persistent_bytes"]}))
+    return None
+
+
+# ----------------------------------------------------------------------------- reproduce
+@app.command("reproduce")
+@_guarded
+def reproduce_cmd(
+    out: Annotated[Path, typer.Option("--out", "-o", help="Directory for report.md, the PNG "
+                                      "figures and the CSV tables (files of the same names "
+                                      "are replaced).")],
+    quick: Annotated[bool, typer.Option("--quick", help="Fewer budgets and a 5 s genetic "
+                                        "search (a few minutes instead of about ten).")] = False,
+    workers: Annotated[int, typer.Option("--workers", min=1, help="Local worker processes "
+                                         "for the sweeps.")] = 2,
+    tiny: Annotated[bool, typer.Option("--tiny", hidden=True,
+                                       help="Scaled-down workloads (tests only).")] = False,
+    json_output: JsonOpt = False,
+) -> dict[str, Any] | None:
+    """Regenerate the paper's Figures 4 and 5, Tables 2 and 3 and the VGG-16 vDNN check,
+    with a report that puts every number beside the paper's."""
+    from slackopt.reproduce import reproduce
+
+    res = reproduce(out, quick=quick, workers=workers, progress=sys.stderr.isatty(),
+                    _tiny=tiny)
+    doc = res.to_dict()
+    if json_output:
+        return doc
+    con = _console()
+    con.print(f"{doc['reproduced']} of {doc['compared']} numbers the paper states reproduce "
+              f"within tolerance ({res.wall_s:.0f} s); see {res.files[0]}")
+    for p in res.files[1:]:
+        con.print(f"wrote {p}")
+    return None
+
+
 # ----------------------------------------------------------------------------- entry
 def main(argv: list[str] | None = None) -> int:
     """Run the ``slackopt`` command.

@@ -24,6 +24,9 @@ Two file formats, both JSON objects that start with ``"format"`` and ``"schema_v
        "policy": "barrier_free", "decisions": {"tensor name": "keep" | "swap" | "recomp"},
        "meta": {...}}
 
+  ``runtime_params`` (optional, ``{}`` by default) holds the runtime policy's parameters
+  (:data:`slackopt.plan.RUNTIME_PARAMS`, e.g. ``{"eviction": "belady"}``).
+
   ``decisions`` names every saved tensor of the instance once; ``meta`` (optional) records
   provenance (solver, budget, ...) and is never interpreted.
 
@@ -56,7 +59,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from slackopt.errors import FileFormatError, InstanceError, PlanError, SlackoptError
 from slackopt.hardware import COPY_LATENCY_S, DUPLEX_FACTOR, Link
 from slackopt.instance import Instance, Op, Recipe, Tensor
-from slackopt.plan import DECISION_NAMES, POLICIES, Plan
+from slackopt.plan import DECISION_NAMES, POLICIES, Plan, check_runtime_params
 
 INSTANCE_FORMAT = "slackopt-instance"
 PLAN_FORMAT = "slackopt-plan"
@@ -143,6 +146,7 @@ class PlanFileModel(_Strict):
     schema_version: Literal[1]
     instance: str | None = None
     policy: str = "barrier_free"
+    runtime_params: dict[str, Any] = {}
     decisions: dict[str, Literal["keep", "swap", "recomp"]]
     meta: dict[str, Any] = {}
 
@@ -701,6 +705,11 @@ def plan_from_dict(d: Mapping[str, Any], instance: Instance, source: str = "<dic
     if m.policy not in POLICIES:
         raise FileFormatError(source, "policy", f"runtime policy '{m.policy}' is unknown",
                               f"use one of {', '.join(POLICIES)}")
+    try:
+        runtime_params = check_runtime_params(m.policy, m.runtime_params)
+    except PlanError as e:
+        raise FileFormatError(source, "runtime_params", str(e),
+                              "see slackopt.plan.RUNTIME_PARAMS") from None
     saved = set(instance.saved_names)
     unknown = [n for n in m.decisions if n not in saved]
     if unknown:
@@ -721,7 +730,7 @@ def plan_from_dict(d: Mapping[str, Any], instance: Instance, source: str = "<dic
     codes = np.array([DECISION_NAMES.index(m.decisions[n]) for n in instance.saved_names],
                      dtype=np.int8)
     try:
-        plan = Plan(codes, instance.saved_names, m.policy)
+        plan = Plan(codes, instance.saved_names, m.policy, runtime_params)
         plan.check(instance)
     except PlanError as e:
         bad = _QUOTED.search(str(e))

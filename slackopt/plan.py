@@ -8,9 +8,10 @@ rebuild before the first backward need). Semantics: ../shared/spec/semantics.md.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -20,8 +21,78 @@ from slackopt.instance import Instance
 
 KEEP, SWAP, RECOMP = 0, 1, 2
 DECISION_NAMES = ("keep", "swap", "recomp")
-POLICIES = ("barrier_free",)
-"""Runtime policies the evaluator implements (section 3.4 of the SlackSwap paper)."""
+POLICIES = ("barrier_free", "layer_barriers", "on_demand")
+"""Runtime policies the evaluator implements: ``barrier_free`` (SlackSwap's runtime,
+section 3.4 of the paper), ``layer_barriers`` (vDNN's per-layer synchronization, Rhu et al.
+2016) and ``on_demand`` (an eviction cache, as in SuperNeurons, Wang et al. 2018, and
+SwapAdvisor, Huang et al. 2020); sections 2.1 and 4.1 of the paper and
+../shared/spec/semantics.md ("Other runtimes")."""
+
+HEAVY_KINDS = ("gemm", "attention", "conv")
+"""Op kinds that count as compute-heavy operators (GEMMs, attention, convolutions)."""
+
+RUNTIME_PARAMS: dict[str, dict[str, Any]] = {
+    "barrier_free": {},
+    "layer_barriers": {"prefetch": ("when_fits", "at_issue"),
+                       "lookahead": ("next_offloaded", "adjacent")},
+    "on_demand": {
+        "eviction": ("lru", "belady"),
+        "offload": ("on_eviction", "early"),
+        "prefetch": ("next_heavy", "asap"),
+        "heavy_kinds": tuple,
+    },
+}
+"""Runtime parameters each policy accepts: a tuple of allowed values, or ``tuple`` for a
+list of op kinds.
+
+- ``layer_barriers``: ``prefetch`` says when a prefetch buffer is allocated: when the copy
+  starts and memory allows ("when_fits", the barrier-free admission rule), or when the
+  layer issues it ("at_issue", vDNN's static schedule: an allocation that does not fit
+  then fails the plan, and there is no eviction fallback); ``lookahead`` says which
+  prefetch a starting backward layer issues: that of the next offloaded layer, however far
+  ("next_offloaded", vDNN's rule), or only that of the layer right after it ("adjacent").
+- ``on_demand``: ``eviction`` orders the victims (least recently used first, or furthest
+  next use first: Belady 1966); ``offload`` says when a swappable tensor is copied out
+  (only once evicted, or as soon as it is produced, its device copy then staying until
+  it is evicted); ``prefetch`` says when an evicted tensor is copied back (for the tasks up
+  to the next heavy operator, or as early as memory allows); ``heavy_kinds`` lists the op
+  kinds that count as heavy operators.
+"""
+
+RUNTIME_DEFAULTS: dict[str, dict[str, Any]] = {
+    "barrier_free": {},
+    "layer_barriers": {"prefetch": "when_fits", "lookahead": "next_offloaded"},
+    "on_demand": {"eviction": "lru", "offload": "on_eviction", "prefetch": "next_heavy",
+                  "heavy_kinds": HEAVY_KINDS},
+}
+"""Values the evaluator uses for runtime parameters a plan leaves out."""
+
+
+def check_runtime_params(policy: str, params: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Validate the runtime parameters of `policy`; return them normalized (lists of op
+    kinds as tuples). Raises PlanError naming the parameter."""
+    if policy not in POLICIES:
+        raise PlanError(f"runtime policy '{policy}' is not one of {', '.join(POLICIES)}")
+    allowed = RUNTIME_PARAMS[policy]
+    out: dict[str, Any] = {}
+    for key, value in (params or {}).items():
+        if key not in allowed:
+            known = ", ".join(allowed) or "none"
+            raise PlanError(f"runtime parameter '{key}' is unknown for policy '{policy}' "
+                            f"(parameters: {known})")
+        spec = allowed[key]
+        if spec is tuple:
+            if isinstance(value, str) or not isinstance(value, (list, tuple)) or not all(
+                    isinstance(v, str) and v for v in value):
+                raise PlanError(f"runtime parameter '{key}' must be a list of op kinds, "
+                                f"got {value!r}")
+            out[key] = tuple(value)
+        elif value not in spec:
+            raise PlanError(f"runtime parameter '{key}' = {value!r} is not one of "
+                            f"{', '.join(spec)}")
+        else:
+            out[key] = value
+    return out
 
 
 @dataclass(frozen=True, eq=False)
@@ -32,12 +103,16 @@ class Plan:
         decisions: int8 array of shape (n_saved,), codes KEEP/SWAP/RECOMP, aligned with
             ``Instance.saved_names``. Read-only.
         names: the saved tensor names the decisions refer to (for files and messages).
-        policy: runtime that executes the plan ("barrier_free").
+        policy: runtime that executes the plan (one of :data:`POLICIES`).
+        runtime_params: parameters of the runtime (:data:`RUNTIME_PARAMS`), e.g.
+            ``{"eviction": "belady"}`` for ``on_demand``; left-out ones take
+            :data:`RUNTIME_DEFAULTS`. A validated copy; do not mutate it.
     """
 
     decisions: np.ndarray
     names: tuple[str, ...]
     policy: str = "barrier_free"
+    runtime_params: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         dec = np.array(self.decisions, dtype=np.int8, copy=True)
@@ -48,19 +123,20 @@ class Plan:
         if bad.size:
             raise PlanError(f"tensor '{self.names[bad[0]]}': decision code {dec[bad[0]]} is "
                             "not 0 (keep), 1 (swap) or 2 (recomp)")
-        if self.policy not in POLICIES:
-            raise PlanError(f"runtime policy '{self.policy}' is not one of {', '.join(POLICIES)}")
+        params = check_runtime_params(self.policy, self.runtime_params)
         dec.flags.writeable = False
         object.__setattr__(self, "decisions", dec)
+        object.__setattr__(self, "runtime_params", params)
 
     # ------------------------------------------------------------- constructors
     @classmethod
-    def uniform(cls, instance: Instance, decision: int, policy: str = "barrier_free") -> Plan:
+    def uniform(cls, instance: Instance, decision: int, policy: str = "barrier_free",
+                runtime_params: Mapping[str, Any] | None = None) -> Plan:
         """Every saved tensor gets `decision`; for RECOMP, tensors with c = inf are kept."""
         dec = np.full(instance.n_saved, decision, dtype=np.int8)
         if decision == RECOMP:
             dec[~np.isfinite(instance.c)] = KEEP
-        return cls(dec, instance.saved_names, policy)
+        return cls(dec, instance.saved_names, policy, dict(runtime_params or {}))
 
     @classmethod
     def keep_all(cls, instance: Instance) -> Plan:
@@ -70,7 +146,7 @@ class Plan:
     @classmethod
     def from_mapping(
         cls, instance: Instance, decisions: Mapping[str, str | int], default: str = "keep",
-        policy: str = "barrier_free",
+        policy: str = "barrier_free", runtime_params: Mapping[str, Any] | None = None,
     ) -> Plan:
         """Build a plan from {tensor name: "keep" | "swap" | "recomp" (or code)}.
 
@@ -84,7 +160,7 @@ class Plan:
                 raise PlanError(f"tensor '{name}' is not a saved tensor of instance "
                                 f"'{instance.name}'") from None
             dec[k] = _code(v, name)
-        return cls(dec, instance.saved_names, policy)
+        return cls(dec, instance.saved_names, policy, dict(runtime_params or {}))
 
     # ------------------------------------------------------------- queries
     def check(self, instance: Instance) -> None:
@@ -111,23 +187,37 @@ class Plan:
         """Saved bytes per decision (bytes)."""
         return {DECISION_NAMES[k]: int(instance.s[self.decisions == k].sum()) for k in range(3)}
 
-    def with_policy(self, policy: str) -> Plan:
-        """The same decisions under another runtime policy."""
-        return Plan(self.decisions, self.names, policy)
+    def with_policy(self, policy: str, runtime_params: Mapping[str, Any] | None = None) -> Plan:
+        """The same decisions under another runtime policy (and its parameters)."""
+        return Plan(self.decisions, self.names, policy, dict(runtime_params or {}))
+
+    def resolved_runtime_params(self) -> dict[str, Any]:
+        """The runtime parameters the evaluator uses: the plan's over the defaults."""
+        return {**RUNTIME_DEFAULTS[self.policy], **self.runtime_params}
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form: {"policy": ..., "decisions": {name: "keep"|"swap"|"recomp"}}."""
-        return {"policy": self.policy,
-                "decisions": {n: DECISION_NAMES[int(c)]
-                              for n, c in zip(self.names, self.decisions, strict=True)}}
+        """JSON-ready form: {"policy": ..., "decisions": {name: "keep"|"swap"|"recomp"}},
+        plus "runtime_params" when the plan sets any (op-kind lists as lists)."""
+        d: dict[str, Any] = {"policy": self.policy}
+        if self.runtime_params:
+            d["runtime_params"] = {k: list(v) if isinstance(v, tuple) else v
+                                   for k, v in self.runtime_params.items()}
+        d["decisions"] = {n: DECISION_NAMES[int(c)]
+                          for n, c in zip(self.names, self.decisions, strict=True)}
+        return d
+
+    def _params_key(self) -> str:
+        return json.dumps({k: list(v) if isinstance(v, tuple) else v
+                           for k, v in self.runtime_params.items()}, sort_keys=True)
 
     def __eq__(self, other: object) -> bool:
         return (isinstance(other, Plan) and self.names == other.names
                 and self.policy == other.policy
+                and self._params_key() == other._params_key()
                 and bool(np.array_equal(self.decisions, other.decisions)))
 
     def __hash__(self) -> int:
-        return hash((self.names, self.policy, self.decisions.tobytes()))
+        return hash((self.names, self.policy, self._params_key(), self.decisions.tobytes()))
 
 
 def _code(v: str | int, name: str) -> int:

@@ -1,0 +1,798 @@
+"""Figures: step timelines, memory profiles, plan maps, comparison curves, link budgets.
+
+Every function returns a :class:`matplotlib.figure.Figure` built without pyplot (no global
+state, safe in scripts, threads and notebooks; in Jupyter a returned figure shows inline
+once ``%matplotlib inline`` is active) with axis labels that carry units, a legend and a
+title. :func:`save` writes PNG, SVG or PDF. The figures of the SlackSwap paper
+(../shared/papers/slackswap-2026.txt) they redraw:
+
+- :func:`link_budget`: hideable fraction per GPU generation (Figure 1);
+- :func:`cost_per_byte`: recompute cost per byte against an exposed copy (Figure 2);
+- :func:`plan_map`: the decision per tensor kind per layer (Figure 3);
+- :func:`throughput_vs_budget`: throughput against the memory budget per solver (Figure 4);
+- :func:`timeline`: compute, D2H and H2D lanes of one step, stalls and rebuilds (Figure 5);
+- :func:`memory_profile`: bytes in use over the step against the budget M;
+- :func:`planning_time_vs_quality`: planning time against the gap to the best plan.
+
+Times are drawn in ms (or us for sub-2 ms steps), sizes in GB/MB/kB (decimal), shares in %.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch, Rectangle
+
+from slackopt.errors import FileFormatError, SlackoptError
+from slackopt.instance import Instance
+from slackopt.plan import KEEP, RECOMP, SWAP, Plan
+from slackopt.simulate import Evaluation
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+    from matplotlib.axes import Axes
+
+FORMATS = (".png", ".svg", ".pdf")
+"""File formats :func:`save` writes."""
+
+DECISION_COLORS = {KEEP: "#4C72B0", SWAP: "#DD8452", RECOMP: "#55A868"}
+DECISION_LABELS = {KEEP: "keep (stays on the GPU)", SWAP: "swap (offload + prefetch)",
+                   RECOMP: "recompute (rebuilt in backward)"}
+_C = {"fwd": "#4C72B0", "bwd": "#8172B3", "op": "#4C72B0", "rebuild": "#55A868",
+      "stall": "#C44E52", "d2h": "#DD8452", "h2d": "#64B5CD", "evict": "#C44E52",
+      "budget": "#C44E52", "peak": "#555555", "keep_all": "#999999", "used": "#4C72B0"}
+GPU_LABELS = {"titanx": "Titan X (2015)", "v100": "V100 (2017)", "a100": "A100 (2020)",
+              "h100": "H100 (2022)"}
+PAPER_WORKLOADS = ("gpt2-xl", "bert-large", "llama-7b", "vgg16")
+GPU_GENERATIONS = ("titanx", "v100", "a100", "h100")
+
+
+# ============================================================================ helpers
+def _fig(w: float, h: float) -> Figure:
+    fig = Figure(figsize=(w, h), layout="constrained")
+    return fig
+
+
+def _time_unit(t_max: float) -> tuple[float, str]:
+    """(scale, unit) to draw times up to `t_max` seconds."""
+    if t_max < 2e-3:
+        return 1e6, "\u00b5s"
+    return 1e3, "ms"
+
+
+def _byte_unit(b_max: float) -> tuple[float, str]:
+    """(scale, unit) to draw sizes up to `b_max` bytes (decimal units)."""
+    for scale, unit in ((1e9, "GB"), (1e6, "MB"), (1e3, "kB")):
+        if b_max >= scale:
+            return scale, unit
+    return 1.0, "B"
+
+
+def _fmt_bytes(b: float) -> str:
+    s, u = _byte_unit(abs(b))
+    return f"{b / s:.3g} {u}"
+
+
+def _fmt_time(t: float) -> str:
+    if abs(t) >= 10:
+        return f"{t:.4g} s"
+    if abs(t) >= 1e-3 or t == 0:
+        return f"{t * 1e3:.4g} ms"
+    return f"{t * 1e6:.4g} \u00b5s"
+
+
+def _need_trace(ev: Evaluation, fn: str) -> list[dict[str, Any]]:
+    if not isinstance(ev, Evaluation):
+        raise SlackoptError(f"{fn}() needs an Evaluation, got {type(ev).__name__}")
+    if ev.trace is None:
+        raise SlackoptError(f"{fn}() needs the event trace: evaluate with "
+                            "slackopt.simulate(instance, plan, budget_bytes, trace=True)")
+    return ev.trace
+
+
+def _evaluations(evaluation: Evaluation | Mapping[str, Evaluation]) -> dict[str, Evaluation]:
+    if isinstance(evaluation, Mapping):
+        if not evaluation:
+            raise SlackoptError("no evaluations to plot")
+        return {str(k): v for k, v in evaluation.items()}
+    return {"": evaluation}
+
+
+def _verdict(ev: Evaluation) -> str:
+    if not ev.feasible:
+        import re
+
+        m = re.search(r"task '([^']+)'.*?(\d+) B short", ev.failure or "")
+        why = f": '{m.group(1)}' is {_fmt_bytes(int(m.group(2)))} short of memory" if m else ""
+        return f"infeasible{why} (stopped at {_fmt_time(ev.step_time_s)}, red line)"
+    return (f"step {_fmt_time(ev.step_time_s)} vs ideal {_fmt_time(ev.ideal_time_s)}, "
+            f"throughput {ev.throughput:.1%}")
+
+
+# ============================================================================ saving
+def save(fig: Figure, path: str | os.PathLike, *, dpi: int = 150) -> Path:
+    """Write a figure as PNG, SVG or PDF (by the file's suffix); replaces an existing file.
+
+    Args:
+        fig: the figure.
+        path: the file (.png, .svg or .pdf); parent directories are created.
+        dpi: resolution of PNG files (dots per inch).
+
+    Returns:
+        The path written.
+
+    Raises:
+        FileFormatError: an unknown suffix, or the file cannot be written.
+    """
+    p = Path(path)
+    if p.suffix.lower() not in FORMATS:
+        raise FileFormatError(p, "", f"unknown figure format '{p.suffix or '(none)'}'",
+                              f"end the file name with one of {', '.join(FORMATS)}")
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(p, dpi=dpi, format=p.suffix.lower()[1:])
+    except OSError as e:
+        raise FileFormatError(p, "", f"cannot be written ({e.strerror or e})",
+                              "check that the directory is writable") from None
+    return p
+
+
+# ============================================================================ timeline
+def _op_phases(instance: Instance | None) -> dict[str, str]:
+    if instance is None:
+        return {}
+    return {op.name: op.phase for op in instance.scheduled_ops}
+
+
+def _timeline_axes(ax: Axes, ev: Evaluation, instance: Instance | None, scale: float,
+                   unit: str, label: str) -> None:
+    trace = _need_trace(ev, "timeline")
+    phases = _op_phases(instance)
+    bars: dict[str, list[tuple[float, float]]] = {k: [] for k in
+                                                  ("fwd", "bwd", "op", "rebuild", "stall",
+                                                   "d2h", "h2d")}
+    evict: list[float] = []
+    for e in trace:
+        lane = e["lane"]
+        x0, x1 = e["start_s"] * scale, e["end_s"] * scale
+        if lane == "compute":
+            key = "rebuild" if e.get("rebuild") else phases.get(e["name"], "op")
+            bars[key if key in bars else "op"].append((x0, x1 - x0))
+        elif lane in ("stall", "d2h", "h2d"):
+            bars[lane].append((x0, x1 - x0))
+        elif lane == "evict":
+            evict.append(x0)
+    rows = {"compute": 2, "d2h": 1, "h2d": 0}
+    h = 0.7
+    for key, color in (("fwd", _C["fwd"]), ("bwd", _C["bwd"]), ("op", _C["op"])):
+        if bars[key]:
+            ax.broken_barh(bars[key], (rows["compute"] - h / 2, h), facecolors=color,
+                           edgecolors="none")
+    if bars["rebuild"]:  # true widths, plus a tick above each so short ones stay visible
+        ax.broken_barh(bars["rebuild"], (rows["compute"] - h / 2, h),
+                       facecolors=_C["rebuild"], edgecolors="none")
+        mids = [x + w / 2 for x, w in bars["rebuild"]]
+        ax.plot(mids, [rows["compute"] + h / 2 + 0.12] * len(mids), "|", color=_C["rebuild"],
+                markersize=5, markeredgewidth=0.8, linestyle="none")
+    if bars["stall"]:
+        ax.broken_barh(bars["stall"], (rows["compute"] - h / 2, h), facecolors="none",
+                       edgecolors=_C["stall"], hatch="////", linewidth=0.8)
+    for lane in ("d2h", "h2d"):
+        if bars[lane]:
+            ax.broken_barh(bars[lane], (rows[lane] - h / 2, h), facecolors=_C[lane],
+                           edgecolors="white", linewidth=0.3)
+    if evict:
+        ax.plot(evict, [rows["h2d"] + h / 2 + 0.1] * len(evict), "v", color=_C["evict"],
+                markersize=5, linestyle="none")
+    if instance is not None:
+        ax.axvline(instance.forward_time_s * scale, color="#333333", linestyle="--",
+                   linewidth=0.9)
+    ax.axvline(ev.ideal_time_s * scale, color="black", linestyle=":", linewidth=1.2)
+    if not ev.feasible:
+        ax.axvline(ev.step_time_s * scale, color=_C["stall"], linewidth=1.5)
+    ax.set_yticks([2, 1, 0], ["compute", "D2H copies\n(offload)", "H2D copies\n(prefetch)"])
+    ax.set_ylim(-0.6, 2.75)
+    ax.set_xlim(0, max(ev.step_time_s, ev.ideal_time_s) * scale * 1.01)
+    ax.grid(axis="x", alpha=0.3)
+    head = f"{label}: " if label else ""
+    stalls = ev.stall_fwd_s + ev.stall_bwd_s
+    parts = [_verdict(ev),
+             f"stalls {_fmt_time(stalls)}" if stalls > 0 else "no stalls",
+             f"rebuilds {_fmt_time(ev.recompute_s)}" if ev.recompute_s > 0 else "no rebuilds",
+             f"{_fmt_bytes(ev.d2h_bytes)} offloaded" if ev.d2h_bytes else "nothing offloaded"]
+    ax.set_title(head + "; ".join(parts), fontsize=9, loc="left")
+
+
+def timeline(evaluation: Evaluation | Mapping[str, Evaluation], instance: Instance | None = None,
+             *, title: str | None = None, width: float = 11.0) -> Figure:
+    """The step timeline (the paper's Figure 5): compute, D2H and H2D lanes over time.
+
+    Forward and backward operators, rebuilds (recompute) and compute-stream stalls are
+    marked on the compute lane, each copy on its engine's lane, evictions as red
+    triangles. Dashed line: end of the ideal forward pass T_F (needs `instance`); dotted
+    line: the ideal step T*.
+
+    Args:
+        evaluation: an Evaluation made with ``simulate(..., trace=True)``, or a mapping
+            {label: Evaluation} to stack several steps on one time axis (e.g. two solvers).
+        instance: the instance, to tell forward from backward operators and mark T_F.
+        title: figure title (default: the instance name and budget).
+        width: figure width (inches).
+
+    Returns:
+        The figure (one panel per evaluation, time in ms or us).
+
+    Raises:
+        SlackoptError: an evaluation without a trace.
+    """
+    evs = _evaluations(evaluation)
+    t_max = max(max(e.step_time_s, e.ideal_time_s) for e in evs.values())
+    scale, unit = _time_unit(t_max)
+    n = len(evs)
+    fig = _fig(width, 1.9 * n + 1.3)
+    axes = fig.subplots(n, 1, sharex=True, squeeze=False)[:, 0]
+    for ax, (label, ev) in zip(axes, evs.items(), strict=True):
+        _timeline_axes(ax, ev, instance, scale, unit, label)
+        ax.set_xlim(0, t_max * scale * 1.01)
+    axes[-1].set_xlabel(f"time since the start of the step ({unit})")
+    handles = []
+    if instance is not None:
+        handles += [Patch(color=_C["fwd"], label="forward operator"),
+                    Patch(color=_C["bwd"], label="backward operator")]
+    else:
+        handles.append(Patch(color=_C["op"], label="operator"))
+    handles += [Patch(color=_C["rebuild"], label="rebuild (recompute; a tick above marks each)"),
+                Patch(facecolor="none", edgecolor=_C["stall"], hatch="////",
+                      label="stall (waiting for memory or a copy)"),
+                Patch(color=_C["d2h"], label="D2H copy (offload to host)"),
+                Patch(color=_C["h2d"], label="H2D copy (prefetch to GPU)")]
+    if any(e["lane"] == "evict" for ev in evs.values() for e in ev.trace or []):
+        handles.append(Line2D([], [], marker="v", color=_C["evict"], linestyle="none",
+                              label="eviction"))
+    if instance is not None:
+        handles.append(Line2D([], [], color="#333333", linestyle="--",
+                              label="end of ideal forward pass T_F"))
+    handles.append(Line2D([], [], color="black", linestyle=":", label="ideal step T*"))
+    fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 5),
+               fontsize=8, frameon=False)
+    if title is None:
+        ev0 = next(iter(evs.values()))
+        name = instance.name if instance is not None else "one training step"
+        frac = f" ({ev0.budget_bytes / instance.P:.0%} of P)" if instance is not None \
+            and instance.P else ""
+        title = f"Step timeline of {name} under M = {_fmt_bytes(ev0.budget_bytes)}{frac}"
+    fig.suptitle(title, fontsize=11)
+    return fig
+
+
+# ============================================================================ memory
+def memory_profile(evaluation: Evaluation | Mapping[str, Evaluation],
+                   instance: Instance | None = None, *, title: str | None = None,
+                   width: float = 10.0) -> Figure:
+    """Device memory in use over the step against the budget M.
+
+    Args:
+        evaluation: an Evaluation made with ``simulate(..., trace=True)``, or {label:
+            Evaluation} to draw several plans on one axis.
+        instance: adds the keep-all profile of the ideal schedule and its peak P.
+        title: figure title.
+        width: figure width (inches).
+
+    Returns:
+        The figure: memory (GB/MB) against time (ms/us).
+
+    Raises:
+        SlackoptError: an evaluation without a trace.
+    """
+    evs = _evaluations(evaluation)
+    t_max = max(max(e.step_time_s, e.ideal_time_s) for e in evs.values())
+    b_max = max(max(e.budget_bytes, e.peak_bytes) for e in evs.values())
+    if instance is not None:
+        b_max = max(b_max, instance.P)
+    ts, tu = _time_unit(t_max)
+    bs, bu = _byte_unit(b_max)
+    fig = _fig(width, 4.2)
+    ax = fig.add_subplot()
+    if instance is not None and instance.n_ops:
+        x = np.append(instance.start_s, instance.ideal_time_s) * ts
+        y = np.append(instance.keep_all_profile, 0) / bs
+        ax.step(x, y, where="post", color=_C["keep_all"], linewidth=1,
+                label="keep everything (ideal schedule, no budget)")
+        ax.axhline(instance.P / bs, color=_C["peak"], linestyle=":", linewidth=1,
+                   label=f"keep-all peak P = {_fmt_bytes(instance.P)}")
+        ax.axvline(instance.forward_time_s * ts, color="#333333", linestyle="--",
+                   linewidth=0.8, label="end of ideal forward pass T_F")
+    colors = ["#4C72B0", "#DD8452", "#55A868", "#8172B3", "#937860"]
+    budgets = set()
+    for i, (label, ev) in enumerate(evs.items()):
+        trace = _need_trace(ev, "memory_profile")
+        samples: dict[float, int] = {}
+        for e in trace:
+            if e["lane"] == "memory":
+                samples[e["start_s"]] = e["bytes"]  # the last sample at a time wins
+        xs = np.array([0.0, *samples.keys()], dtype=float)
+        ys = np.array([0, *samples.values()], dtype=float)
+        if xs.size:
+            xs = np.append(xs, ev.step_time_s)
+            ys = np.append(ys, ys[-1])
+        name = label or "this plan"
+        ax.step(xs * ts, ys / bs, where="post", color=colors[i % len(colors)], linewidth=1.4,
+                label=f"{name}: in use (peak {_fmt_bytes(ev.peak_bytes)})")
+        budgets.add(ev.budget_bytes)
+    for m in sorted(budgets):
+        ax.axhline(m / bs, color=_C["budget"], linestyle="--", linewidth=1.3,
+                   label=f"budget M = {_fmt_bytes(m)}")
+    ax.set_xlabel(f"time since the start of the step ({tu})")
+    ax.set_ylabel(f"device memory in use ({bu})")
+    ax.set_xlim(0, t_max * ts * 1.01)
+    ax.set_ylim(0, b_max / bs * 1.08)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="upper right")
+    if title is None:
+        ev0 = next(iter(evs.values()))
+        name = instance.name if instance is not None else "one training step"
+        title = f"Memory over the step of {name}: {_verdict(ev0)}" if len(evs) == 1 \
+            else f"Memory over the step of {name}"
+    ax.set_title(title, fontsize=10)
+    return fig
+
+
+# ============================================================================ plan map
+def _layer_columns(instance: Instance) -> tuple[list[str], np.ndarray]:
+    """Column labels and the column of each saved tensor: 'embed', blocks, 'head'."""
+    layers = np.asarray(instance.saved_layers)
+    blocks = sorted({int(b) for b in layers.tolist() if b >= 0})
+    first_block_op = min((i for i, op in enumerate(instance.scheduled_ops[: instance.n_fwd])
+                          if op.layer >= 0), default=instance.n_ops)
+    prod = np.asarray(instance.saved_prod_idx)
+    pre = (layers < 0) & (prod < first_block_op)
+    post = (layers < 0) & ~pre
+    labels, col = [], np.zeros(instance.n_saved, dtype=np.int64)
+    if pre.any():
+        labels.append("embed")
+    base = len(labels)
+    pos = {b: base + i for i, b in enumerate(blocks)}
+    labels += [str(b) for b in blocks]
+    for k, b in enumerate(layers.tolist()):
+        if b >= 0:
+            col[k] = pos[b]
+    col[pre] = 0
+    if post.any():
+        labels.append("head" if blocks else "other")
+        col[post] = len(labels) - 1
+    return labels, col
+
+
+def plan_map(instance: Instance, plan: Plan, *, budget_bytes: int | None = None,
+             title: str | None = None, width: float | None = None) -> Figure:
+    """Decision per tensor category per layer (the paper's Figure 3).
+
+    Each cell holds the saved tensors of one category (row) in one block (column;
+    "embed" and "head" for tensors outside the blocks) and is filled by the share of
+    their bytes kept, swapped and recomputed (a stacked bar; a cell of one colour has
+    one decision). Grey: no such tensor there.
+
+    Args:
+        instance: the instance.
+        plan: a plan for it.
+        budget_bytes: the budget M it was made for (bytes), shown in the title if given.
+        title: figure title (default: instance name, M and bytes per decision).
+        width: figure width (inches; default grows with the number of layers).
+
+    Returns:
+        The figure.
+
+    Raises:
+        PlanError: the plan does not fit the instance.
+    """
+    plan.check(instance)
+    cats = list(dict.fromkeys(instance.saved_categories))
+    cols, col_of = _layer_columns(instance)
+    row_of = {c: i for i, c in enumerate(cats)}
+    nr, nc = len(cats), len(cols)
+    bytes_ = np.zeros((nr, nc, 3))
+    count = np.zeros((nr, nc, 3))
+    dec = plan.decisions
+    s = np.asarray(instance.s, dtype=float)
+    for k in range(instance.n_saved):
+        r, c, d = row_of[instance.saved_categories[k]], col_of[k], int(dec[k])
+        bytes_[r, c, d] += s[k]
+        count[r, c, d] += 1
+    if width is None:
+        width = min(16.0, max(6.0, 2.5 + 0.2 * nc))
+    fig = _fig(width, max(3.2, 1.4 + 0.32 * nr))
+    ax = fig.add_subplot()
+    ax.add_patch(Rectangle((-0.5, -0.5), nc, nr, facecolor="#EEEEEE", edgecolor="none",
+                           zorder=0))
+    for r in range(nr):
+        for c in range(nc):
+            w = bytes_[r, c] if bytes_[r, c].sum() > 0 else count[r, c]
+            tot = w.sum()
+            if tot <= 0:
+                continue
+            y = r + 0.45  # row r drawn from top (inverted y): stack downward
+            for d in (KEEP, SWAP, RECOMP):
+                hgt = 0.9 * w[d] / tot
+                if hgt > 0:
+                    ax.add_patch(Rectangle((c - 0.45, y - hgt), 0.9, hgt,
+                                           facecolor=DECISION_COLORS[d], edgecolor="none"))
+                    y -= hgt
+    ax.set_xlim(-0.5, nc - 0.5)
+    ax.set_ylim(nr - 0.5, -0.5)
+    step = 1 if nc <= 26 else (2 if nc <= 52 else 4)
+    named = [i for i in range(nc) if not cols[i].isdigit()]
+    ticks = [i for i in range(nc) if not cols[i].isdigit()
+             or (int(cols[i]) % step == 0 and (step == 1 or all(abs(i - j) > 1
+                                                                 for j in named)))]
+    ax.set_xticks(ticks, [cols[i] for i in ticks], fontsize=8)
+    ax.set_yticks(range(nr), [c.replace("_", " ") for c in cats], fontsize=8)
+    ax.set_xlabel("layer (block index; embed: before the blocks, head: after them)")
+    ax.set_ylabel("saved tensor category")
+    handles = [Patch(color=DECISION_COLORS[d], label=DECISION_LABELS[d])
+               for d in (KEEP, SWAP, RECOMP)]
+    handles.append(Patch(color="#EEEEEE", label="no tensor of this kind"))
+    fig.legend(handles=handles, loc="outside lower center", ncol=4 if width >= 9 else 2,
+               fontsize=8, frameon=False)
+    if title is None:
+        bb = plan.bytes_by_decision(instance)
+        tot = max(1, instance.A)
+        under = ""
+        if budget_bytes is not None:
+            under = f" under M = {_fmt_bytes(budget_bytes)}" + (
+                f" ({budget_bytes / instance.P:.0%} of P)" if instance.P else "")
+        title = (f"Plan map of {instance.name}{under}\nkeep {_fmt_bytes(bb['keep'])} "
+                 f"({bb['keep'] / tot:.0%}), swap {_fmt_bytes(bb['swap'])} "
+                 f"({bb['swap'] / tot:.0%}), recompute {_fmt_bytes(bb['recomp'])} "
+                 f"({bb['recomp'] / tot:.0%}) of A = {_fmt_bytes(instance.A)}; "
+                 "each cell: share of its bytes per decision")
+    import textwrap
+
+    chars = max(40, int(width * 10))
+    title = "\n".join(w for line in title.split("\n")
+                      for w in (textwrap.wrap(line, chars) or [""]))
+    ax.set_title(title, fontsize=10)
+    return fig
+
+
+# ============================================================================ comparisons
+def _need_columns(df: pd.DataFrame, cols: Sequence[str], fn: str) -> None:
+    missing = [c for c in cols if c not in df.columns]
+    if missing:
+        raise SlackoptError(f"{fn}() needs a compare table with column(s) "
+                            f"{', '.join(missing)} (slackopt.compare.compare or "
+                            "slackopt compare --out FILE)")
+
+
+def _solver_labels(df: pd.DataFrame) -> pd.Series:
+    """Solver name, with its parameters when it has any ("genetic {"pop": 50}")."""
+    lab = df["solver"].astype(str)
+    if "params" not in df:
+        return lab
+    params = df["params"].astype(object).where(df["params"].notna(), "{}").astype(str)
+    has = ~params.isin(["{}", ""])
+    return lab.where(~has, lab + " " + params)
+
+
+def _colors(labels: Sequence[str]) -> dict[str, Any]:
+    from matplotlib import colormaps
+
+    cmap = colormaps["tab10"]
+    return {lab: cmap(i % 10) for i, lab in enumerate(labels)}
+
+
+def _dashes(labels: Sequence[str]) -> dict[str, str]:
+    """Line style per label: solid for the first ten (one colour each), then dashed, ..."""
+    styles = ("-", "--", ":", "-.")
+    return {lab: styles[(i // 10) % len(styles)] for i, lab in enumerate(labels)}
+
+
+def throughput_vs_budget(df: pd.DataFrame, *, instances: Sequence[str] | None = None,
+                         title: str | None = None, ncols: int | None = None) -> Figure:
+    """Throughput against the memory budget, one curve per solver (the paper's Figure 4).
+
+    One panel per instance. A point is the mean throughput (T*/T, in % of the ideal step)
+    over the seeds whose plan is feasible; budgets where no run of a solver is feasible
+    are marked x on the bottom axis.
+
+    Args:
+        df: a compare table (:func:`slackopt.compare.compare`, or
+            :func:`slackopt.compare.read_results` of a saved one).
+        instances: instance names to draw (default: all, in table order).
+        title: figure title.
+        ncols: panels per row (default: 2 for four instances, else up to 3).
+
+    Returns:
+        The figure.
+
+    Raises:
+        SlackoptError: a table without the needed columns, or no rows to draw.
+    """
+    _need_columns(df, ("instance", "budget_fraction", "solver", "feasible", "throughput"),
+                  "throughput_vs_budget")
+    names = list(dict.fromkeys(df["instance"].astype(str)))
+    if instances is not None:
+        unknown = [i for i in instances if i not in names]
+        if unknown:
+            raise SlackoptError(f"instance(s) {', '.join(unknown)} not in the table; it has "
+                                f"{', '.join(names)}")
+        names = list(instances)
+    if not names:
+        raise SlackoptError("the table has no rows to draw")
+    d = df.copy()
+    d["label"] = _solver_labels(d)
+    labels = list(dict.fromkeys(d["label"]))
+    color = _colors(labels)
+    dash = _dashes(labels)
+    x_step = min(3.0, 14.0 / max(1, len(labels)))
+    n = len(names)
+    if ncols is None:
+        ncols = 2 if n == 4 else min(n, 3)
+    nrows = math.ceil(n / ncols)
+    fig = _fig(4.6 * ncols + 0.4, 3.4 * nrows + 0.9)
+    axes = fig.subplots(nrows, ncols, squeeze=False)
+    markers = "osD^vP*Xh<>"
+    any_infeasible = False
+    for idx, name in enumerate(names):
+        ax = axes[idx // ncols][idx % ncols]
+        g = d[d["instance"].astype(str) == name]
+        for j, lab in enumerate(labels):
+            gl = g[g["label"] == lab]
+            if gl.empty:
+                continue
+            by = {}
+            for frac, gg in gl.groupby("budget_fraction", sort=True):
+                ok = gg[gg["feasible"].astype(bool) & gg["throughput"].notna()]
+                by[float(frac)] = float(ok["throughput"].mean()) if len(ok) else math.nan
+            xs = np.array(sorted(by)) * 100
+            ys = np.array([by[k] for k in sorted(by)]) * 100
+            ax.plot(xs, ys, marker=markers[j % len(markers)], color=color[lab], linewidth=1.4,
+                    linestyle=dash[lab], markersize=4.5, label=lab)
+            bad = np.isnan(ys)
+            if bad.any():
+                any_infeasible = True
+                # staggered per solver so that overlapping markers stay apart
+                ax.plot(xs[bad], np.full(bad.sum(), 1.0 + x_step * j), "x", color=color[lab],
+                        markersize=6, clip_on=False)
+        f = g["hideable_fraction"].iloc[0] if "hideable_fraction" in g and len(g) else None
+        ax.set_title(name + (f"  (link can hide f = {f:.0%})" if f is not None
+                             and pd_notna(f) else ""), fontsize=9)
+        ax.set_xlabel("memory budget M (% of keep-all peak P)")
+        ax.set_ylabel("throughput (% of ideal step)")
+        ax.set_ylim(0, 105)
+        ax.grid(alpha=0.3)
+    for idx in range(n, nrows * ncols):
+        axes[idx // ncols][idx % ncols].set_visible(False)
+    handles = [Line2D([], [], color=color[lab], marker=markers[j % len(markers)],
+                      linestyle=dash[lab], label=lab) for j, lab in enumerate(labels)]
+    if any_infeasible:
+        handles.append(Line2D([], [], color="#555555", marker="x", linestyle="none",
+                              label="x at the bottom: no feasible plan at that budget"))
+    fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 5),
+               fontsize=8, frameon=False)
+    fig.suptitle(title or "Throughput across memory budgets (higher is better)", fontsize=11)
+    return fig
+
+
+def pd_notna(x: Any) -> bool:
+    """True unless `x` is None, NaN or pandas' NA."""
+    try:
+        return not (x is None or x != x or str(x) == "<NA>")
+    except (TypeError, ValueError):
+        return True
+
+
+def planning_time_vs_quality(df: pd.DataFrame, *, quality: str = "gap_to_best",
+                             title: str | None = None) -> Figure:
+    """Planning time against plan quality, one colour per solver, one marker per instance.
+
+    Args:
+        df: a compare table.
+        quality: "gap_to_best" (step time over the best plan found, -1, in %) or
+            "gap_to_bound" (over the best lower bound) or "throughput" (% of ideal).
+        title: figure title.
+
+    Returns:
+        The figure; only runs with a feasible plan are drawn (their count is in the title).
+
+    Raises:
+        SlackoptError: a table without the needed columns, or an unknown `quality`.
+    """
+    ylabels = {"gap_to_best": "gap to the best plan found (% slower)",
+               "gap_to_bound": "gap to the best lower bound (% slower)",
+               "throughput": "throughput (% of ideal step)"}
+    if quality not in ylabels:
+        raise SlackoptError(f"quality '{quality}' is not one of {', '.join(ylabels)}")
+    _need_columns(df, ("instance", "solver", "feasible", "planning_time_s", quality),
+                  "planning_time_vs_quality")
+    d = df.copy()
+    d["label"] = _solver_labels(d)
+    labels = list(dict.fromkeys(d["label"]))
+    color = _colors(labels)
+    hollow = {lab: i >= 10 for i, lab in enumerate(labels)}  # solvers 11-20: hollow markers
+    names = list(dict.fromkeys(d["instance"].astype(str)))
+    markers = dict(zip(names, "osD^vP*Xh<>" * 4, strict=False))
+    ok = d[d["feasible"].astype(bool) & d[quality].notna() & (d["planning_time_s"] > 0)]
+    fig = _fig(7.5, 4.6)
+    ax = fig.add_subplot()
+    for lab in labels:
+        for name in names:
+            g = ok[(ok["label"] == lab) & (ok["instance"].astype(str) == name)]
+            if len(g):
+                ax.scatter(g["planning_time_s"], g[quality] * 100,
+                           facecolors="none" if hollow[lab] else color[lab],
+                           edgecolors=color[lab] if hollow[lab] else "none",
+                           marker=markers[name], s=28, alpha=0.8)
+    ax.set_xscale("log")
+    ax.set_xlabel("planning time (s, log scale)")
+    ax.set_ylabel(ylabels[quality])
+    ax.grid(alpha=0.3, which="both")
+    h1 = [Patch(facecolor="none" if hollow[lab] else color[lab], edgecolor=color[lab],
+                label=lab) for lab in labels]
+    h2 = [Line2D([], [], marker=markers[n], color="#555555", linestyle="none", label=n)
+          for n in names]
+    leg = ax.legend(handles=h1, title="solver", fontsize=8, title_fontsize=8,
+                    loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    ax.add_artist(leg)
+    ax.legend(handles=h2, title="instance", fontsize=8, title_fontsize=8, loc="lower left",
+              bbox_to_anchor=(1.01, 0.0))
+    if quality != "throughput":
+        ax.set_ylim(bottom=min(0.0, float(ok[quality].min() * 100) if len(ok) else 0.0) - 1)
+    ax.set_title(title or f"Planning time vs plan quality ({len(ok)} feasible runs of "
+                 f"{len(d)}; lower left is better)", fontsize=10)
+    return fig
+
+
+# ============================================================================ link budget
+def link_budget(workloads: Sequence[str] = PAPER_WORKLOADS,
+                gpus: Sequence[str] = GPU_GENERATIONS, *, title: str | None = None,
+                **make_params: Any) -> Figure:
+    """The share of saved activations the host link can hide, per GPU generation (Figure 1).
+
+    For each GPU preset with its own host link, each workload is generated with
+    ``slackopt.workloads.make(workload, gpu=gpu)`` and its hideable fraction
+    f = min(1, W T_F / A) computed by :mod:`slackopt.linkbudget` (Eq. 1 of the paper).
+
+    Args:
+        workloads: workload names (default: the paper's four).
+        gpus: GPU preset names in generation order (default: titanx, v100, a100, h100).
+        title: figure title.
+        **make_params: passed to ``make`` (seq, batch, layers, ...).
+
+    Returns:
+        The figure: grouped bars of f (%) per GPU, one bar per workload.
+
+    Raises:
+        KeyError: an unknown workload or GPU preset.
+    """
+    from slackopt.hardware import GPUS
+    from slackopt.linkbudget import hideable_fraction
+    from slackopt.workloads import make
+
+    vals = np.zeros((len(gpus), len(workloads)))
+    links = []
+    for i, g in enumerate(gpus):
+        for j, w in enumerate(workloads):
+            inst = make(w, gpu=g, **make_params)
+            vals[i, j] = hideable_fraction(inst)
+            if j == 0:
+                links.append(inst.link)
+    fig = _fig(max(7.0, 1.6 * len(gpus) + 2), 4.4)
+    ax = fig.add_subplot()
+    width = 0.8 / max(1, len(workloads))
+    colors = _colors(list(workloads))
+    for j, w in enumerate(workloads):
+        xs = np.arange(len(gpus)) + (j - (len(workloads) - 1) / 2) * width
+        bars = ax.bar(xs, vals[:, j] * 100, width * 0.95, color=colors[w], label=w)
+        ax.bar_label(bars, [f"{v:.0%}" for v in vals[:, j]], fontsize=7, padding=1)
+    ticks = []
+    for g, lk in zip(gpus, links, strict=True):
+        gp = GPUS.get(g)
+        dtype = {4: "FP32", 2: "BF16"}.get(gp.dtype_bytes, "") if gp else ""
+        flops = f"{gp.peak_flops / 1e12:.0f} TFLOP/s {dtype}" if gp else ""
+        ticks.append(f"{GPU_LABELS.get(g, g)}\n{flops}\n{lk.name} {lk.bytes_per_s / 1e9:.3g} GB/s")
+    ax.set_xticks(np.arange(len(gpus)), ticks, fontsize=8)
+    ax.set_xlabel("GPU (peak training FLOP/s) and host link (bandwidth per direction)")
+    ax.set_ylabel("hideable fraction f (% of saved bytes)")
+    ax.set_ylim(0, 112)
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(title="workload", fontsize=8, title_fontsize=8, loc="upper right")
+    ax.set_title(title or "Share of saved activations the host link can copy out during the "
+                 "forward pass", fontsize=10)
+    return fig
+
+
+def cost_per_byte(instance: Instance, *, by: str = "auto",
+                  links: Mapping[str, float] | None = None, title: str | None = None) -> Figure:
+    """Recompute cost per byte of each saved tensor against the cost of an exposed copy
+    (the paper's Figure 2).
+
+    Each dot is one saved tensor's rho = c / s (rebuild time per byte, ps/B); horizontal
+    lines are 1 / W, what a byte costs when its copy is not hidden, for the instance's
+    link (solid) and the other PCIe generations (dotted). Once the link budget is spent,
+    a tensor below a line is cheaper to recompute than to copy over that link.
+
+    Args:
+        instance: the instance.
+        by: "tensor" (one column per saved tensor, named), "category" (one column per
+            tensor kind), or "auto" (tensors if there are at most 30, else categories).
+        links: {label: bandwidth B/s} of the reference lines (default: PCIe 3.0/4.0/5.0).
+        title: figure title.
+
+    Returns:
+        The figure (log-scale ps/B).
+
+    Raises:
+        SlackoptError: an unknown `by`.
+    """
+    from slackopt.hardware import LINKS
+
+    if by not in ("auto", "tensor", "category"):
+        raise SlackoptError(f"by='{by}' is not auto, tensor or category")
+    if by == "auto":
+        by = "tensor" if instance.n_saved <= 30 else "category"
+    if links is None:
+        links = {"PCIe 3.0": LINKS["pcie3"], "PCIe 4.0": LINKS["pcie4"],
+                 "PCIe 5.0": LINKS["pcie5"]}
+    rho = np.asarray(instance.rho, dtype=float) * 1e12
+    if by == "tensor":
+        cols = list(instance.saved_names)
+        col_of = list(range(instance.n_saved))
+    else:
+        cols = list(dict.fromkeys(instance.saved_categories))
+        col_of = [cols.index(c) for c in instance.saved_categories]
+    fig = _fig(max(6.5, (0.35 if by == "tensor" else 0.7) * len(cols) + 3), 4.6)
+    ax = fig.add_subplot()
+    rng = np.random.default_rng(0)
+    jitter = 0.0 if by == "tensor" else 0.18
+    n_inf = 0
+    for i in range(len(cols)):
+        v = rho[[k for k in range(instance.n_saved) if col_of[k] == i]]
+        fin = v[np.isfinite(v) & (v > 0)]
+        n_inf += int((~np.isfinite(v)).sum())
+        if fin.size:
+            ax.scatter(i + rng.uniform(-jitter, jitter, fin.size), fin, s=18, alpha=0.75,
+                       color="#55A868", edgecolors="none")
+        else:
+            ax.annotate("cannot be\nrebuilt", (i, 0), xycoords=("data", "axes fraction"),
+                        xytext=(0, 4), textcoords="offset points", ha="center",
+                        va="bottom", fontsize=7, color="#555555")
+    ax.scatter([], [], s=18, color="#55A868", label="recompute cost of one saved tensor")
+    w0 = instance.link.bytes_per_s
+    ax.axhline(1e12 / w0, color="#C44E52", linewidth=1.6,
+               label=f"exposed copy on this link ({instance.link.name}, "
+                     f"{w0 / 1e9:.3g} GB/s): {1e12 / w0:.3g} ps/B")
+    for lab, bw in links.items():
+        if abs(bw - w0) / w0 > 1e-9:
+            ax.axhline(1e12 / bw, color="#C44E52", linestyle=":", linewidth=1,
+                       label=f"exposed copy on {lab} ({bw / 1e9:.3g} GB/s): {1e12 / bw:.3g} ps/B")
+    ax.set_yscale("log")
+    fin_all = rho[np.isfinite(rho) & (rho > 0)]
+    lines = [1e12 / w0] + [1e12 / bw for bw in links.values()]
+    lo = min([*fin_all.tolist(), *lines])
+    ax.set_ylim(lo / 4, max([*fin_all.tolist(), *lines]) * 2)
+    ax.set_xlim(-0.6, len(cols) - 0.4)
+    ax.set_xticks(range(len(cols)), [c.replace("_", " ") for c in cols], rotation=30,
+                  ha="right", fontsize=8)
+    what = "saved tensor" if by == "tensor" else "saved tensor category"
+    if n_inf:
+        what += (f" ({n_inf} saved tensor{'s' if n_inf > 1 else ''} cannot be rebuilt: "
+                 "no dot)")
+    ax.set_xlabel(what)
+    ax.set_ylabel("cost per byte (ps/B, log scale)")
+    ax.grid(axis="y", alpha=0.3, which="both")
+    fig.legend(*ax.get_legend_handles_labels(), loc="outside lower center", ncol=2, fontsize=8,
+               frameon=False)
+    ax.set_title(title or f"{instance.name}: recomputing a byte vs copying it in the open",
+                 fontsize=10)
+    return fig
+
+
+__all__ = ["FORMATS", "save", "timeline", "memory_profile", "plan_map", "throughput_vs_budget",
+           "planning_time_vs_quality", "link_budget", "cost_per_byte"]

@@ -1,0 +1,863 @@
+"""Reproduce the evaluation of the SlackSwap paper (section 4) on slackopt's model.
+
+:func:`reproduce` regenerates, into one directory:
+
+- Figure 4 (``figure4.png``, ``figure4.csv``): throughput relative to the ideal step
+  against the budget, 100% down to 10% of P, every baseline and SlackSwap, four workloads;
+- Table 2 (``table2.csv``): at 40% of P, step, recomputation and forward/backward stalls
+  as multiples of the ideal step, and GB copied out;
+- Table 3 (``table3.csv``): SlackSwap, its ablations (swap-first, recompute-only,
+  barriers), the genetic search when a ``genetic`` solver is registered, and planning time;
+- the section 4.1 check (``vgg16_titanx.csv``): vDNNconv and vDNNall overhead on VGG-16
+  with vDNN's Titan X parameters;
+- Figure 5 (``figure5.png``): the GPT-2 XL step at 50% of P under vDNN and SlackSwap;
+- ``report.md``: every number the paper states next to the reproduced one, the
+  difference, and, where they differ, the reason (an assumption the paper leaves unstated,
+  with the diagnostic computed here that shows it).
+
+Every number comes from the registered solvers and the one evaluator
+(:func:`slackopt.simulate.simulate`) through :func:`slackopt.compare.compare`; nothing is
+tuned to the paper. Paper: ../shared/papers/slackswap-2026.txt; workloads and hardware:
+../shared/spec/workloads.md.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from slackopt.instance import Instance
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+WORKLOADS = ("gpt2-xl", "bert-large", "llama-7b", "vgg16")
+TRANSFORMERS = ("gpt2-xl", "bert-large", "llama-7b")
+LABELS = {"gpt2-xl": "GPT-2 XL", "bert-large": "BERT-Large", "llama-7b": "Llama-7B",
+          "vgg16": "VGG-16"}
+BASELINES = ("vdnn", "superneurons", "swapadvisor", "checkpoint")
+"""The paper's baselines (section 4.1)."""
+FIGURE4_SOLVERS = BASELINES + ("sqrt_checkpoint", "recompute_all", "slackswap")
+ABLATIONS = ("slackswap", "slackswap-swap-first", "slackswap-recompute-only",
+             "slackswap-barriers")
+FULL_BUDGETS = (1.0, 0.9, 0.8, 0.7, 0.65, 0.6, 0.5, 0.4, 0.3, 0.2, 0.15, 0.1)
+QUICK_BUDGETS = (1.0, 0.9, 0.7, 0.65, 0.5, 0.4, 0.3, 0.15, 0.1)
+TINY_BUDGETS = (1.0, 0.5, 0.4, 0.15)
+TABLE2_BUDGET = 0.4
+TABLE3_BUDGETS = {"full": (0.5, 0.3, 0.2), "quick": (0.5, 0.3), "tiny": (0.5,)}
+GA_TIME_LIMIT_S = {"full": 45.0, "quick": 5.0}
+"""The paper runs its genetic search for 45 s (section 4.4)."""
+TINY_PARAMS: dict[str, dict[str, int]] = {
+    "gpt2-xl": {"layers": 2}, "bert-large": {"layers": 2}, "llama-7b": {"layers": 1},
+    "vgg16": {"batch": 4}}
+"""Scaled-down workloads of the private test mode (numbers not comparable to the paper)."""
+
+
+# ============================================================================ the paper
+@dataclass
+class Claim:
+    """One number the paper states, and ours.
+
+    ``paper`` is (lo, hi) (equal for a single value), ``tol`` the tolerance around that
+    range (the issue's, where it gives one); ``ours`` None when not computed in this mode.
+    """
+
+    key: str
+    where: str
+    what: str
+    paper: tuple[float, float]
+    ours: float | None
+    unit: str
+    tol: float
+    note: str = ""
+
+    @property
+    def diff(self) -> float | None:
+        if self.ours is None or (isinstance(self.ours, float) and math.isnan(self.ours)):
+            return None
+        lo, hi = self.paper
+        return 0.0 if lo <= self.ours <= hi else (self.ours - lo if self.ours < lo
+                                                  else self.ours - hi)
+
+    @property
+    def ok(self) -> bool | None:
+        d = self.diff
+        return None if d is None else abs(d) <= self.tol + 1e-12
+
+
+def _fmt(x: float | None, unit: str) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "n/a"
+    if unit == "%":
+        return f"{x:.1f}%"
+    if unit == "x":
+        return f"{x:.3f}x"
+    if unit == "GB":
+        return f"{x:.2f} GB"
+    if unit == "ms":
+        return f"{x:.1f} ms"
+    if unit == "pt":
+        return f"{x:.1f} pt"
+    if unit == "steps":
+        return f"{x:.2f}"
+    if unit == "P":
+        return f"{x:.0%} of P"
+    if unit == "bool":
+        return "yes" if x else "no"
+    return f"{x:.4g}"
+
+
+def _fmt_range(c: Claim) -> str:
+    lo, hi = c.paper
+    if c.unit == "bool":
+        return "yes" if lo else "no"
+    if lo == hi:
+        return _fmt(lo, c.unit)
+    return f"{_fmt(lo, c.unit)} - {_fmt(hi, c.unit)}"
+
+
+def _fmt_diff(c: Claim) -> str:
+    d = c.diff
+    if d is None:
+        return "n/a"
+    if c.unit == "bool":
+        return "same" if d == 0 else "differs"
+    if d == 0:
+        return "in range"
+    unit = {"%": " pt", "x": "x", "GB": " GB", "ms": " ms", "pt": " pt", "steps": "",
+            "P": ""}.get(c.unit, "")
+    if c.unit == "P":
+        return f"{d:+.0%} of P"
+    return f"{d:+.3g}{unit}"
+
+
+# ============================================================================ settings
+@dataclass
+class _Run:
+    out: Path
+    mode: str                       # "full", "quick" or "tiny"
+    workers: int
+    progress: bool
+    insts: dict[str, Instance] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def budgets(self) -> tuple[float, ...]:
+        return {"full": FULL_BUDGETS, "quick": QUICK_BUDGETS, "tiny": TINY_BUDGETS}[self.mode]
+
+    def key_of(self, name: str) -> str:
+        for k, inst in self.insts.items():
+            if inst.name == name:
+                return k
+        return name
+
+
+def _instances(mode: str) -> dict[str, Instance]:
+    from slackopt.workloads import make
+
+    return {w: make(w, **(TINY_PARAMS[w] if mode == "tiny" else {})) for w in WORKLOADS}
+
+
+def _timed(run: _Run, name: str, fn: Callable[[], Any]) -> Any:
+    t0 = time.perf_counter()
+    try:
+        return fn()
+    finally:
+        run.timings[name] = time.perf_counter() - t0
+
+
+# ============================================================================ pieces
+def _figure4(run: _Run) -> pd.DataFrame:
+    from slackopt.compare import compare
+    from slackopt.plot import save, throughput_vs_budget
+
+    df = compare(list(run.insts.values()), list(FIGURE4_SOLVERS), list(run.budgets),
+                 workers=run.workers, progress=run.progress)
+    df.to_csv(run.out / "figure4.csv", index=False)
+    fig = throughput_vs_budget(
+        df, title="Figure 4: throughput across memory budgets (A100, PCIe 4.0)")
+    save(fig, run.out / "figure4.png")
+    return df
+
+
+def _table2(run: _Run, fig4: pd.DataFrame) -> pd.DataFrame:
+    import pandas as pd
+
+    d = fig4[np.isclose(fig4["budget_fraction"].astype(float), TABLE2_BUDGET)]
+    rows = []
+    for r in d.to_dict("records"):
+        ideal = float(r["ideal_time_s"])
+        ok = bool(r["feasible"]) and r["status"] in ("feasible", "optimal")
+        rows.append({
+            "workload": run.key_of(r["instance"]), "solver": r["solver"], "feasible": ok,
+            "step": float(r["step_time_s"]) / ideal if ok else math.nan,
+            "recompute": float(r["recompute_s"]) / ideal if ok else math.nan,
+            "stall_fwd": float(r["stall_fwd_s"]) / ideal if ok else math.nan,
+            "stall_bwd": float(r["stall_bwd_s"]) / ideal if ok else math.nan,
+            "copied_out_GB": float(r["d2h_bytes"]) / 1e9 if ok else math.nan,
+        })
+    t2 = pd.DataFrame(rows)
+    t2.to_csv(run.out / "table2.csv", index=False)
+    return t2
+
+
+def _table3(run: _Run) -> tuple[pd.DataFrame, str]:
+    import pandas as pd
+
+    from slackopt.compare import compare
+    from slackopt.solver import registered_solvers
+
+    insts = [run.insts[w] for w in TRANSFORMERS]
+    budgets = TABLE3_BUDGETS[run.mode]
+    df = compare(insts, list(ABLATIONS), list(budgets), workers=run.workers,
+                 progress=run.progress)
+    ga_note = ""
+    if run.mode == "tiny":
+        ga_note = "n/a - the genetic search is skipped in the test mode"
+    elif "genetic" not in registered_solvers():
+        ga_note = "n/a - genetic solver not registered"
+    else:
+        limit = GA_TIME_LIMIT_S[run.mode]
+        ga_budgets = budgets if run.mode == "full" else budgets[:1]
+        ga = compare(insts, [("genetic", {"generations": None})], list(ga_budgets),
+                     time_limit_s=limit, workers=run.workers, progress=run.progress)
+        df = pd.concat([df, ga], ignore_index=True)
+        ga_note = (f"genetic search seeded with SlackSwap and the baselines, {limit:.0f} s "
+                   f"per budget (the paper: 45 s)")
+    df.to_csv(run.out / "table3.csv", index=False)
+    return df, ga_note
+
+
+def _vgg_titanx(run: _Run) -> dict[str, float]:
+    import pandas as pd
+
+    from slackopt.simulate import simulate
+    from slackopt.workloads import make
+    from solvers.vdnn import vdnn_plan
+
+    inst = make("vgg16", gpu="titanx", **(TINY_PARAMS["vgg16"] if run.mode == "tiny" else {}))
+    out: dict[str, float] = {}
+    rows = []
+    for cfg in ("conv", "all"):
+        ev = simulate(inst, vdnn_plan(inst, cfg), inst.P)
+        out[cfg] = ev.step_time_s / ev.ideal_time_s - 1.0
+        rows.append({"config": f"vDNN{cfg}", "feasible": ev.feasible,
+                     "ideal_ms": ev.ideal_time_s * 1e3, "step_ms": ev.step_time_s * 1e3,
+                     "overhead": out[cfg], "stall_fwd_ms": ev.stall_fwd_s * 1e3,
+                     "stall_bwd_ms": ev.stall_bwd_s * 1e3, "copied_out_GB": ev.d2h_bytes / 1e9})
+    pd.DataFrame(rows).to_csv(run.out / "vgg16_titanx.csv", index=False)
+    out["ideal_ms"] = inst.ideal_time_s * 1e3
+    return out
+
+
+def _figure5(run: _Run) -> dict[str, Any]:
+    from slackopt.instance import budget_bytes
+    from slackopt.plot import save, timeline
+    from slackopt.simulate import simulate
+    from slackopt.solver import solve
+
+    inst = run.insts["gpt2-xl"]
+    M = budget_bytes(inst, 0.5)
+    evs = {label: simulate(inst, solve(inst, name, M).plan, M, trace=True)
+           for label, name in (("vDNN", "vdnn"), ("SlackSwap", "slackswap"))}
+    fig = timeline(evs, inst, title=f"Figure 5: {LABELS['gpt2-xl']} step at 50% of P "
+                   f"(ideal {inst.ideal_time_s * 1e3:.0f} ms)")
+    save(fig, run.out / "figure5.png")
+    steps = [ev.step_time_s * 1e3 for ev in evs.values()]
+    return {"vdnn_ms": steps[0], "slackswap_ms": steps[1], "ideal_ms": inst.ideal_time_s * 1e3}
+
+
+def _bert_diagnostics(run: _Run) -> dict[str, float]:
+    """Why BERT's block checkpointing is slower than the paper's (see the report)."""
+    from slackopt.instance import budget_bytes
+    from slackopt.plan import KEEP, RECOMP, Plan
+    from slackopt.simulate import simulate
+    from solvers.baselines import checkpoint_blocks, checkpoint_plan
+
+    out: dict[str, float] = {}
+    for w in TRANSFORMERS:
+        inst = run.insts[w]
+        ops = inst.scheduled_ops[: inst.n_fwd]
+        blocks = checkpoint_blocks(inst)
+        b0 = blocks[0]
+        fwd = sum(op.duration_s for op in ops if op.layer == b0)
+        pl = checkpoint_plan(inst, 1)
+        rec = float(np.where(pl.decisions == RECOMP, inst.c, 0.0).sum())
+        out[f"{w}.block_share"] = rec / fwd if fwd else math.nan
+    inst = run.insts["bert-large"]
+    blocks = checkpoint_blocks(inst)
+
+    def residual_boundary(k: int) -> Plan:
+        """Checkpoint k blocks at the residual the block's output norm reads (post-LN):
+        keep that residual, rebuild the block output (the next block's input) from it."""
+        dec = checkpoint_plan(inst, k).decisions.copy()
+        layers = np.asarray(inst.saved_layers)
+        for b in blocks[:k]:
+            for t in np.flatnonzero(layers == b):
+                if inst.saved_categories[t] == "block_input" and np.isfinite(inst.c[t]) \
+                        and len(inst.recipe_inputs[t]) == 1:
+                    dec[inst.recipe_inputs[t][0]] = KEEP
+                    dec[t] = RECOMP
+        return Plan(dec, inst.saved_names)
+
+    for frac in (0.5, 0.15):
+        M = budget_bytes(inst, frac)
+        thr = math.nan
+        for k in range(len(blocks) + 1):
+            ev = simulate(inst, residual_boundary(k), M)
+            if ev.feasible:
+                thr = ev.throughput
+                break
+        out[f"bert.residual_boundary@{frac}"] = thr
+    return out
+
+
+def _barrier_diagnostics(run: _Run) -> dict[str, float]:
+    """How much of the copy time the barriers expose, per workload, under vDNN's prefetch
+    rule and under the narrower "adjacent" one (see the report)."""
+    from slackopt.instance import budget_bytes
+    from slackopt.plan import SWAP
+    from slackopt.simulate import simulate
+    from slackopt.solver import solve
+    from slackopt.workloads import make
+    from solvers.vdnn import vdnn_plan
+
+    out: dict[str, float] = {}
+    for w in TRANSFORMERS:
+        inst = run.insts[w]
+        M = budget_bytes(inst, 0.5)
+        res = solve(inst, "slackswap", M)
+        copy = float(inst.s[res.plan.decisions == SWAP].sum()) / inst.link.bytes_per_s
+        for la in ("next_offloaded", "adjacent"):
+            ev = simulate(inst, res.plan.with_policy("layer_barriers", {"lookahead": la}), M)
+            out[f"{w}.{la}.loss"] = (res.evaluation.throughput - ev.throughput) * 100 \
+                if ev.feasible else math.nan
+            out[f"{w}.{la}.fwd_exposed"] = ev.stall_fwd_s / copy if copy else math.nan
+            out[f"{w}.{la}.bwd_exposed"] = ev.stall_bwd_s / copy if copy else math.nan
+    inst = run.insts["gpt2-xl"]
+    adj = {"prefetch": "at_issue", "lookahead": "adjacent"}
+    ev = simulate(inst, vdnn_plan(inst, "conv").with_policy("layer_barriers", adj),
+                  budget_bytes(inst, 0.5))
+    out["fig5.vdnn.adjacent_ms"] = ev.step_time_s * 1e3
+    tx = make("vgg16", gpu="titanx", **(TINY_PARAMS["vgg16"] if run.mode == "tiny" else {}))
+    ev = simulate(tx, vdnn_plan(tx, "conv").with_policy("layer_barriers", adj), tx.P)
+    out["vgg.conv.adjacent"] = ev.step_time_s / ev.ideal_time_s - 1.0
+    return out
+
+
+def _ga_diagnostics(run: _Run) -> dict[str, Any]:
+    """What a genetic search of the paper's size (14,000 plans) changes in SlackSwap's
+    Llama-7B plan at 30% of P (see the report); empty when no ``genetic`` solver."""
+    from slackopt.plan import DECISION_NAMES
+    from slackopt.solver import registered_solvers, solve
+
+    if run.mode == "tiny" or "genetic" not in registered_solvers():
+        return {}
+    inst = run.insts["llama-7b"]
+    ss = solve(inst, "slackswap", 0.3)
+    ga = solve(inst, "genetic", 0.3, time_limit_s=120.0, generations=None,
+               max_evaluations=14000)
+    if ga.plan is None or not ga.evaluation.feasible:
+        return {}
+    moved: dict[str, int] = {}
+    a, b = ss.plan.decisions, ga.plan.decisions
+    for k in np.flatnonzero(a != b):
+        key = (f"{inst.saved_categories[k]} {DECISION_NAMES[a[k]]} -> "
+               f"{DECISION_NAMES[b[k]]}")
+        moved[key] = moved.get(key, 0) + 1
+    e1, e2 = ss.evaluation, ga.evaluation
+    return {"gain": (e2.throughput / e1.throughput - 1) * 100,
+            "evaluations": ga.info.get("evaluations"), "moved": moved,
+            "ss_d2h_GB": e1.d2h_bytes / 1e9, "ga_d2h_GB": e2.d2h_bytes / 1e9,
+            "ss_recompute": e1.recompute_s / inst.ideal_time_s * 100,
+            "ga_recompute": e2.recompute_s / inst.ideal_time_s * 100}
+
+
+# ============================================================================ numbers
+def _val(df: pd.DataFrame, run: _Run, w: str, solver: str, frac: float,
+         col: str = "throughput") -> float:
+    """One value of a compare table (NaN if absent or not feasible)."""
+    name = run.insts[w].name
+    d = df[(df["instance"] == name) & (df["solver"] == solver)
+           & np.isclose(df["budget_fraction"].astype(float), frac)]
+    if d.empty:
+        return math.nan
+    r = d.iloc[0]
+    if not (bool(r["feasible"]) and r["status"] in ("feasible", "optimal")):
+        return math.nan
+    v = r[col]
+    return float(v) if v is not None and v == v else math.nan
+
+
+def _feasible(df: pd.DataFrame, run: _Run, w: str, solver: str, frac: float) -> bool | None:
+    name = run.insts[w].name
+    d = df[(df["instance"] == name) & (df["solver"] == solver)
+           & np.isclose(df["budget_fraction"].astype(float), frac)]
+    if d.empty:
+        return None
+    r = d.iloc[0]
+    return bool(r["feasible"]) and r["status"] in ("feasible", "optimal")
+
+
+def _best_baseline(df: pd.DataFrame, run: _Run, w: str, frac: float) -> tuple[str, float]:
+    vals = {b: _val(df, run, w, b, frac) for b in BASELINES}
+    vals = {b: v for b, v in vals.items() if not math.isnan(v)}
+    if not vals:
+        return "none", math.nan
+    b = max(vals, key=lambda x: vals[x])
+    return b, vals[b]
+
+
+def _pct(x: float) -> float:
+    return x * 100 if x == x else math.nan
+
+
+def _claims(run: _Run, fig4: pd.DataFrame, t3: pd.DataFrame, vgg: Mapping[str, float],
+            fig5: Mapping[str, float], diag: Mapping[str, Any]) -> list[Claim]:
+    C: list[Claim] = []
+    v = lambda w, s, f, col="throughput": _val(fig4, run, w, s, f, col)  # noqa: E731
+    has = set(np.round(fig4["budget_fraction"].astype(float), 6))
+
+    # Intro / section 4.2 headline at 50%.
+    for s, (lo, hi), tol in (("vdnn", (36, 36), 6), ("superneurons", (66, 66), 6),
+                             ("swapadvisor", (43, 43), 6)):
+        C.append(Claim(f"gpt2.{s}@0.5", "Sec. 1, 4.2", f"{LABELS['gpt2-xl']} at 50% of P: "
+                       f"{s} throughput", (lo, hi), _pct(v("gpt2-xl", s, 0.5)), "%", tol))
+    C.append(Claim("gpt2.swapadvisor.d2h@0.5", "Sec. 4.2", "GPT-2 XL at 50%: SwapAdvisor "
+                   "copies out", (11.6, 11.6), v("gpt2-xl", "swapadvisor", 0.5, "d2h_bytes")
+                   / 1e9, "GB", 0.6))
+    ck = v("gpt2-xl", "checkpoint", 0.5, "recompute_s") / run.insts["gpt2-xl"].ideal_time_s
+    C.append(Claim("gpt2.checkpoint.recompute@0.5", "Sec. 1", "GPT-2 XL at 50%: block "
+                   "checkpointing re-runs (share of the ideal step)", (13, 13), _pct(ck),
+                   "%", 2))
+    for w, paper in (("bert-large", 96.3), ("gpt2-xl", 97.6), ("llama-7b", 99.6)):
+        C.append(Claim(f"{w}.slackswap@0.5", "Sec. 4.2", f"{LABELS[w]} at 50%: SlackSwap",
+                       (paper, paper), _pct(v(w, "slackswap", 0.5)), "%", 1.0))
+    for w in TRANSFORMERS:
+        b, bv = _best_baseline(fig4, run, w, 0.5)
+        r = v(w, "slackswap", 0.5) / bv if bv == bv else math.nan
+        C.append(Claim(f"{w}.ratio@0.5", "Abstract, 4.2", f"{LABELS[w]} at 50%: SlackSwap / "
+                       f"best baseline ({b})", (1.10, 1.11), r, "x", 0.03,
+                       note="bert-ckpt" if w == "bert-large" else ""))
+    if 0.3 in has:
+        for w in TRANSFORMERS:
+            C.append(Claim(f"{w}.slackswap@0.3", "Sec. 4.2", f"{LABELS[w]} at 30%: SlackSwap "
+                           "(paper: the range over the three)", (89.7, 97.0),
+                           _pct(v(w, "slackswap", 0.3)), "%", 1.0))
+            b, bv = _best_baseline(fig4, run, w, 0.3)
+            r = v(w, "slackswap", 0.3) / bv if bv == bv else math.nan
+            C.append(Claim(f"{w}.ratio@0.3", "Sec. 4.2", f"{LABELS[w]} at 30%: SlackSwap / "
+                           f"best baseline ({b}) (paper: range over the three)", (1.07, 1.16),
+                           r, "x", 0.03, note="bert-ckpt" if w == "bert-large" else ""))
+    # Down to 90% (70% for Llama) SlackSwap and SwapAdvisor match the ideal.
+    for w in TRANSFORMERS:
+        f = 0.7 if w == "llama-7b" else 0.9
+        for s in ("slackswap", "swapadvisor"):
+            C.append(Claim(f"{w}.{s}.ideal@{f}", "Sec. 4.2", f"{LABELS[w]} at {f:.0%}: {s} "
+                           "matches the ideal", (100, 100), _pct(v(w, s, f)), "%", 0.5))
+    for w in TRANSFORMERS:
+        C.append(Claim(f"{w}.superneurons@0.7", "Sec. 4.2", f"{LABELS[w]} at 70%: "
+                       "SuperNeurons (recomputing cheap layers carries it to 60-70% of P)",
+                       (96, 99), _pct(v(w, "superneurons", 0.7)), "%", 1.0))
+    for w in TRANSFORMERS:
+        C.append(Claim(f"{w}.vdnn@0.9", "Sec. 4.2", f"{LABELS[w]} at 90%: vDNN once any "
+                       "offload starts (paper: range over the workloads)", (26, 74),
+                       _pct(v(w, "vdnn", 0.9)), "%", 3.0))
+    for w in TRANSFORMERS:
+        tol = 3.0
+        C.append(Claim(f"{w}.checkpoint@0.15", "Sec. 4.2", f"{LABELS[w]} at 15%: block "
+                       "checkpointing", (80, 82), _pct(v(w, "checkpoint", 0.15)), "%", tol,
+                       note="bert-ckpt" if w == "bert-large" else ""))
+        C.append(Claim(f"{w}.checkpoint.fits@0.1", "Sec. 4.2", f"{LABELS[w]} at 10%: a "
+                       "checkpointing plan fits", (0, 0),
+                       float(bool(_feasible(fig4, run, w, "checkpoint", 0.1))), "bool", 0))
+        C.append(Claim(f"{w}.slackswap@0.1", "Sec. 4.2", f"{LABELS[w]} at 10%: SlackSwap "
+                       "(paper: range over the three)", (79.7, 87.3),
+                       _pct(v(w, "slackswap", 0.1)), "%", 3.0))
+    if 0.65 in has:
+        C.append(Claim("vgg16.slackswap@0.65", "Sec. 4.2", "VGG-16 at 65%: SlackSwap",
+                       (95, 100), _pct(v("vgg16", "slackswap", 0.65)), "%", 1.0))
+        for s in ("vdnn", "checkpoint"):
+            fits70 = _feasible(fig4, run, "vgg16", s, 0.7)
+            fits65 = _feasible(fig4, run, "vgg16", s, 0.65)
+            C.append(Claim(f"vgg16.{s}.floor", "Sec. 4.2", f"VGG-16: {s} fits at 70% of P but "
+                           "not at 65%", (1, 1), float(bool(fits70) and not fits65), "bool", 0))
+    # Table 2 at 40%.
+    if TABLE2_BUDGET in has:
+        ideal = {w: run.insts[w].ideal_time_s for w in TRANSFORMERS}
+        C.append(Claim("gpt2.swapadvisor.stall_fwd@0.4", "Sec. 4.3, Table 2", "GPT-2 XL at 40%: "
+                       "SwapAdvisor forward stall (ideal steps)", (0.99, 0.99),
+                       v("gpt2-xl", "swapadvisor", 0.4, "stall_fwd_s") / ideal["gpt2-xl"],
+                       "steps", 0.06))
+        C.append(Claim("gpt2.swapadvisor.stall_bwd@0.4", "Sec. 4.3, Table 2", "GPT-2 XL at 40%: "
+                       "SwapAdvisor backward stall (ideal steps)", (0.83, 0.83),
+                       v("gpt2-xl", "swapadvisor", 0.4, "stall_bwd_s") / ideal["gpt2-xl"],
+                       "steps", 0.06))
+        for w in TRANSFORMERS:
+            C.append(Claim(f"{w}.checkpoint.recompute@0.4", "Sec. 4.3, Table 2",
+                           f"{LABELS[w]} at 40%: checkpointing recomputes (share of the ideal "
+                           "step; paper: range over the workloads)", (16, 18),
+                           _pct(v(w, "checkpoint", 0.4, "recompute_s") / ideal[w]), "%", 2.0,
+                           note="bert-ckpt" if w == "bert-large" else ""))
+        for w, gb, rec in (("gpt2-xl", 3.3, 5.3), ("llama-7b", 13.0, 0.8)):
+            C.append(Claim(f"{w}.slackswap.d2h@0.4", "Sec. 4.3, Table 2", f"{LABELS[w]} at 40%: "
+                           "SlackSwap copies out", (gb, gb),
+                           v(w, "slackswap", 0.4, "d2h_bytes") / 1e9, "GB", 0.3))
+            C.append(Claim(f"{w}.slackswap.recompute@0.4", "Sec. 4.3, Table 2",
+                           f"{LABELS[w]} at 40%: SlackSwap recomputes (share of the ideal step)",
+                           (rec, rec), _pct(v(w, "slackswap", 0.4, "recompute_s") / ideal[w]),
+                           "%", 1.0))
+        for w in TRANSFORMERS:
+            st = (v(w, "slackswap", 0.4, "stall_fwd_s") + v(w, "slackswap", 0.4, "stall_bwd_s"))
+            C.append(Claim(f"{w}.slackswap.stall@0.4", "Sec. 4.3, Table 2", f"{LABELS[w]} at "
+                           "40%: SlackSwap stalls (share of the ideal step)", (0, 0.1),
+                           _pct(st / ideal[w]), "%", 0.05))
+    # Figure 5.
+    C.append(Claim("fig5.vdnn", "Sec. 4.3, Figure 5", "GPT-2 XL at 50%: vDNN step",
+                   (1105, 1105), fig5["vdnn_ms"], "ms", 66))
+    C.append(Claim("fig5.slackswap", "Sec. 4.3, Figure 5", "GPT-2 XL at 50%: SlackSwap step",
+                   (409, 409), fig5["slackswap_ms"], "ms", 4, note="ideal"))
+    C.append(Claim("fig5.ideal", "Sec. 4.3, Figure 5", "GPT-2 XL ideal step", (399, 399),
+                   fig5["ideal_ms"], "ms", 1, note="ideal"))
+    # Table 3.
+    tv = lambda w, s, f, col="throughput": _val(t3, run, w, s, f, col)  # noqa: E731
+    t3_budgets = sorted(set(np.round(t3["budget_fraction"].astype(float), 6)), reverse=True)
+    for s, lo, hi, tol in (("slackswap-swap-first", 0.1, 7.9, 1.0),
+                           ("slackswap-recompute-only", 3.0, 10.7, 0.5),
+                           ("slackswap-barriers", 32, 37, 3.0)):
+        for w in TRANSFORMERS:
+            for f in t3_budgets:
+                loss = (tv(w, "slackswap", f) - tv(w, s, f)) * 100
+                C.append(Claim(f"{w}.{s}.loss@{f}", "Sec. 4.4, Table 3", f"{LABELS[w]} at "
+                               f"{f:.0%}: {s.removeprefix('slackswap-')} loses vs SlackSwap "
+                               "(paper: range over Table 3)", (lo, hi), loss, "pt", tol,
+                               note="barriers" if s == "slackswap-barriers" else ""))
+    if (t3["solver"] == "genetic").any():
+        for w in TRANSFORMERS:
+            for f in t3_budgets:
+                g, s = tv(w, "genetic", f), tv(w, "slackswap", f)
+                if g == g and s == s:
+                    C.append(Claim(f"{w}.genetic@{f}", "Sec. 4.4, Table 3", f"{LABELS[w]} at "
+                                   f"{f:.0%}: genetic search gain over SlackSwap",
+                                   (0, 0.45), (g / s - 1) * 100, "%", 0.25, note="ga"))
+    # Section 4.1 check.
+    C.append(Claim("vgg.titanx.conv", "Sec. 4.1", "VGG-16 on Titan X: vDNNconv overhead",
+                   (3.4, 3.4), vgg["conv"] * 100, "%", 2.0))
+    C.append(Claim("vgg.titanx.all", "Sec. 4.1", "VGG-16 on Titan X: vDNNall overhead",
+                   (22, 22), vgg["all"] * 100, "%", 2.0))
+    return C
+
+
+# ============================================================================ the report
+REASONS = {
+    "ideal": (
+        "**Ideal step 401.0 ms instead of 399 ms.** The workload parameters reproduce the "
+        "paper's GPT-2 XL step to within 2 ms (spec/workloads.md, \"Known gaps\": the paper's "
+        "backward-kernel conventions are not stated). Every step time inherits the offset; "
+        "relative to the ideal step the SlackSwap step matches ({ss:.3f} x ideal here, "
+        "409/399 = 1.025 in the paper)."),
+    "bert-ckpt": (
+        "**BERT-Large block checkpointing.** The checkpoint baseline (semantics.md) keeps each "
+        "block's input and recomputes everything else in the block. In post-LN BERT the "
+        "block input is the previous block's LN2 output, and LN2's backward reads the "
+        "second residual sum, whose rebuild re-runs FC2, dropout and the add; so a "
+        "checkpointed BERT block re-runs {bert:.0%} of its forward time, against {gpt:.0%} "
+        "(GPT-2 XL) and {llama:.0%} (Llama-7B), whose last GEMM feeds the kept block "
+        "output. The paper's 80-82% at 15% of P is reached if BERT is checkpointed at the "
+        "residual that LN2 reads instead (keep that residual, rebuild the block output by "
+        "LN2, equal bytes): that variant gives {r15:.1%} at 15% and {r50:.1%} at 50% "
+        "(SlackSwap then leads by {ratio:.3f}x at 50%, inside 1.10-1.11x). The unstated "
+        "assumption is where the paper puts BERT's checkpoint boundary; our baseline "
+        "follows the spec and is left as it is."),
+}
+
+REASONS["barriers"] = (
+    "**The barriers ablation on Llama-7B.** The layer_barriers runtime is pinned by two "
+    "direct vDNN checks that it reproduces: Figure 5's vDNN step and the Titan X overheads. "
+    "Under its prefetch rule (a starting backward layer prefetches the next offloaded "
+    "layer, however far) the barriers expose, as shares of SlackSwap's copy time per "
+    "direction at 50% of P, {g_f:.0%} forward / {g_b:.0%} backward on GPT-2 XL but "
+    "{l_f:.0%} / {l_b:.0%} on Llama-7B: Llama's long backward GEMM layers (its gate|up "
+    "dgrad + wgrad alone take 12.6 ms) hide most prefetches, so barriers cost {l_loss:.1f} "
+    "points there ({g_loss:.1f} on GPT-2 XL). If a prefetch may only overlap the layer "
+    "right before its reader (`lookahead=\"adjacent\"`), the loss becomes {l_adj:.1f} "
+    "points on Llama-7B and {g_adj:.1f} on GPT-2 XL (paper: 32-37), but the same "
+    "rule breaks the vDNN checks: {f5:.0f} ms instead of 1,105 ms for Figure 5 and "
+    "{vgg:.1%} instead of 3.4% for vDNNconv on the Titan X. So the paper's barriers "
+    "ablation and its vDNN baseline cannot share one prefetch rule in this model; which "
+    "rule the paper's ablation used is not stated. We keep vDNN's rule for both.")
+REASONS["ga"] = (
+    "**The genetic search beats SlackSwap by more than 0.45% on Llama-7B at 20-30% of "
+    "P.** Not from a larger search: with the paper's 14,000 plans it already gains "
+    "{gain:.2f}% at 30%. The plans differ in {moved}: the search swaps some gate|up "
+    "outputs (361 MB each, a 6.3 ms GEMM to rebuild) instead of block inputs and "
+    "residuals (67 MB each), so more bytes go through the link budget ({ga_d2h:.2f} GB vs "
+    "{ss_d2h:.2f} GB copied out) and less is recomputed ({ga_rec:.2f}% vs {ss_rec:.2f}% of "
+    "the step). SlackSwap's Pass 1 admits candidates in decreasing recompute cost per byte, "
+    "so the many small block inputs (never rebuildable) take the link budget first. That "
+    "ordering is SlackSwap's, not a baseline's; why the paper's search found no such gain "
+    "(at most 0.45%) is not resolved here.")
+
+CHOICES = """\
+- **Runtime layers (vDNN).** A layer is a run of consecutive ops with the same phase,
+  block and kind (a framework layer: one forward kernel; a GEMM's backward is its dgrad
+  and wgrad). Offloads of a layer's inputs start with the layer and the next layer waits
+  for them; in the backward pass the next offloaded layer is prefetched when a layer starts
+  and the following layer waits for it (vDNN synchronizes its memory stream at every layer
+  boundary). vDNN's prefetch buffers are allocated when issued and a configuration whose
+  allocation fails is rejected (runtime parameter `prefetch="at_issue"`).
+- **vDNNconv on transformers** offloads the inputs of the GEMM and attention operators, the
+  transformer's compute-heavy layers (a convolution's role); vDNNall offloads every saved
+  tensor a forward layer reads (dropout masks and RNG states are layer state, not inputs).
+- **SuperNeurons** recomputes tensors produced by cheap layers (normalization, activation,
+  dropout, pooling) when the rebuild re-runs no heavy operator, keeps block inputs and
+  residual sums, and lets the runtime evict GEMM/attention/convolution outputs on demand in
+  LRU order, copying each victim out while the compute stream waits; evicted tensors are
+  prefetched for the tasks up to the next heavy operator.
+- **SwapAdvisor** picks its victims by Belady's rule on the planned schedule (a pass over the
+  op order under M), copies them out as soon as they are produced (their device copies stay
+  until memory runs out) and copies them back as early as memory allows; no genetic search
+  over op order or memory pools (as in the paper).
+- **Budgets** are fractions of the keep-all peak P; model states are outside M (section 4.1).
+"""
+
+
+def _table_md(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for r in rows:
+        lines.append("| " + " | ".join(str(x) for x in r) + " |")
+    return "\n".join(lines)
+
+
+def _fig4_md(run: _Run, fig4: pd.DataFrame) -> str:
+    out = []
+    budgets = list(run.budgets)
+    for w in WORKLOADS:
+        rows = []
+        for s in FIGURE4_SOLVERS:
+            cells = []
+            for f in budgets:
+                x = _val(fig4, run, w, s, f)
+                cells.append("-" if x != x else f"{x:.1%}")
+            rows.append([s, *cells])
+        out.append(f"**{LABELS[w]}** ({run.insts[w].name}; throughput in % of the ideal step, "
+                   "- = no feasible plan)\n\n"
+                   + _table_md(["solver", *[f"{f:.0%}" for f in budgets]], rows))
+    return "\n\n".join(out)
+
+
+def _table2_md(t2: pd.DataFrame) -> str:
+    rows = []
+    for r in t2.to_dict("records"):
+        if not r["feasible"]:
+            rows.append([LABELS.get(r["workload"], r["workload"]), r["solver"], "no fit", "",
+                         "", "", ""])
+            continue
+        rows.append([LABELS.get(r["workload"], r["workload"]), r["solver"], f"{r['step']:.2f}",
+                     f"{r['recompute']:.3f}", f"{r['stall_fwd']:.3f}", f"{r['stall_bwd']:.3f}",
+                     f"{r['copied_out_GB']:.2f}"])
+    return _table_md(["workload", "solver", "step", "recompute", "fwd stall", "bwd stall",
+                      "GB out"], rows)
+
+
+def _table3_md(run: _Run, t3: pd.DataFrame, ga_note: str) -> str:
+    budgets = sorted(set(np.round(t3["budget_fraction"].astype(float), 6)), reverse=True)
+    has_ga = (t3["solver"] == "genetic").any()
+    rows = []
+    for w in TRANSFORMERS:
+        for f in budgets:
+            cells = [LABELS[w], f"{f:.0%}"]
+            for s in ABLATIONS:
+                x = _val(t3, run, w, s, f)
+                cells.append("-" if x != x else f"{x:.1%}")
+            g = _val(t3, run, w, "genetic", f) if has_ga else math.nan
+            cells.append(f"{g:.1%}" if g == g else (ga_note if not has_ga else "not run"))
+            pt = _val(t3, run, w, "slackswap", f, "planning_time_s")
+            cells.append("-" if pt != pt else f"{pt * 1e3:.0f} ms")
+            rows.append(cells)
+    return _table_md(["workload", "budget", "SlackSwap", "swap-first", "recompute-only",
+                      "barriers", "GA", "SlackSwap planning"], rows)
+
+
+def _report(run: _Run, claims: list[Claim], fig4: pd.DataFrame, t2: pd.DataFrame,
+            t3: pd.DataFrame, ga_note: str, vgg: Mapping[str, float],
+            fig5: Mapping[str, float], diag: Mapping[str, Any], wall_s: float) -> str:
+    import slackopt
+
+    n_ok = sum(1 for c in claims if c.ok)
+    n_known = sum(1 for c in claims if c.ok is not None)
+    differs = [c for c in claims if c.ok is False]
+    notes = {c.note for c in claims if c.note and c.ok is False}
+    bar, ga = diag.get("barriers", {}), diag.get("ga", {})
+    reasons: list[str] = []
+    if "ideal" in notes:
+        reasons.append(REASONS["ideal"].format(ss=fig5["slackswap_ms"] / fig5["ideal_ms"]))
+    if "bert-ckpt" in notes:
+        r50 = diag.get("bert.residual_boundary@0.5", math.nan)
+        ss50 = _val(fig4, run, "bert-large", "slackswap", 0.5)
+        reasons.append(REASONS["bert-ckpt"].format(
+            bert=diag.get("bert-large.block_share", math.nan),
+            gpt=diag.get("gpt2-xl.block_share", math.nan),
+            llama=diag.get("llama-7b.block_share", math.nan),
+            r15=diag.get("bert.residual_boundary@0.15", math.nan), r50=r50,
+            ratio=ss50 / r50 if r50 == r50 and r50 else math.nan))
+    if "barriers" in notes and bar:
+        reasons.append(REASONS["barriers"].format(
+            g_f=bar["gpt2-xl.next_offloaded.fwd_exposed"],
+            g_b=bar["gpt2-xl.next_offloaded.bwd_exposed"],
+            l_f=bar["llama-7b.next_offloaded.fwd_exposed"],
+            l_b=bar["llama-7b.next_offloaded.bwd_exposed"],
+            l_loss=bar["llama-7b.next_offloaded.loss"], g_loss=bar["gpt2-xl.next_offloaded.loss"],
+            l_adj=bar["llama-7b.adjacent.loss"], g_adj=bar["gpt2-xl.adjacent.loss"],
+            f5=bar["fig5.vdnn.adjacent_ms"], vgg=bar["vgg.conv.adjacent"]))
+    if "ga" in notes and ga:
+        reasons.append(REASONS["ga"].format(
+            gain=ga["gain"], ga_d2h=ga["ga_d2h_GB"], ss_d2h=ga["ss_d2h_GB"],
+            ga_rec=ga["ga_recompute"], ss_rec=ga["ss_recompute"],
+            moved="; ".join(f"{n} x {k}" for k, n in sorted(ga["moved"].items(),
+                                                            key=lambda x: -x[1]))))
+    unexplained = [c for c in differs if not c.note]
+    date = _dt.datetime.now().strftime("%Y-%m-%d %H:%M")
+    mode_line = {
+        "full": "full run",
+        "quick": "quick run (fewer budgets in Figure 4 and Table 3; a 5 s genetic search)",
+        "tiny": "TEST MODE: scaled-down workloads; the numbers are NOT comparable to the paper",
+    }[run.mode]
+    setup = _table_md(
+        ["workload", "instance", "saved A", "peak P", "forward T_F", "ideal step T*"],
+        [[LABELS[w], i.name, f"{i.A / 1e9:.2f} GB", f"{i.P / 1e9:.2f} GB",
+          f"{i.forward_time_s * 1e3:.1f} ms", f"{i.ideal_time_s * 1e3:.1f} ms"]
+         for w, i in run.insts.items()])
+    summary = _table_md(
+        ["where", "quantity", "paper", "reproduced", "difference", "status"],
+        [[c.where, c.what, _fmt_range(c), _fmt(c.ours, c.unit), _fmt_diff(c),
+          "n/a" if c.ok is None else ("reproduces" if c.ok else
+                                       ("differs (see below)" if c.note else "differs"))]
+         for c in claims])
+    timings = ", ".join(f"{k} {v:.1f} s" for k, v in run.timings.items())
+    parts = [
+        "# The SlackSwap paper's evaluation, reproduced on slackopt",
+        f"Generated by `slackopt reproduce` ({mode_line}) on {date}; slackopt "
+        f"{getattr(slackopt, '__version__', '?')}; wall time {wall_s:.0f} s ({timings}). "
+        "Paper: ../shared/papers/slackswap-2026.txt, section 4. Every number below comes from "
+        "the registered solvers and the one evaluator; none is tuned to the paper.",
+        "## Setup\n\nA100 (312 TFLOP/s BF16, 2.039 TB/s), PCIe 4.0 at 25 GB/s per direction "
+        "(spec/workloads.md). Budgets are fractions of each workload's keep-all peak P.\n\n"
+        + setup,
+        f"## Summary: {n_ok} of {n_known} stated numbers reproduce within tolerance\n\n"
+        "The tolerance is the issue's where it gives one (throughput +-6 points at 50%, "
+        "ratios +-0.03, checkpointing and the 10% point +-3 points, VGG overheads +-2 "
+        "points), else about the paper's rounding. A paper range is met when the "
+        "reproduced value lies in it; the difference is the distance to the range.\n\n"
+        + summary,
+        "## Where the reproduction differs, and why\n\n"
+        + ("\n\n".join(reasons) if reasons else "Nothing differs beyond tolerance.")
+        + ("\n\nNot explained yet: " + "; ".join(c.what for c in unexplained)
+           if unexplained else ""),
+        "## Figure 4: throughput across memory budgets\n\n![Figure 4](figure4.png)\n\n"
+        "Rows of `figure4.csv` (the full compare table). sqrt_checkpoint (Chen et al. 2016) "
+        "equals block checkpointing of every block on the transformers (their block inputs "
+        "cannot be rebuilt); recompute_all rebuilds every rebuildable tensor.\n\n"
+        + _fig4_md(run, fig4),
+        f"## Table 2: where the time goes at {TABLE2_BUDGET:.0%} of P\n\nStep, recomputation "
+        "and stalls as multiples of the ideal step, GB copied out (`table2.csv`).\n\n"
+        + _table2_md(t2),
+        "## Figure 5: GPT-2 XL step at 50% of P\n\n![Figure 5](figure5.png)\n\n"
+        f"vDNN {fig5['vdnn_ms']:.0f} ms (paper 1,105 ms), SlackSwap {fig5['slackswap_ms']:.0f} "
+        f"ms (paper 409 ms), ideal {fig5['ideal_ms']:.0f} ms (paper 399 ms).",
+        "## Table 3: ablations and planning time\n\nThroughput in % of the ideal step "
+        f"(`table3.csv`). GA: {ga_note}. Planning times are this machine's, in Python "
+        "(the paper: 67-168 ms here, at most 376 ms across Figure 4; here at most "
+        f"{_max_planning(fig4) * 1e3:.0f} ms across Figure 4).\n\n" + _table3_md(run, t3, ga_note),
+        "## Section 4.1 check: VGG-16 with vDNN's Titan X parameters\n\n"
+        "7 TFLOP/s FP32, 336.5 GB/s, PCIe 3.0 at 12.8 GB/s, batch 128 (`vgg16_titanx.csv`), "
+        f"ideal step {vgg['ideal_ms']:.0f} ms: vDNNconv {vgg['conv']:.2%} overhead (paper "
+        f"3.4%), vDNNall {vgg['all']:.2%} (paper 22%).",
+        "## Modelling choices the paper leaves open\n\nHow each baseline is run "
+        "(solvers/vdnn.py, superneurons.py, swapadvisor.py; the runtimes in "
+        "slackopt/simulate/):\n\n" + CHOICES,
+    ]
+    return "\n\n".join(parts) + "\n"
+
+
+def _max_planning(fig4: pd.DataFrame) -> float:
+    d = fig4[fig4["solver"] == "slackswap"]["planning_time_s"].astype(float)
+    return float(d.max()) if len(d) else math.nan
+
+
+# ============================================================================ entry
+@dataclass
+class ReproduceResult:
+    """What :func:`reproduce` wrote and found.
+
+    Attributes:
+        out_dir: the directory.
+        files: the files written (report.md, PNGs, CSVs).
+        claims: the paper's numbers beside ours.
+        wall_s: wall-clock time (s).
+        timings: seconds per part.
+    """
+
+    out_dir: Path
+    files: list[Path]
+    claims: list[Claim]
+    wall_s: float
+    timings: dict[str, float]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"out_dir": str(self.out_dir), "files": [str(p) for p in self.files],
+                "wall_s": self.wall_s, "timings": self.timings,
+                "reproduced": sum(1 for c in self.claims if c.ok),
+                "compared": sum(1 for c in self.claims if c.ok is not None),
+                "claims": [{"key": c.key, "where": c.where, "what": c.what,
+                            "paper": list(c.paper), "ours": c.ours, "unit": c.unit,
+                            "difference": c.diff, "reproduces": c.ok} for c in self.claims]}
+
+
+def reproduce(out_dir: str | Path, *, quick: bool = False, workers: int = 2,
+              progress: bool = False, _tiny: bool = False) -> ReproduceResult:
+    """Regenerate the paper's Figures 4 and 5, Tables 2 and 3 and the VGG-16 check.
+
+    Args:
+        out_dir: directory for report.md, the PNG figures and the CSV tables (created).
+        quick: fewer budgets (Figure 4: 9 instead of 12; Table 3: 50% and 30%) and a 5 s
+            genetic search instead of 45 s.
+        workers: local processes for the sweeps (:func:`slackopt.compare.compare`).
+        progress: progress bars on stderr.
+        _tiny: private test mode: scaled-down workloads, no genetic search.
+
+    Returns:
+        The :class:`ReproduceResult`.
+    """
+    t0 = time.perf_counter()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    mode = "tiny" if _tiny else ("quick" if quick else "full")
+    run = _Run(out, mode, int(workers), bool(progress))
+    run.insts = _timed(run, "instances", lambda: _instances(mode))
+    fig4 = _timed(run, "figure 4", lambda: _figure4(run))
+    t2 = _table2(run, fig4)
+    t3, ga_note = _timed(run, "table 3", lambda: _table3(run))
+    vgg = _timed(run, "vgg check", lambda: _vgg_titanx(run))
+    fig5 = _timed(run, "figure 5", lambda: _figure5(run))
+    diag: dict[str, Any] = _timed(run, "diagnostics", lambda: _bert_diagnostics(run))
+    diag["barriers"] = _timed(run, "barrier diagnostics", lambda: _barrier_diagnostics(run))
+    diag["ga"] = _timed(run, "genetic diagnostics", lambda: _ga_diagnostics(run))
+    claims = _claims(run, fig4, t3, vgg, fig5, diag)
+    wall = time.perf_counter() - t0
+    (out / "report.md").write_text(
+        _report(run, claims, fig4, t2, t3, ga_note, vgg, fig5, diag, wall), encoding="utf-8")
+    files = [out / n for n in ("report.md", "figure4.png", "figure5.png", "figure4.csv",
+                               "table2.csv", "table3.csv", "vgg16_titanx.csv")]
+    return ReproduceResult(out, files, claims, time.perf_counter() - t0, run.timings)
+
+
+__all__ = ["reproduce", "ReproduceResult", "Claim", "WORKLOADS", "FIGURE4_SOLVERS",
+           "ABLATIONS", "FULL_BUDGETS", "QUICK_BUDGETS"]

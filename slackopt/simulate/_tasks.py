@@ -1,0 +1,175 @@
+"""Task lists and per-instance data shared by every runtime of the evaluator (private).
+
+:class:`_Static` holds the plan-independent data of an instance as Python lists (fast in
+the event loops; the compiled engine, slackopt._fastsim, reads the same lists);
+:func:`build_tasks` orders the compute stream's tasks of a plan; :class:`TaskList` derives
+what every runtime needs from that order: per-task durations, allocations, frees and
+saved-tensor reads, the backward tasks that need each saved tensor and where it is
+released. Semantics: ../shared/spec/semantics.md ("Instance", "Plan semantics").
+"""
+
+from __future__ import annotations
+
+import weakref
+
+import numpy as np
+
+from slackopt.instance import Instance
+from slackopt.plan import RECOMP
+
+
+class _Static:
+    """Plan-independent per-instance data as Python lists (fast in the event loop)."""
+
+    def __init__(self, inst: Instance) -> None:
+        n = inst.n_ops
+        self.n, self.n_fwd = n, inst.n_fwd
+        ops = inst.scheduled_ops
+        self.names = [op.name for op in ops]
+        self.kinds = [op.kind for op in ops]
+        self.layers = [op.layer for op in ops]
+        self.dur = inst.durations_s.tolist()
+        self.op_alloc = (inst.static_alloc + inst.workspace).tolist()
+        self.op_free = (inst.static_free + inst.workspace).tolist()
+        reads: list[list[int]] = [[] for _ in range(n)]
+        outs: list[list[int]] = [[] for _ in range(n)]
+        for k in range(inst.n_saved):
+            outs[int(inst.saved_prod_idx[k])].append(k)
+            for i in inst.saved_reader_idx[k].tolist():
+                reads[i].append(k)
+        self.reads, self.outs = reads, outs
+        self.s = inst.s.tolist()
+        self.c = inst.c.tolist()
+        self.rebuild_extra = (inst.recipe_transient + inst.recipe_workspace).tolist()
+        self.recipe_inputs = inst.recipe_inputs
+        self.prod = inst.saved_prod_idx.tolist()
+        self.fwd_release = inst.saved_last_fwd_idx.tolist()
+        self.saved_names = inst.saved_names
+
+
+_STATIC: weakref.WeakKeyDictionary[Instance, _Static] = weakref.WeakKeyDictionary()
+
+
+def _static(inst: Instance) -> _Static:
+    st = _STATIC.get(inst)
+    if st is None:
+        st = _STATIC[inst] = _Static(inst)
+    return st
+
+
+def build_tasks(inst: Instance, decisions: np.ndarray) -> tuple[list[int], list[int]]:
+    """The compute-stream task list of a plan.
+
+    Forward ops in order, then each backward op preceded by the rebuilds of its recomp
+    inputs that are not resident yet, recipe inputs first (depth first, in saved order).
+
+    Args:
+        inst: the instance.
+        decisions: int array (n_saved,) of KEEP/SWAP/RECOMP.
+
+    Returns:
+        (task_op, task_tensor): per task the scheduled op index (or -1 for a rebuild) and
+        the saved position rebuilt (or -1 for an op).
+    """
+    st = _static(inst)
+    dec = decisions.tolist() if isinstance(decisions, np.ndarray) else list(decisions)
+    task_op = list(range(st.n_fwd))
+    task_t = [-1] * st.n_fwd
+    rebuilt = [False] * len(dec)
+    rin = st.recipe_inputs
+    for i in range(st.n_fwd, st.n):
+        for t0 in st.reads[i]:
+            if dec[t0] != RECOMP or rebuilt[t0]:
+                continue
+            # Iterative post-order DFS over recipe inputs that are recomp and not rebuilt.
+            stack = [(t0, 0)]
+            while stack:
+                t, j = stack.pop()
+                ins = rin[t]
+                while j < len(ins) and (dec[ins[j]] != RECOMP or rebuilt[ins[j]]):
+                    j += 1
+                if j < len(ins):
+                    stack.append((t, j + 1))
+                    stack.append((ins[j], 0))
+                elif not rebuilt[t]:
+                    rebuilt[t] = True
+                    task_op.append(-1)
+                    task_t.append(t)
+        task_op.append(i)
+        task_t.append(-1)
+    return task_op, task_t
+
+
+class TaskList:
+    """The compute stream of one plan, as plain lists.
+
+    Attributes:
+        task_op, task_t: see :func:`build_tasks`.
+        dur: task durations (s); a rebuild lasts c_t.
+        alloc: bytes a task allocates when it starts (an op: its non-saved outputs and
+            workspace, plus its saved outputs in the forward pass; a rebuild: the rebuilt
+            tensor plus its recipe's transient bytes and workspace).
+        free: non-saved bytes a task frees when it ends.
+        reads: saved positions a task reads (a rebuild: its recipe inputs).
+        cum_alloc: prefix sums of ``alloc`` (``cum_alloc[k]`` = sum of alloc[:k]).
+        need: per saved tensor, the backward tasks that read it, in order.
+        release: per task, the saved tensors whose last backward reader it is.
+        fwd_rel: per forward op, the saved tensors whose last forward reader it is (or
+            their producer, for tensors without one).
+    """
+
+    def __init__(self, inst: Instance, decisions: np.ndarray) -> None:
+        st = _static(inst)
+        task_op, task_t = build_tasks(inst, decisions)
+        self.task_op, self.task_t = task_op, task_t
+        n_tasks = len(task_op)
+        s = st.s
+        dur, alloc, free, reads = [], [], [], []
+        for op, t in zip(task_op, task_t, strict=True):
+            if op >= 0:
+                dur.append(st.dur[op])
+                a = st.op_alloc[op]
+                if op < st.n_fwd:
+                    for k in st.outs[op]:
+                        a += s[k]
+                alloc.append(a)
+                free.append(st.op_free[op])
+                reads.append(st.reads[op])
+            else:
+                dur.append(st.c[t])
+                alloc.append(s[t] + st.rebuild_extra[t])
+                free.append(st.rebuild_extra[t])
+                reads.append(list(st.recipe_inputs[t]))
+        self.dur, self.alloc, self.free, self.reads = dur, alloc, free, reads
+        cum = [0]
+        for a in alloc:
+            cum.append(cum[-1] + a)
+        self.cum_alloc = cum
+        n_saved = len(s)
+        need: list[list[int]] = [[] for _ in range(n_saved)]
+        for k in range(st.n_fwd, n_tasks):
+            for t in reads[k]:
+                need[t].append(k)
+        release: list[list[int]] = [[] for _ in range(n_tasks)]
+        for t in range(n_saved):
+            if need[t]:
+                release[need[t][-1]].append(t)
+        self.need, self.release = need, release
+        fwd_rel: list[list[int]] = [[] for _ in range(st.n_fwd)]
+        for t in range(n_saved):
+            fwd_rel[st.fwd_release[t]].append(t)
+        self.fwd_rel = fwd_rel
+
+    def task_name(self, inst: Instance, k: int) -> str:
+        """Op name of task k, or ``rebuild:<tensor>`` for a rebuild."""
+        op = self.task_op[k]
+        if op >= 0:
+            return inst.ops[op].name
+        return f"rebuild:{inst.saved_names[self.task_t[k]]}"
+
+    def next_op(self, k: int) -> int:
+        """The scheduled op of task k, or of the op a rebuild task is inserted before."""
+        ops = self.task_op
+        while ops[k] < 0:
+            k += 1
+        return ops[k]

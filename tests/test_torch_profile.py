@@ -1,0 +1,494 @@
+"""Real PyTorch steps in, executable plans out (slackopt.profile, slackopt.torch_runtime).
+
+Two models nobody here wrote the internals of: ``torch.nn.TransformerEncoder`` (PyTorch's
+own layers, attention through ``scaled_dot_product_attention``) and a GPT-style decoder
+built from ``torch.nn`` modules (tests/torch_models.py: explicit causal attention over a
+mask buffer, dropout, GELU MLP, tied head). Each is profiled, written to an instance file,
+read back, planned with every available planner of interest, executed on the module, and
+its gradients compared with an unplanned step: bit for bit when no random op is
+recomputed, allclose otherwise; the runtime's bytes moved and tensors rebuilt equal the
+plan's. CPU only; the GPU paths of the runtime are not exercised here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")  # import guard only: CI installs torch
+
+from torch import nn  # noqa: E402
+from torch_models import TinyGPT, encoder, lm_loss  # noqa: E402
+
+from slackopt import KEEP, RECOMP, SWAP, Plan, io, solve  # noqa: E402
+from slackopt.cli import main  # noqa: E402
+from slackopt.errors import PlanError  # noqa: E402
+from slackopt.hardware import LAUNCH_S  # noqa: E402
+from slackopt.profile import (  # noqa: E402
+    GENERATOR,
+    ProfileError,
+    StepTracer,
+    build_from_factory,
+    parse_shape,
+    profile_step,
+    run_loss,
+)
+from slackopt.solver import registered_solvers  # noqa: E402
+from slackopt.torch_runtime import PlanRuntimeError, execute_plan, measure_plan  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+MODELS = Path(__file__).with_name("torch_models.py")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_thread():
+    """One intra-op thread: steadier CPU timings and no OpenMP contention on small CI boxes."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+@dataclass
+class Case:
+    model: Any
+    inputs: tuple[Any, ...]
+    loss_fn: Any
+    random: bool
+
+
+def make_case(kind: str) -> Case:
+    torch.manual_seed(0)
+    if kind == "encoder":
+        return Case(encoder(layers=2, dropout=0.0), (torch.randn(2, 8, 32),), None, False)
+    if kind == "encoder_dropout":
+        return Case(encoder(layers=3, dropout=0.1), (torch.randn(2, 8, 32),), None, True)
+    if kind == "gpt":
+        return Case(TinyGPT(layers=2, dropout=0.1), (torch.randint(0, 64, (2, 16)),),
+                    lm_loss, True)
+    raise KeyError(kind)
+
+
+@pytest.fixture(scope="module", params=["encoder", "gpt"])
+def profiled(request):
+    case = make_case(request.param)
+    inst = profile_step(case.model, case.inputs, case.loss_fn, repeat=1)
+    return request.param, case, inst
+
+
+def step_grads(case: Case, inst=None, plan=None, seed: int = 7):
+    """Gradients of one step (unplanned when `plan` is None) and the runtime report."""
+    case.model.zero_grad(set_to_none=True)
+    torch.manual_seed(seed)
+    rep = None
+    if plan is None:
+        run_loss(case.model, case.inputs, case.loss_fn).backward()
+    else:
+        rep = execute_plan(case.model, case.inputs, case.loss_fn, inst, plan)
+    grads = [p.grad.detach().clone() for p in case.model.parameters()]
+    return grads, rep
+
+
+def recomputes_random(inst, plan) -> bool:
+    rand = {op.name for op in inst.ops if op.random}
+    return any(plan.decisions[k] == RECOMP and rand.intersection(inst.tensor(n).recipe.ops)
+               for k, n in enumerate(inst.saved_names))
+
+
+def check_step(case: Case, inst, plan, ref) -> Any:
+    """Run `plan`, compare gradients with `ref`, check the report against the plan."""
+    got, rep = step_grads(case, inst, plan)
+    if recomputes_random(inst, plan):
+        for a, b in zip(ref, got, strict=True):
+            torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-6)
+    else:
+        for a, b in zip(ref, got, strict=True):
+            assert torch.equal(a, b), (a - b).abs().max()
+    by = plan.bytes_by_decision(inst)
+    counts = plan.counts()
+    assert rep.matches_plan(), rep.to_dict()
+    assert rep.d2h_bytes == rep.h2d_bytes == by["swap"]
+    assert rep.swapped == rep.fetched == counts["swap"]
+    assert rep.rebuilt == counts["recomp"]
+    assert rep.kept == counts["keep"]
+    assert rep.unplanned_saves == 0
+    assert rep.still_resident == [], "dropped tensors are still held outside autograd"
+    return rep
+
+
+def random_plan(inst, seed: int) -> Plan:
+    rng = np.random.default_rng(seed)
+    dec = rng.integers(0, 3, inst.n_saved).astype(np.int8)
+    dec[(dec == RECOMP) & ~np.isfinite(inst.c)] = KEEP
+    return Plan(dec, inst.saved_names)
+
+
+# ----------------------------------------------------------------------------- profile
+def test_profile_records_the_step(profiled):
+    kind, case, inst = profiled
+    meta = inst.meta
+    assert meta["generator"] == GENERATOR
+    assert meta["model_class"].endswith(type(case.model).__qualname__)
+    assert meta["torch_version"] == torch.__version__
+    assert meta["timing"] == "measure" and meta["device"] == "cpu"
+    assert meta["input_shapes"] == [list(x.shape) for x in case.inputs]
+    assert meta["ops"]["forward"] == inst.n_fwd and inst.n_ops > inst.n_fwd > 0
+    assert all(op.duration_s >= 0 for op in inst.ops) and inst.ideal_time_s > 0
+    assert any(op.flops > 0 and op.kind == "gemm" for op in inst.ops)
+    # Every saved tensor can be rebuilt in these models.
+    assert meta["recipes"]["not_rebuildable"] == {}
+    assert np.isfinite(inst.c).all()
+    # Parameters (the tied GPT weight once), buffers and inputs are persistent.
+    params = {p.untyped_storage()._cdata: p.untyped_storage().nbytes()
+              for p in case.model.parameters()}
+    assert meta["persistent_bytes"]["parameters"] == sum(params.values())
+    assert meta["persistent_bytes"]["inputs"] == sum(x.nbytes for x in case.inputs)
+    assert meta["persistent_bytes"]["buffers"] == sum(b.nbytes for b in case.model.buffers())
+    rand = [op for op in inst.ops if op.random]
+    assert bool(rand) == case.random
+    if case.random:
+        assert "mask" in inst.saved_categories
+        assert all(op.kind == "dropout" for op in rand)
+    # Blocks are attributed to layers 0 and 1.
+    assert set(inst.saved_layers.tolist()) >= {0, 1}
+
+
+def test_saved_set_is_what_autograd_saves(profiled):
+    """Independent check: the distinct non-persistent storages autograd packs (counted with
+    our own hooks on a fresh step) are exactly the instance's saved tensors, by number and
+    bytes."""
+    _, case, inst = profiled
+    persistent = {t.untyped_storage()._cdata for t in
+                  [*case.model.parameters(), *case.model.buffers(), *case.inputs]}
+    keep_alive, sizes = [], {}
+
+    def pack(t):
+        st = t.untyped_storage()
+        if st._cdata not in persistent:
+            keep_alive.append(t)  # holds the storage so its address cannot be reused
+            sizes[st._cdata] = st.nbytes()
+        return t.detach()
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        loss = run_loss(case.model, case.inputs, case.loss_fn)
+    loss.backward()
+    case.model.zero_grad(set_to_none=True)
+    assert len(sizes) == inst.n_saved
+    assert sum(sizes.values()) == inst.A
+
+
+def test_storage_identity_address_reuse_and_views():
+    tr = StepTracer()
+    a = torch.ones(16384)
+    ptrs = []
+    with tr:
+        b = a * 2
+        views = (b.t(), b[10:20], b.view(128, 128))
+        c = views[2] + 1  # reads b through a view
+        del b, views
+        for n in (4096, 16384, 16):  # same size, freed at once: blocks come back
+            src = a[:n]
+            for _ in range(20):
+                d = src * 3
+                ptrs.append((n, d.data_ptr()))
+                del d
+    names = [op.name for op in tr.ops]
+    assert names[:3] == ["f0000.mul.Tensor", "f0001.add.Tensor", "f0002.mul.Tensor"]
+    assert len(names) == 62  # views (and a[:n]) are not ops
+    kb = tr.ops[0].outputs[0]
+    assert tr.storages[kb].readers == [1]  # the views of b add no storage, only b's reader
+    assert tr.storages[kb].nbytes == 16384 * 4
+    produced = [op.outputs[0] for op in tr.ops[2:]]
+    assert len(set(produced)) == 60, "every allocation is a new tensor"
+    assert tr.storages[tr.ops[0].reads[0]].persistent  # `a` existed before the step
+    del c
+    if len(set(ptrs)) == len(ptrs):
+        pytest.skip("the CPU allocator reused no address here (identity still checked)")
+
+
+class _ConvBN(nn.Module):
+    """In-place ReLU, BatchNorm (buffers written in the forward pass), a data-dependent op."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(16, 16)
+        self.bn = nn.BatchNorm1d(16)
+        self.act = nn.ReLU(inplace=True)
+        self.out = nn.Linear(16, 4)
+
+    def forward(self, x):
+        h = self.act(self.bn(self.lin(x)))
+        keep = torch.nonzero(h.sum(0) > -1e9).flatten()  # data-dependent shape
+        return self.out(h[:, keep] * 1.5)
+
+
+def test_inplace_buffers_and_never_recompute():
+    torch.manual_seed(0)
+    model = _ConvBN()
+    x = torch.randn(8, 16)
+    inst = profile_step(model, x, repeat=1)
+    never = {op.name.split(".", 1)[1] for op in inst.ops if op.never_recompute}
+    assert any(n.startswith("native_batch_norm") or n.startswith("_native_batch_norm")
+               for n in never), never  # writes the running statistics
+    assert "nonzero" in never
+    # The in-place ReLU writes the BatchNorm output: a .pre version and the saved value.
+    assert any(t.name.endswith(".pre") for t in inst.tensors)
+    assert not np.isfinite(inst.c).all()  # some tensors are not rebuildable
+    assert inst.meta["recipes"]["not_rebuildable"]
+
+    def run(plan):
+        torch.manual_seed(1)
+        m = _ConvBN()
+        m.load_state_dict(model.state_dict())
+        m.zero_grad(set_to_none=True)
+        if plan is None:
+            run_loss(m, (x,), None).backward()
+            rep = None
+        else:
+            rep = execute_plan(m, x, None, inst, plan)
+        return [p.grad for p in m.parameters()], [b.clone() for b in m.buffers()], rep
+
+    ref_g, ref_b, _ = run(None)
+    for plan in (Plan.uniform(inst, SWAP), Plan.uniform(inst, RECOMP), random_plan(inst, 3)):
+        g, b, rep = run(plan)
+        assert all(torch.equal(u, v) for u, v in zip(ref_g, g, strict=True))
+        assert all(torch.equal(u, v) for u, v in zip(ref_b, b, strict=True)), \
+            "a rebuild must not update BatchNorm's running statistics again"
+        assert rep.matches_plan(), rep.to_dict()
+
+
+class _CtxSquare(torch.autograd.Function):
+    """Keeps its input as a ctx attribute instead of save_for_backward (seen in user code)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.x = x
+        return x * x
+
+    @staticmethod
+    def backward(ctx, g):
+        return 2 * ctx.x * g
+
+
+class _CtxModel(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+
+    def forward(self, x):
+        return _CtxSquare.apply(self.lin(x) + 1)  # add saves nothing for backward
+
+
+def test_tensor_kept_outside_autograd_is_reported():
+    torch.manual_seed(0)
+    model = _CtxModel()
+    x = torch.randn(4, 8)
+    inst = profile_step(model, x, repeat=1)
+    unmanaged = inst.meta["unmanaged_saved"]
+    assert len(unmanaged) == 1 and unmanaged[0] in inst.saved_names
+    plan = Plan.from_mapping(inst, {unmanaged[0]: "swap"})
+    rep = execute_plan(model, x, None, inst, plan)
+    assert rep.unmanaged == unmanaged and not rep.matches_plan()
+    model.zero_grad(set_to_none=True)
+    rep = execute_plan(model, x, None, inst, Plan.keep_all(inst))
+    assert rep.matches_plan() and rep.unmanaged == []
+
+
+def test_profile_restores_model_state_and_rng():
+    torch.manual_seed(0)
+    model = encoder(dropout=0.1)
+    x = torch.randn(2, 8, 32)
+    rng = torch.get_rng_state()
+    profile_step(model, x, repeat=2)
+    assert all(p.grad is None for p in model.parameters())
+    assert torch.equal(rng, torch.get_rng_state())
+
+
+def test_roofline_timing():
+    from slackopt.hardware import gpu as gpu_preset
+    from slackopt.hardware import roofline_s
+
+    torch.manual_seed(0)
+    model = TinyGPT(layers=1, dropout=0.0)
+    idx = torch.randint(0, 64, (2, 16))
+    inst = profile_step(model, idx, lm_loss, timing="roofline", gpu="a100", warmup=0,
+                        repeat=1)
+    a100 = gpu_preset("a100")
+    assert inst.meta["timing"] == "roofline" and inst.meta["gpu"] == "a100"
+    assert inst.link.name == "pcie4"  # the A100's link
+    assert all(op.duration_s >= LAUNCH_S for op in inst.scheduled_ops)
+    mm = next(op for op in inst.scheduled_ops if op.kind == "gemm")
+    assert mm.flops > 0 and mm.duration_s >= roofline_s(a100, mm.flops)
+    with pytest.raises(ProfileError, match="roofline"):
+        profile_step(model, idx, lm_loss, timing="roofline")
+    with pytest.raises(ProfileError, match="timing"):
+        profile_step(model, idx, lm_loss, timing="guess")
+
+
+def test_bad_loss_and_shapes():
+    model = encoder()
+    with pytest.raises(ProfileError, match="one element"):
+        profile_step(model, torch.randn(2, 8, 32), lambda out, x: out, warmup=0, repeat=1)
+    assert parse_shape("4x128") == (4, 128) == parse_shape("4,128")
+    with pytest.raises(ProfileError):
+        parse_shape("4xabc")
+
+
+# ----------------------------------------------------------------------------- end to end
+SOLVERS = ["slackswap", "milp"]
+
+
+@pytest.mark.parametrize("solver", SOLVERS)
+def test_profile_file_solve_execute(profiled, solver, tmp_path):
+    """Profile -> instance file -> solve -> execute: gradients match, counts match."""
+    if solver not in registered_solvers():
+        pytest.skip(f"solver '{solver}' is not registered (yet)")
+    kind, case, inst = profiled
+    path = io.save_instance(inst, tmp_path / f"{kind}.json")
+    loaded = io.load_instance(path)
+    assert loaded.saved_names == inst.saved_names and loaded.P == inst.P
+    res = solve(loaded, solver, 0.5, time_limit_s=10)  # the MILP's incumbent is enough
+    assert res.plan is not None, res.status
+    ev = res.evaluation
+    assert ev.feasible, ev.failure
+    ref, _ = step_grads(case)
+    rep = check_step(case, loaded, res.plan, ref)
+    assert rep.d2h_bytes == ev.d2h_bytes  # what the evaluator moves out, the runtime moved
+    assert rep.h2d_bytes <= ev.h2d_bytes  # the evaluator may also count re-fetches
+
+
+def test_measure_plan_puts_measured_beside_simulated(profiled):
+    _, case, inst = profiled
+    res = solve(inst, "slackswap", 0.5)
+    out = measure_plan(case.model, case.inputs, case.loss_fn, inst, res.plan, 0.5, steps=2)
+    case.model.zero_grad(set_to_none=True)
+    meas, sim = out["measured"], out["simulated"]
+    assert meas["matches_plan"] and meas["peak_bytes"] is None  # no CUDA here
+    assert meas["d2h_bytes"] == sim["d2h_bytes"] and meas["step_time_s"] > 0
+    assert sim["feasible"] and sim["budget_bytes"] == int(0.5 * inst.P)
+
+
+def test_mixed_plans(profiled):
+    """Plans with every decision (random mixes, all swap, all recompute)."""
+    _, case, inst = profiled
+    ref, _ = step_grads(case)
+    mixes = [random_plan(inst, 0), random_plan(inst, 1)]
+    assert all(min(p.counts().values()) > 0 for p in mixes)  # keep, swap and recomp
+    for plan in (*mixes, Plan.uniform(inst, SWAP), Plan.uniform(inst, RECOMP)):
+        check_step(case, inst, plan, ref)
+
+
+def test_random_recompute_encoder():
+    """TransformerEncoder with dropout, 3 layers: recomputed dropout masks come back from the
+    saved RNG state (allclose required, and bit for bit in practice)."""
+    case = make_case("encoder_dropout")
+    inst = profile_step(case.model, case.inputs, repeat=1)
+    plan = Plan.uniform(inst, RECOMP)
+    assert recomputes_random(inst, plan)
+    ref, _ = step_grads(case)
+    check_step(case, inst, plan, ref)
+    got, _ = step_grads(case, inst, plan)
+    assert all(torch.equal(a, b) for a, b in zip(ref, got, strict=True))
+
+
+def test_runtime_rejects_a_different_step():
+    case = make_case("encoder")
+    inst = profile_step(case.model, case.inputs, warmup=0, repeat=1)
+    with pytest.raises(PlanRuntimeError, match="differs from the profiled"):
+        execute_plan(case.model, torch.randn(2, 9, 32), None, inst, Plan.keep_all(inst))
+    other = make_case("gpt")
+    with pytest.raises(PlanRuntimeError, match="differs from the profiled"):
+        execute_plan(other.model, other.inputs, other.loss_fn, inst, Plan.keep_all(inst))
+    with pytest.raises(PlanError):
+        execute_plan(case.model, case.inputs, None, inst,
+                     Plan(np.zeros(inst.n_saved - 1, np.int8), inst.saved_names[:-1]))
+
+
+# ----------------------------------------------------------------------------- CLI
+def run_cli(capsys, *args):
+    rc = main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def test_cli_profile_solve_execute(capsys, tmp_path):
+    inst_path = tmp_path / "gpt.json"
+    plan_path = tmp_path / "plan.json"
+    rc, out, err = run_cli(capsys, "profile", f"{MODELS}:gpt_factory", "-i", "2x16",
+                           "-p", "layers=2", "-o", inst_path, "--repeat", "1", "--json")
+    assert rc == 0, err
+    doc = json.loads(out)
+    assert doc["path"] == str(inst_path) and doc["model_class"].endswith("TinyGPT")
+    assert doc["input_shapes"] == [[2, 16]] and doc["saved_tensors"] > 0
+    rc, out, err = run_cli(capsys, "solve", inst_path, "--solver", "slackswap", "--budget",
+                           "0.5", "-o", plan_path, "--json")
+    assert rc == 0, err
+    inst = io.load_instance(inst_path)
+    plan = io.load_plan(plan_path, inst)
+    assert inst.meta["factory"].endswith(":gpt_factory")
+    # The same model and inputs as the command made them.
+    model, inputs, loss_fn = build_from_factory(inst.meta["factory"], ["2x16"],
+                                                params=inst.meta["factory_params"],
+                                                seed=inst.meta["seed"])
+    assert loss_fn.__name__ == "lm_loss"
+    case = Case(model, inputs, loss_fn, False)
+    ref, _ = step_grads(case)
+    check_step(case, inst, plan, ref)
+
+
+def test_cli_profile_errors(capsys, tmp_path):
+    out_path = tmp_path / "x.json"
+    cases = [
+        (["no_such_module:f", "-i", "2"], "cannot import module"),
+        ([f"{MODELS}:nothing", "-i", "2"], "no attribute"),
+        ([f"{MODELS}:encoder_factory", "-i", "2x8x31"], "failed on inputs"),
+        ([f"{MODELS}:encoder_factory"], "input shapes"),
+        ([f"{MODELS}:encoder_factory", "-i", "2x8x32", "--input-dtype", "complex7"],
+         "dtype"),
+        ([f"{MODELS}:encoder_factory", "-i", "2x8x32", "--timing", "roofline"], "GPU preset"),
+    ]
+    for args, words in cases:
+        rc, out, err = run_cli(capsys, "profile", *args, "-o", out_path, "--repeat", "1")
+        assert rc == 2, (args, out, err)
+        assert out == "" and "Traceback" not in err and words in err, (args, err)
+    out_path.write_text("{}")
+    rc, out, err = run_cli(capsys, "profile", f"{MODELS}:encoder_factory", "-i", "2x8x32",
+                           "-o", out_path)
+    assert rc == 2 and "exists" in err
+
+
+def test_core_imports_without_torch(tmp_path):
+    """`import slackopt` and the command line work where torch is missing; the profiler
+    says how to install it."""
+    code = textwrap.dedent(f"""
+        import sys
+        sys.modules["torch"] = None  # any `import torch` now raises ImportError
+        import slackopt, slackopt.io, slackopt.cli, slackopt.solver
+        from slackopt import solve
+        from slackopt.workloads import make
+        inst = make("tiny")
+        assert solve(inst, "slackswap", 0.5).plan is not None
+        assert "torch" not in [m for m in sys.modules if sys.modules[m] is not None]
+        try:
+            import slackopt.profile
+        except slackopt.SlackoptError as e:
+            assert "slackopt[torch]" in str(e), e
+        else:
+            raise AssertionError("slackopt.profile imported without torch")
+        rc = slackopt.cli.main(["profile", "m:f", "-i", "2", "-o", {str(tmp_path / "x.json")!r}])
+        assert rc == 2, rc
+        print("ok")
+    """)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=120, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stdout + r.stderr
+    assert "slackopt[torch]" in r.stderr
