@@ -298,12 +298,17 @@ def run_barrier_free(n_fwd, op_dur, op_alloc, op_free, rd_ptr, rd_idx, out_ptr, 
                     if wait_since >= 0.0 and now > wait_since:
                         last = -1
                         best = -2.0
+                        best_nz = False
                         for p in range(tr_ptr[k], tr_ptr[k + 1]):
                             t = tr_idx[p]
                             if dec[t] == SWAP:
                                 e = h2d_end[t]
-                                if last < 0 or e > best or (e == best and t > last):
+                                nz = s[t] > 0
+                                if (last < 0 or (nz and not best_nz)
+                                        or (nz == best_nz and (e > best
+                                                               or (e == best and t > last)))):
                                     best = e
+                                    best_nz = nz
                                     last = t
                         h2d_stall[last] = h2d_stall[last] + now - wait_since
                     wait_since = -1.0

@@ -196,3 +196,21 @@ def test_bad_plan_and_budget_raise():
         simulate(inst, Plan.from_mapping(inst, {"x": "recomp"}), 100)
     with pytest.raises(BudgetError):
         simulate(inst, Plan.keep_all(inst), -1)
+
+
+def test_stall_is_charged_to_the_input_that_moved_bytes():
+    # y (0 B) and z (100 B) swapped, both read by bA. z's D2H [1, 2]; forward ends at 2;
+    # y's H2D is instant, z's runs [2, 3]: bA waits 1 s, charged to z, not to y.
+    inst = build([("f1", 1), ("f2", 1)], [("bA", 1)],
+                 [("y", 0, "f1", ["bA"], None), ("z", 100, "f1", ["bA"], None)])
+    plan = Plan.from_mapping(inst, {"y": "swap", "z": "swap"})
+    for engine in ("reference", "compiled"):
+        ev = simulate(inst, plan, 1000, engine=engine)
+        assert ev.h2d_stall_s == {"z": approx(1.0)} and ev.stall_bwd_s == approx(1.0)
+
+
+@pytest.mark.parametrize("budget", [0.5, "100", True, None, 2**63])
+def test_simulate_takes_bytes(budget):
+    inst = build([("f1", 1)], [("b1", 1)], [("x", 10, "f1", ["b1"], None)])
+    with pytest.raises(BudgetError):
+        simulate(inst, Plan.keep_all(inst), budget)

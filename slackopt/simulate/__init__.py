@@ -71,8 +71,11 @@ def simulate(instance: Instance, plan: Plan, budget_bytes: int, *,
     Source: ../shared/spec/semantics.md; SlackSwap paper sections 2.1, 3.4 and 4.1.
     """
     plan.check(instance)
-    if budget_bytes < 0:
-        raise BudgetError(f"budget {budget_bytes} B is negative")
+    if isinstance(budget_bytes, bool) or not isinstance(budget_bytes, (int, np.integer)):
+        raise BudgetError(f"simulate takes the budget in bytes (an int), got {budget_bytes!r}; "
+                          "convert fractions and sizes with slackopt.budget_bytes(instance, b)")
+    if budget_bytes < 0 or budget_bytes > 2**62:
+        raise BudgetError(f"budget {budget_bytes} B is outside [0, 2**62]")
     if engine not in ("auto", "reference", "compiled"):
         raise ValueError(f"engine '{engine}' is not auto, reference or compiled")
     M = int(budget_bytes)
@@ -85,6 +88,29 @@ def simulate(instance: Instance, plan: Plan, budget_bytes: int, *,
     if plan.policy == "barrier_free" and not trace and engine != "reference":
         return _run_compiled(instance, plan.decisions, M)
     return RUNTIMES[plan.policy](instance, plan, M, trace).run()
+
+
+_WARM = False
+
+
+def warm_up() -> None:
+    """Load (or JIT-compile, the first time on a machine) the compiled engine.
+
+    The first compiled evaluation in a process pays numba's load time (about 0.5 s from
+    the on-disk cache, several seconds to compile); :func:`slackopt.solve` calls this
+    before it starts its planning-time clock so that cost is not charged to a solver.
+    """
+    global _WARM
+    if _WARM:
+        return
+    from slackopt.hardware import Link
+    from slackopt.instance import Op, Tensor
+
+    tiny = Instance("warm-up", [Op("f", "fwd", 1.0), Op("b", "bwd", 1.0)],
+                    [Tensor("x", 1, "f", ("b",))], Link("warm-up", 1.0))
+    for code in (KEEP, SWAP):
+        _run_compiled(tiny, np.array([code], dtype=np.int8), 1)
+    _WARM = True
 
 
 def _fast_static(inst: Instance):
@@ -148,5 +174,5 @@ def _run_compiled(inst: Instance, decisions: np.ndarray, M: int) -> Evaluation:
     )
 
 
-__all__ = ["Evaluation", "simulate", "build_tasks", "runtime_layers", "RUNTIMES", "TaskList",
-           "KEEP", "SWAP", "RECOMP", "_Static", "_static"]
+__all__ = ["Evaluation", "simulate", "warm_up", "build_tasks", "runtime_layers", "RUNTIMES",
+           "TaskList", "KEEP", "SWAP", "RECOMP", "_Static", "_static"]

@@ -253,8 +253,11 @@ class Engine:
             return False
         if self.wait_inputs_since >= 0.0:
             if now > self.wait_inputs_since:
+                # The wait is charged to the input whose H2D ended last; a zero-byte
+                # input moves nothing and is charged only if no other input was fetched.
+                sz = self.st.s
                 last = max((t for t in rk if dec[t] == SWAP),
-                           key=lambda t: (self._h2d_end.get(t, -1.0), t))
+                           key=lambda t: (sz[t] > 0, self._h2d_end.get(t, -1.0), t))
                 nm = self.st.saved_names[last]
                 self.h2d_stall[nm] = self.h2d_stall.get(nm, 0.0) + now - self.wait_inputs_since
             self.wait_inputs_since = -1.0
