@@ -269,7 +269,8 @@ def _root(
 @app.command()
 @_guarded
 def make(
-    workload: Annotated[str, typer.Argument(help="Workload name (gpt2, bert, llama, vgg...).")],
+    workload: Annotated[str, typer.Argument(
+        help="Workload name: gpt2-xl, bert-large, llama-7b, vgg16, tiny, chain.")],
     output: Annotated[Path, typer.Option("--output", "-o", help="Instance file to write.")],
     gpu: Annotated[str, typer.Option(help="GPU preset.")] = "a100",
     link: Annotated[str | None, typer.Option(help="Host-link preset (default: the GPU's).")

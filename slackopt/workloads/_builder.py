@@ -84,12 +84,25 @@ def overrides_of(params: Mapping[str, Any], defaults: Mapping[str, Any]) -> dict
     return out
 
 
+MAX_PARAM = 2**24
+"""Largest value of an integer workload parameter (hidden size, sequence, batch, ...)."""
+MAX_LAYERS = 4096
+"""Largest number of blocks a generator builds (the instance grows linearly with it)."""
+_LIMITS = {"layers": MAX_LAYERS, "n_layers": MAX_LAYERS, "min_bytes": 2**53, "max_bytes": 2**53}
+
+
 def check_int(name: str, value: Any, minimum: int = 1) -> int:
-    """Return ``value`` as an int >= minimum or raise :class:`WorkloadError` naming it."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        if isinstance(value, float) and value.is_integer() and value >= minimum:
-            return int(value)
-        raise WorkloadError(f"parameter '{name}' must be an integer >= {minimum}, got {value!r}")
+    """Return ``value`` as an int in [minimum, limit] or raise :class:`WorkloadError`.
+
+    The limit is MAX_LAYERS for layer counts and MAX_PARAM otherwise: larger models do not
+    exist and would exhaust memory while the instance is built.
+    """
+    maximum = _LIMITS.get(name, MAX_PARAM)
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
+        raise WorkloadError(f"parameter '{name}' must be an integer in [{minimum}, {maximum}], "
+                            f"got {value!r}")
     return int(value)
 
 
