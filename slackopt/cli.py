@@ -1008,19 +1008,25 @@ def profile_cmd(
 @_guarded
 def reproduce_cmd(
     out: Annotated[Path, typer.Option("--out", "-o", help="Directory for report.md, the PNG "
-                                      "figures and the CSV tables (files of the same names "
-                                      "are replaced).")],
+                                      "figures and the CSV tables; one that already holds a "
+                                      "report.md is refused unless --force.")],
     quick: Annotated[bool, typer.Option("--quick", help="Fewer budgets and a 5 s genetic "
                                         "search (a few minutes instead of about ten).")] = False,
     workers: Annotated[int, typer.Option("--workers", min=1, help="Local worker processes "
                                          "for the sweeps.")] = 2,
     tiny: Annotated[bool, typer.Option("--tiny", hidden=True,
                                        help="Scaled-down workloads (tests only).")] = False,
+    force: ForceOpt = False,
     json_output: JsonOpt = False,
 ) -> dict[str, Any] | None:
     """Regenerate the paper's Figures 4 and 5, Tables 2 and 3 and the VGG-16 vDNN check,
     with a report that puts every number beside the paper's."""
+    from slackopt.io import OutputExistsError
     from slackopt.reproduce import reproduce
+
+    if (out / "report.md").exists() and not force:
+        raise OutputExistsError(f"{out} already holds a reproduction (report.md); pass --force "
+                                "to replace its files, or choose another --out")
 
     res = reproduce(out, quick=quick, workers=workers, progress=sys.stderr.isatty(),
                     _tiny=tiny)

@@ -56,3 +56,12 @@ def test_claim_difference_is_the_distance_to_the_paper_range():
     assert Claim("k", "s", "w", (80.0, 82.0), 81.0, "%", 3.0).diff == 0.0
     assert Claim("k", "s", "w", (36.0, 36.0), 40.0, "%", 6.0).ok is True
     assert Claim("k", "s", "w", (36.0, 36.0), float("nan"), "%", 6.0).ok is None
+
+
+def test_reproduce_refuses_to_replace_a_report(tmp_path, capsys):
+    from slackopt.cli import main
+
+    (tmp_path / "report.md").write_text("mine")
+    rc = main(["reproduce", "--tiny", "--out", str(tmp_path), "--workers", "1"])
+    assert rc == 2 and (tmp_path / "report.md").read_text() == "mine"
+    assert "--force" in capsys.readouterr().err
