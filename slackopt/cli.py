@@ -467,9 +467,14 @@ def simulate(
 
     inst = load_instance(instance)
     p = load_plan(plan, inst)
+    made_for = json.loads(Path(plan).read_text()).get("instance")
+    if made_for and made_for != inst.name:
+        sys.stderr.write(f"slackopt: note: {plan} was made for instance '{made_for}', not "
+                         f"'{inst.name}'; its tensor names match, so it is simulated as is\n")
     m = budget_bytes(inst, budget)
     ev = run_simulation(inst, p, m)
-    doc = {"instance": inst.name, "plan_file": str(plan), "policy": p.policy,
+    doc = {"instance": inst.name, "plan_instance": made_for, "plan_file": str(plan),
+           "policy": p.policy,
            "budget_bytes": m, "budget_fraction": _budget_fraction(m, inst.P),
            "decisions": p.counts(), "bytes_by_decision": p.bytes_by_decision(inst),
            "evaluation": ev.to_dict()}

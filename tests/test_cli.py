@@ -347,3 +347,18 @@ def test_plan_decisions_are_kept(files: dict[str, Path], tmp_path: Path) -> None
     assert doc["decisions"] == {"keep": 2, "swap": 0, "recomp": 1}
     assert doc["bytes_by_decision"]["recomp"] == int(inst.s[plan.decisions == RECOMP].sum())
     assert doc["bytes_by_decision"]["keep"] == int(inst.s[plan.decisions == KEEP].sum())
+
+
+def test_simulate_notes_a_plan_made_for_another_instance(tmp_path, capsys):
+    from slackopt.cli import main
+
+    a = Path(__file__).parent.parent / "instances" / "teaching" / "tiny-gpt_a100-pcie4.json"
+    b = Path(__file__).parent.parent / "instances" / "teaching" / "tiny-gpt_titanx-pcie3.json"
+    plan = tmp_path / "plan.json"
+    assert main(["solve", str(a), "--solver", "keep_all", "--budget", "1.0", "-o", str(plan),
+                 "--json"]) == 0
+    capsys.readouterr()
+    assert main(["simulate", str(b), str(plan), "--json"]) == 0
+    out = capsys.readouterr()
+    assert json.loads(out.out)["plan_instance"] == "tiny_a100-pcie4"
+    assert "was made for instance 'tiny_a100-pcie4'" in out.err
