@@ -57,3 +57,14 @@ def test_engine_argument_is_checked():
         simulate(inst, Plan.keep_all(inst), inst.P, engine="gpu")
     with pytest.raises(ValueError, match="no trace"):
         simulate(inst, Plan.keep_all(inst), inst.P, trace=True, engine="compiled")
+
+
+def test_warm_up_compiles_the_signature_plans_use():
+    from slackopt._fastsim import run_barrier_free
+    from slackopt.simulate import warm_up
+
+    warm_up()
+    before = len(run_barrier_free.signatures)
+    inst = make("tiny")
+    simulate(inst, Plan.keep_all(inst), inst.P, engine="compiled")
+    assert len(run_barrier_free.signatures) == before  # no new compilation

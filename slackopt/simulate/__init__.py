@@ -109,7 +109,8 @@ def warm_up() -> None:
     tiny = Instance("warm-up", [Op("f", "fwd", 1.0), Op("b", "bwd", 1.0)],
                     [Tensor("x", 1, "f", ("b",))], Link("warm-up", 1.0))
     for code in (KEEP, SWAP):
-        _run_compiled(tiny, np.array([code], dtype=np.int8), 1)
+        # Through a Plan: its read-only decisions array is the signature real calls use.
+        _run_compiled(tiny, Plan.uniform(tiny, code).decisions, 1)
     _WARM = True
 
 
