@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+import networkx as nx
 import numpy as np
 import pytest
 
@@ -234,3 +235,24 @@ def test_chain_bad_params():
         chain(3, min_bytes=10, max_bytes=5)
     with pytest.raises(WorkloadError):
         chain(0)
+
+
+def test_unet_structure_and_long_skips():
+    """levels=2, batch=1, size=8, channels=2, 4-byte elements: level-0 activations are
+    1*8*8*2*4 = 512 B, level-1 ones 1*4*4*4*4 = 256 B, pools a quarter of their level."""
+    from slackopt.workloads.synthetic import unet
+    inst = unet(2, batch=1, size=8, channels=2, dtype_bytes=4)
+    names = list(inst.saved_names)
+    assert sorted(names) == sorted(["x", "e0", "p0", "e1", "p1", "k1", "k0", "d0"])
+    assert len(names) == 3 * 2 + 2
+    size = dict(zip(names, inst.s.tolist(), strict=True))
+    assert size == {"x": 512, "e0": 512, "p0": 128, "e1": 256, "p1": 64,
+                    "k1": 512, "k0": 1024, "d0": 512}
+    # the long skip: e0 is produced first and read by the last decoder concat
+    tensor = {t.name: t for t in inst.tensors}
+    assert tensor["e0"].producer == "enc0.conv"
+    assert "dec0.cat" in tensor["e0"].readers and "enc0.pool.b" in tensor["e0"].readers
+    assert tensor["x"].recipe is None and not np.isfinite(inst.c[names.index("x")])
+    assert nx.is_directed_acyclic_graph(inst.graph)
+    with pytest.raises(WorkloadError):
+        unet(3, size=4)

@@ -69,6 +69,9 @@ WORKLOADS: dict[str, Workload] = {
     "chain": Workload("chain", synthetic.chain,
                       "synthetic linear chain with seeded random sizes and FLOPs",
                       {"layers": "n_layers"}),
+    "unet": Workload("unet", synthetic.unet,
+                     "U-Net-like DAG: encoder/decoder levels joined by long skip connections",
+                     {"layers": "levels", "batch": "batch"}),
 }
 """The registry :func:`make` dispatches on."""
 

@@ -105,4 +105,151 @@ def chain(n_layers: int = 8, *, seed: int = 0, gpu: str | GPU = "a100",
                    make_meta("chain", params, g, lk))
 
 
-__all__ = ["chain", "DEFAULTS"]
+
+UNET_DEFAULTS = dict(levels=3, batch=4, size=64, channels=32, dtype_bytes=None)
+"""Default parameters of :func:`unet`."""
+
+
+def unet(levels: int = 3, *, batch: int = 4, size: int = 64, channels: int = 32,
+         dtype_bytes: int | None = None, gpu: str | GPU = "a100",
+         link: str | Link | None = None) -> Instance:
+    """A U-Net-like DAG with long skip connections (Ronneberger et al. 2015, simplified).
+
+    Not from the paper; a small graph whose saved tensors have very different lifetimes:
+    an encoder level's activation is read by the decoder level of the same resolution at
+    the end of the forward pass (a long skip), and its skip gradient lives through most of
+    the backward pass.
+
+    Structure, for level i = 0 .. levels-1 (resolution ``size / 2**i``, ``channels *
+    2**i`` channels, so every conv has the same FLOPs): ``enc{i}.conv`` reads the level's
+    input (``x`` or ``p{i-1}``) and writes ``e{i}`` (saved; recipe: re-run the conv);
+    ``enc{i}.pool`` reads ``e{i}`` and writes ``p{i}`` (saved; recipe: re-run the pool).
+    ``mid.conv`` reads ``p{levels-1}`` and writes ``m``. Decoder, i = levels-1 .. 0:
+    ``dec{i}.up`` upsamples the level below's output (``m`` or ``d{i+1}``, temporaries)
+    to ``u{i}``, ``dec{i}.cat`` concatenates ``u{i}`` with the skip ``e{i}`` into ``k{i}``
+    (saved; recipe: re-run the level below's conv, up and cat from that level's ``k``
+    (or ``p{levels-1}``) and ``e{i}``, holding the two intermediates), ``dec{i}.conv``
+    reads ``k{i}`` and writes ``d{i}``; ``loss`` reads ``d0`` (saved).
+    Backward, in reverse: ``loss.bwd``; per decoder level ``dec{i}.conv.b`` (reads the
+    gradient and ``k{i}``), ``dec{i}.cat.b`` (splits the gradient: the skip part
+    ``g_skip{i}`` lives until the encoder level's backward), ``dec{i}.up.b``;
+    ``mid.conv.b`` (reads ``p{levels-1}``); per encoder level ``enc{i}.pool.b`` (reads
+    ``e{i}``, the pool gradient and ``g_skip{i}``) and ``enc{i}.conv.b`` (reads the
+    level's input). The input ``x`` is kept for ``enc0.conv.b`` and cannot be rebuilt.
+    Saved tensors: ``3 * levels + 2`` (x, e_i, p_i, k_i, d0).
+
+    Op times use the GPU's roofline (3x3 convs as GEMMs, memory-bound ops at 85% of HBM);
+    backward convs cost twice the forward.
+
+    Args:
+        levels: encoder/decoder levels (>= 1).
+        batch: images per iteration (>= 1).
+        size: input height = width in pixels (>= 2**levels).
+        channels: channels at level 0 (>= 1).
+        dtype_bytes: bytes per element; None uses the GPU's training dtype.
+        gpu: GPU preset name or :class:`GPU`.
+        link: host-link preset name, :class:`Link`, or None for the GPU's default.
+
+    Returns:
+        The validated :class:`Instance`, named like ``"unet3_a100-pcie4"``.
+
+    Raises:
+        KeyError: unknown GPU or link preset.
+        WorkloadError: a parameter out of range.
+    """
+    g, lk = resolve_hardware(gpu, link)
+    L = check_int("levels", levels)
+    B = check_int("batch", batch)
+    S = check_int("size", size, minimum=2 ** L)
+    C = check_int("channels", channels)
+    db = g.dtype_bytes if dtype_bytes is None else check_int("dtype_bytes", dtype_bytes)
+
+    def act_bytes(i: int, ch_mult: int = 1) -> int:
+        """Bytes of a level-i activation (resolution S / 2**i, C * 2**i channels)."""
+        side = S // 2 ** i
+        return B * side * side * C * 2 ** i * ch_mult * db
+
+    def conv_flops(i: int) -> float:
+        side = S // 2 ** i
+        cin = cout = C * 2 ** i
+        return 2.0 * B * side * side * cin * cout * 9
+
+    b = GraphBuilder(g)
+    inp = b.op("input", "fwd", kind="input", duration_s=0.0)
+    x = b.tensor("x", B * S * S * C * db, inp, category="block_input")
+    prev, enc, pools = x, [], []
+    for i in range(L):
+        op = b.op(f"enc{i}.conv", "fwd", kind="conv", layer=i, flops=conv_flops(i),
+                  bytes_moved=2 * act_bytes(i), reads=[prev])
+        e = b.tensor(f"e{i}", act_bytes(i), op, category="act_out",
+                     recipe=Recipe((op,), (prev,)))
+        op = b.mem_op(f"enc{i}.pool", "fwd", kind="pool", layer=i,
+                      bytes_moved=act_bytes(i) * 5 // 4, reads=[e])
+        p = b.tensor(f"p{i}", act_bytes(i) // 4, op, category="pool_out",
+                     recipe=Recipe((op,), (e,)))
+        enc.append(e)
+        pools.append(p)
+        prev = p
+    mid = b.op("mid.conv", "fwd", kind="conv", layer=L, flops=conv_flops(L),
+               bytes_moved=2 * act_bytes(L), reads=[prev])
+    m = b.tensor("m", act_bytes(L), mid, category="temp")
+    dprev, cats, prev_conv = m, [], None
+    for i in reversed(range(L)):
+        up = b.mem_op(f"dec{i}.up", "fwd", kind="upsample", layer=i,
+                      bytes_moved=act_bytes(i + 1) + act_bytes(i), reads=[dprev])
+        u = b.tensor(f"u{i}", act_bytes(i), up, category="temp")
+        cat = b.mem_op(f"dec{i}.cat", "fwd", kind="concat", layer=i,
+                       bytes_moved=4 * act_bytes(i), reads=[u, enc[i]])
+        if prev_conv is None:   # below is the bottleneck: rebuild through it from p
+            rec = Recipe((mid, up, cat), (pools[L - 1], enc[i]),
+                         act_bytes(L) + act_bytes(i))
+        else:                   # rebuild through the level below's conv, from its k
+            rec = Recipe((prev_conv, up, cat), (cats[-1], enc[i]),
+                         act_bytes(i + 1) + act_bytes(i))
+        k = b.tensor(f"k{i}", act_bytes(i, 2), cat, category="concat", recipe=rec)
+        cats.append(k)
+        op = b.op(f"dec{i}.conv", "fwd", kind="conv", layer=i, flops=2 * conv_flops(i),
+                  bytes_moved=3 * act_bytes(i), reads=[k])
+        dprev = b.tensor(f"d{i}", act_bytes(i), op, category="act_out",
+                         recipe=Recipe((op,), (k,)) if i == 0 else None)
+        prev_conv = op
+    b.mem_op("loss", "fwd", kind="loss", layer=-1, bytes_moved=act_bytes(0), reads=[dprev])
+    lb = b.mem_op("loss.bwd", "bwd", kind="loss", layer=-1, bytes_moved=2 * act_bytes(0),
+                  reads=[dprev])
+    grad = b.tensor("g_d0", act_bytes(0), lb, category="grad")
+    skips: dict[int, str] = {}
+    for i in range(L):          # cats were built from level L-1 down to 0
+        k = cats[L - 1 - i]
+        op = b.op(f"dec{i}.conv.b", "bwd", kind="conv", layer=i, flops=4 * conv_flops(i),
+                  bytes_moved=5 * act_bytes(i), reads=[grad, k])
+        gk = b.tensor(f"g_k{i}", act_bytes(i, 2), op, category="grad")
+        op = b.mem_op(f"dec{i}.cat.b", "bwd", kind="concat", layer=i,
+                      bytes_moved=4 * act_bytes(i), reads=[gk])
+        gu = b.tensor(f"g_u{i}", act_bytes(i), op, category="grad")
+        skips[i] = b.tensor(f"g_skip{i}", act_bytes(i), op, category="grad")
+        op = b.mem_op(f"dec{i}.up.b", "bwd", kind="upsample", layer=i,
+                      bytes_moved=act_bytes(i) + act_bytes(i + 1), reads=[gu])
+        grad = b.tensor(f"g_d{i + 1}" if i + 1 < L else "g_m", act_bytes(i + 1), op,
+                        category="grad")
+    op = b.op("mid.conv.b", "bwd", kind="conv", layer=L, flops=2 * conv_flops(L),
+              bytes_moved=3 * act_bytes(L), reads=[grad, pools[L - 1]])
+    grad = b.tensor(f"g_p{L - 1}", act_bytes(L - 1) // 4, op, category="grad")
+    for i in reversed(range(L)):
+        op = b.mem_op(f"enc{i}.pool.b", "bwd", kind="pool", layer=i,
+                      bytes_moved=3 * act_bytes(i), reads=[grad, enc[i], skips[i]])
+        ge = b.tensor(f"g_e{i}", act_bytes(i), op, category="grad")
+        inp_i = x if i == 0 else pools[i - 1]
+        op = b.op(f"enc{i}.conv.b", "bwd", kind="conv", layer=i, flops=2 * conv_flops(i),
+                  bytes_moved=3 * act_bytes(i), reads=[ge, inp_i])
+        if i > 0:
+            grad = b.tensor(f"g_p{i - 1}", act_bytes(i - 1) // 4, op, category="grad")
+    params = dict(levels=L, batch=B, size=S, channels=C, dtype_bytes=db)
+    shown = {k: v for k, v in params.items()
+             if k != "levels" and UNET_DEFAULTS[k] is not None and v != UNET_DEFAULTS[k]}
+    if dtype_bytes is not None:
+        shown["dtype_bytes"] = db
+    return b.build(instance_name(f"unet{L}", g, lk, shown), lk,
+                   make_meta("unet", params, g, lk))
+
+
+__all__ = ["chain", "DEFAULTS", "unet", "UNET_DEFAULTS"]
