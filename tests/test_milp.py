@@ -1,0 +1,209 @@
+"""The MILP solver against exhaustive enumeration through the evaluator.
+
+On instances with at most 8 saved tensors every plan (3^n, minus recomputing tensors that
+cannot be rebuilt) is simulated. Checked: the relaxation's optimum, and its value with the
+decisions of sampled plans fixed, never exceed the simulated times (the lower bound is
+valid, plan by plan, which the no-good loop relies on); the solver's lower bound never
+exceeds the enumerated optimum; the returned plan is within 1% of it; SCIP, HiGHS and
+PuLP/CBC agree on the model's optimum; the optimum never gets worse as M grows; a budget
+below the model floor is infeasible and reports the floor, which is the exact minimum.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from helpers import build
+
+from slackopt.plan import KEEP, RECOMP, SWAP, Plan
+from slackopt.simulate import simulate
+from slackopt.solver import get_solver
+from slackopt.solver import solve as run_solve
+from slackopt.workloads import make
+from solvers.milp import MILP, build_model, lp_relaxation, model_floor
+
+TIME_LIMIT_S = 30.0
+
+
+def hand_instance():
+    """A hand-made DAG: a tensor read by three backward ops, a recipe chain with
+    transient bytes, op workspaces, a zero-byte saved tensor; slow link, 10 us latency."""
+    fwd = [("f0", 1e-4), ("f1", 2e-4, 1000), ("f2", 1.5e-4), ("f3", 1e-4)]
+    bwd = [("b3", 2e-4), ("b2", 3e-4, 2000), ("b1", 2e-4), ("b0", 2e-4)]
+    tensors = [("a0", 4000, "f0", ["f1", "b0", "b1"], None),
+               ("a1", 6000, "f1", ["f2", "b1"], (["f1"], ["a0"], 500)),
+               ("a2", 3000, "f2", ["f3", "b2"], (["f2"], ["a1"])),
+               ("z", 0, "f2", ["b2"], None),
+               ("a3", 5000, "f3", ["b3", "b2"], (["f3"], ["a2"])),
+               ("g3", 2000, "b3", ["b2"], None), ("g2", 2000, "b2", ["b1"], None),
+               ("g1", 2000, "b1", ["b0"], None)]
+    return build(fwd, bwd, tensors, W=1e8, lat=1e-5, duplex=0.85)
+
+
+_CACHE: dict = {}
+
+
+def instance(key: str):
+    if key not in _CACHE:
+        _CACHE[key] = {
+            "chain5": lambda: make("chain", layers=5),
+            "chain5-nvlink": lambda: make("chain", layers=5, link="nvlink-c2c"),
+            "hand": hand_instance,
+            "unet1": lambda: make("unet", layers=1),
+            "unet2-b16-pcie5": lambda: make("unet", layers=2, link="pcie5", batch=16),
+        }[key]()
+    return _CACHE[key]
+
+
+def enumerate_plans(inst, M):
+    """Every plan's simulated step time (inf if infeasible), by decision tuple."""
+    c = np.asarray(inst.c)
+    opts = [(KEEP, SWAP, RECOMP) if np.isfinite(c[t]) else (KEEP, SWAP)
+            for t in range(inst.n_saved)]
+    out = {}
+    for dec in itertools.product(*opts):
+        ev = simulate(inst, Plan(np.array(dec, np.int8), inst.saved_names), M)
+        out[dec] = ev.step_time_s if ev.feasible else float("inf")
+    return out
+
+
+_ENUM: dict = {}
+
+
+def enumerated(key: str, frac: float):
+    if (key, frac) not in _ENUM:
+        inst = instance(key)
+        _ENUM[key, frac] = enumerate_plans(inst, int(frac * inst.P))
+    return _ENUM[key, frac]
+
+
+CASES = [("chain5", 0.95), ("chain5", 0.8), ("chain5-nvlink", 0.8), ("chain5-nvlink", 0.65),
+         ("hand", 0.9), ("hand", 0.75), ("hand", 0.6), ("unet1", 0.9), ("unet1", 0.75),
+         ("unet2-b16-pcie5", 0.8)]
+
+
+@pytest.mark.parametrize("key,frac", CASES)
+def test_bound_valid_and_plan_optimal(key, frac):
+    inst = instance(key)
+    M = int(frac * inst.P)
+    times = enumerated(key, frac)
+    best = min(times.values())
+    assert np.isfinite(best)
+    res = MILP(time_limit_s=TIME_LIMIT_S).solve(inst, M)
+    assert res.status == "optimal"
+    assert res.lower_bound_s <= best * (1 + 1e-9)
+    ev = simulate(inst, res.plan, M)
+    assert ev.feasible and ev.step_time_s == pytest.approx(res.info["upper_bound_s"])
+    # the returned plan is the enumerated optimum (within 1%); here it is proven
+    assert ev.step_time_s <= best * 1.01
+    assert res.info["plan_proven_optimal"]
+    assert res.info["gap"] <= 1e-4 * (1 + 1e-6)
+
+
+@pytest.mark.parametrize("key,frac", [("chain5", 0.8), ("hand", 0.6), ("unet1", 0.75),
+                                      ("unet2-b16-pcie5", 0.8)])
+def test_relaxation_is_a_lower_bound_plan_by_plan(key, frac):
+    """The model with a plan's decisions fixed is at most the plan's simulated time."""
+    inst = instance(key)
+    M = int(frac * inst.P)
+    times = enumerated(key, frac)
+    feasible = sorted((t, d) for d, t in times.items() if np.isfinite(t))
+    rng = np.random.default_rng(0)
+    picks = feasible[:4] + feasible[-3:] + [feasible[i] for i in
+                                             rng.choice(len(feasible), 5, replace=False)]
+    model = build_model(inst, M, tier="full")
+    from solvers.milp import _ScipBackend
+    for T, dec in picks:
+        be = _ScipBackend(model.lin, threads=1, seed=0, rel_gap=1e-9)
+        for j, v in model.hint(np.array(dec, np.int8)).items():
+            be.add_row([(j, 1.0)], v, v)
+        sol = be.solve(30, None)
+        assert sol.status == "optimal"
+        assert sol.objective * model.t_unit <= T * (1 + 1e-9), (dec, T)
+    # the free optimum, the LP relaxation and the other tiers are lower bounds too
+    best = feasible[0][0]
+    for tier in ("full", "exact", "aggregated"):
+        m = build_model(inst, M, tier=tier)
+        lp, _ = lp_relaxation(m.lin, 30)
+        assert lp * m.t_unit <= best * (1 + 1e-9)
+        r = MILP(tier=tier, time_limit_s=TIME_LIMIT_S, warm_start=False).solve(inst, M)
+        assert r.lower_bound_s <= best * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("key,frac", [("chain5", 0.8), ("hand", 0.75)])
+def test_backends_agree(key, frac):
+    inst = instance(key)
+    M = int(frac * inst.P)
+    model = build_model(inst, M, tier="full")
+    from solvers.milp import _BACKEND_CLASSES
+    objs = {}
+    for name, cls in _BACKEND_CLASSES.items():
+        sol = cls(model.lin, threads=1, seed=0, rel_gap=1e-9).solve(60, None)
+        assert sol.status == "optimal", name
+        objs[name] = sol.objective
+        assert sol.bound is not None and sol.bound <= sol.objective * (1 + 1e-6)
+    ref = objs["scip"]
+    for v in objs.values():
+        assert v == pytest.approx(ref, rel=1e-6), objs
+    # and the whole solve agrees on the proven optimum
+    lows = {b: MILP(backend=b, time_limit_s=TIME_LIMIT_S).solve(inst, M) for b in objs}
+    ups = {b: r.info["upper_bound_s"] for b, r in lows.items()}
+    assert max(ups.values()) == pytest.approx(min(ups.values()), rel=1e-4)
+
+
+def test_optimum_never_worse_when_budget_grows():
+    inst = instance("chain5-nvlink")
+    prev = float("inf")
+    for frac in (0.62, 0.65, 0.7, 0.8, 0.9, 1.0):
+        M = int(frac * inst.P)
+        r = MILP(time_limit_s=TIME_LIMIT_S).solve(inst, M)
+        assert r.status == "optimal" and r.info["plan_proven_optimal"]
+        ub = r.info["upper_bound_s"]
+        assert ub <= prev * (1 + 1e-9)
+        prev = ub
+    assert prev == pytest.approx(inst.ideal_time_s)
+
+
+@pytest.mark.parametrize("key", ["chain5", "unet1", "hand"])
+def test_infeasible_below_floor_reports_the_floor(key):
+    inst = instance(key)
+    floor = model_floor(inst)
+    r = MILP().solve(inst, floor - 1)
+    assert r.status == "infeasible"
+    assert r.info["min_budget_bytes"] == floor and r.info["min_budget_exact"]
+    # exact: nothing runs below the floor, the all-swap plan runs at it
+    times = enumerate_plans(inst, floor - 1)
+    assert all(not np.isfinite(t) for t in times.values())
+    allswap = Plan(np.where(np.asarray(inst.s) > 0, SWAP, KEEP).astype(np.int8),
+                   inst.saved_names)
+    assert simulate(inst, allswap, floor).feasible
+    r2 = MILP(time_limit_s=TIME_LIMIT_S).solve(inst, floor)
+    assert r2.status in ("optimal", "feasible") and r2.plan is not None
+    assert simulate(inst, r2.plan, floor).feasible
+
+
+def test_keep_all_at_peak_and_registry():
+    inst = instance("chain5")
+    r = MILP().solve(inst, int(inst.P))
+    assert r.status == "optimal" and r.lower_bound_s == pytest.approx(inst.ideal_time_s)
+    assert isinstance(get_solver("milp", backend="highs"), MILP)
+    res = run_solve(inst, "milp", 0.8, time_limit_s=TIME_LIMIT_S)
+    assert res.evaluation.feasible
+    assert res.lower_bound_s <= res.evaluation.step_time_s * (1 + 1e-9)
+    assert res.info["upper_bound_s"] == pytest.approx(res.evaluation.step_time_s)
+    with pytest.raises(ValueError):
+        MILP(backend="gurobi")
+    with pytest.raises(ValueError):
+        MILP(no_such_option=True)
+
+
+def test_deterministic_for_a_seed():
+    inst = instance("unet1")
+    M = int(0.75 * inst.P)
+    a = MILP(seed=3).solve(inst, M)
+    b = MILP(seed=3).solve(inst, M)
+    assert a.plan == b.plan
+    assert a.lower_bound_s == b.lower_bound_s
+    assert [e.get("status") for e in a.info["log"]] == [e.get("status") for e in b.info["log"]]
