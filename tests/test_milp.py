@@ -199,11 +199,14 @@ def test_keep_all_at_peak_and_registry():
         MILP(no_such_option=True)
 
 
-def test_deterministic_for_a_seed():
-    inst = instance("unet1")
-    M = int(0.75 * inst.P)
+@pytest.mark.parametrize("key,frac", [("hand", 0.6), ("chain5", 0.8)])
+def test_deterministic_for_a_seed(key, frac):
+    """Runs that stop on the gap (not on the clock) repeat exactly for a seed."""
+    inst = instance(key)
+    M = int(frac * inst.P)
     a = MILP(seed=3).solve(inst, M)
     b = MILP(seed=3).solve(inst, M)
+    assert a.info["plan_proven_optimal"] and b.info["plan_proven_optimal"]
     assert a.plan == b.plan
     assert a.lower_bound_s == b.lower_bound_s
     assert [e.get("status") for e in a.info["log"]] == [e.get("status") for e in b.info["log"]]
