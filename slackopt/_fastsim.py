@@ -22,6 +22,9 @@ KEEP, SWAP, RECOMP = 0, 1, 2
 # Result codes.
 OK, FAIL_ALLOC, FAIL_H2D, INTERNAL_NOT_RESIDENT, INTERNAL_NOT_QUEUED, INTERNAL_NO_SHORT = (
     0, 1, 2, 3, 4, 5)
+FAIL_HOST = 6
+"""A D2H would exceed the host pinned-memory limit (fail_head: the tensor; short: the
+host bytes in use)."""
 
 
 def _csr(lists: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
@@ -53,11 +56,13 @@ class FastStatic:
         self.c = np.asarray(st.c, dtype=np.float64)
         self.rb_extra = np.asarray(st.rebuild_extra, dtype=np.int64)
         self.ri_ptr, self.ri_idx = _csr([list(x) for x in st.recipe_inputs])
+        self.rdy_ptr, self.rdy_idx = _csr(st.ready)
+        self.host_limit = int(st.host_limit)  # bytes, -1 for unlimited
 
     def args(self) -> tuple:
         return (self.n_fwd, self.op_dur, self.op_alloc, self.op_free, self.rd_ptr,
                 self.rd_idx, self.out_ptr, self.out_idx, self.fr_ptr, self.fr_idx, self.s,
-                self.c, self.rb_extra, self.ri_ptr, self.ri_idx)
+                self.c, self.rb_extra, self.ri_ptr, self.ri_idx, self.rdy_ptr, self.rdy_idx)
 
 
 @njit(cache=True)
@@ -148,11 +153,16 @@ def build_tasks(n_fwd, n_ops, rd_ptr, rd_idx, ri_ptr, ri_idx, dec):
 
 @njit(cache=True)
 def run_barrier_free(n_fwd, op_dur, op_alloc, op_free, rd_ptr, rd_idx, out_ptr, out_idx,
-                     fr_ptr, fr_idx, s, c, rb_extra, ri_ptr, ri_idx, dec, M, W, duplex, lat):
+                     fr_ptr, fr_idx, s, c, rb_extra, ri_ptr, ri_idx, rdy_ptr, rdy_idx, dec, M,
+                     W, duplex, lat, host_limit):
     """One iteration under the barrier-free runtime (see slackopt.simulate).
 
+    `host_limit` is the host pinned-memory limit (bytes), -1 for unlimited; `rdy_ptr`,
+    `rdy_idx` list per op the saved tensors ready when it ends (D2H queued then).
+
     Returns (code, now, stall_fwd, stall_bwd, recompute, d2h_bytes, h2d_bytes, evictions,
-    peak, used, fail_task, fail_head, short, h2d_stall, task_op, task_t).
+    peak, used, fail_task, fail_head, short, h2d_stall, task_op, task_t); for FAIL_HOST,
+    fail_head is the tensor whose D2H was refused and short the host bytes in use.
     """
     n_ops = op_dur.shape[0]
     ns = dec.shape[0]
@@ -245,6 +255,9 @@ def run_barrier_free(n_fwd, op_dur, op_alloc, op_free, rd_ptr, rd_idx, out_ptr, 
     h2d_end = np.full(ns, -1.0)
     h2d_stall = np.zeros(ns)
     reading = np.zeros(ns, dtype=np.bool_)
+    host_held = np.zeros(ns, dtype=np.bool_)
+    host_rel = np.zeros(ns, dtype=np.bool_)
+    host_used = 0
 
     now = 0.0
     used = 0
@@ -340,6 +353,15 @@ def run_barrier_free(n_fwd, op_dur, op_alloc, op_free, rd_ptr, rd_idx, out_ptr, 
                     wait_since = now
             if d_t < 0 and qh < qt:
                 t = d2hq[qh]
+                if not host_held[t]:
+                    if 0 <= host_limit and host_limit < host_used + s[t]:
+                        code = FAIL_HOST
+                        fail_task = k
+                        fail_head = t
+                        short = host_used
+                        break
+                    host_held[t] = True
+                    host_used += s[t]
                 qh += 1
                 d_t = t
                 d_lat = now + lat
@@ -381,6 +403,8 @@ def run_barrier_free(n_fwd, op_dur, op_alloc, op_free, rd_ptr, rd_idx, out_ptr, 
                                 h_rem = float(s[t])
                             progressed = True
 
+        if code != OK:
+            break
         if k >= nt and not comp_busy:
             break
         ev = comp_end if comp_busy else INF
@@ -470,6 +494,9 @@ def run_barrier_free(n_fwd, op_dur, op_alloc, op_free, rd_ptr, rd_idx, out_ptr, 
             if state[t] == FWD and fwd_done[t]:
                 state[t] = HOST
                 used -= s[t]
+            if host_rel[t] and host_held[t]:
+                host_held[t] = False
+                host_used -= s[t]
         if h_fin:
             t = h_t
             h_t = -1
@@ -482,8 +509,8 @@ def run_barrier_free(n_fwd, op_dur, op_alloc, op_free, rd_ptr, rd_idx, out_ptr, 
             used -= free[k]
             op = task_op[k]
             if op >= 0 and op < n_fwd:
-                for p in range(out_ptr[op], out_ptr[op + 1]):
-                    t = out_idx[p]
+                for p in range(rdy_ptr[op], rdy_ptr[op + 1]):
+                    t = rdy_idx[p]
                     if dec[t] == SWAP:
                         if s[t] == 0:
                             d2h_done[t] = True
@@ -508,6 +535,10 @@ def run_barrier_free(n_fwd, op_dur, op_alloc, op_free, rd_ptr, rd_idx, out_ptr, 
                     need_ptr[tr_idx[p]] += 1
             for p in range(rcnt[k], rcnt[k + 1]):
                 t = rl_idx[p]
+                host_rel[t] = True
+                if host_held[t] and d2h_done[t]:
+                    host_held[t] = False
+                    host_used -= s[t]
                 if state[t] == DEV or state[t] == FWD:
                     used -= s[t]
                 state[t] = ABSENT

@@ -320,6 +320,8 @@ _SUMMARY_LABELS = {
     "saved_bytes": "saved bytes A", "peak_bytes": "keep-all peak P",
     "forward_time_s": "forward time T_F", "ideal_time_s": "ideal step T*",
     "link_bytes_per_s": "link bandwidth W",
+    "saved_storages": "saved storages (views merged)",
+    "rng_capture": "RNG capture", "host_memory_bytes": "host pinned-memory limit",
 }
 
 
@@ -340,14 +342,15 @@ def describe(
     from slackopt import linkbudget
 
     summary = inst.summary()
-    report = dict(linkbudget.report(inst))
+    low = inst.lowered  # views merged into their storages: bytes counted once
+    report = dict(linkbudget.report(low))
     cats: dict[str, dict[str, int]] = {}
-    for cat, size in zip(inst.saved_categories, inst.s.tolist(), strict=True):
+    for cat, size in zip(low.saved_categories, low.s.tolist(), strict=True):
         c = cats.setdefault(cat, {"count": 0, "bytes": 0})
         c["count"] += 1
         c["bytes"] += int(size)
     cats = dict(sorted(cats.items(), key=lambda kv: -kv[1]["bytes"]))
-    rebuildable = int(np.isfinite(inst.c).sum())
+    rebuildable = int(np.isfinite(low.c).sum())
     doc = {**summary, "path": str(instance), "rebuildable_tensors": rebuildable,
            "link_budget": report, "saved_by_category": cats}
     if json_output:
@@ -442,7 +445,11 @@ def solve(
                       + (f" ({frac:.3f} of P)" if frac is not None else ""))
         else:
             con.print("smallest budget this solver reaches: unknown")
-    info = {str(k): _brief(v) for k, v in res.info.items() if k != "min_budget_bytes"}
+    note = res.info.get("note")
+    if isinstance(note, str) and note:
+        con.print(f"note: {note}")
+    info = {str(k): _brief(v) for k, v in res.info.items()
+            if k not in ("min_budget_bytes", "note")}
     if info:
         con.print(_kv_table("Solver info", info))
     if plan_file:

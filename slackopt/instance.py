@@ -7,7 +7,8 @@ notation of the SlackSwap paper (section 3.1), numpy arrays over the *saved* ten
 by at least one backward op), in production order:
 
 - ``s``   size (bytes, int64)
-- ``r``   production time: end of the producer in the ideal schedule (s)
+- ``r``   production time: end of the producer in the ideal schedule (s); for a tensor
+          mutated in place later in the forward pass, end of its last mutating op
 - ``d``   first backward use: start of the first backward reader (s)
 - ``c``   rebuild time: sum of the recipe's op durations (s), ``inf`` if not rebuildable
 - ``rho`` ``c / s`` (s/B), ``inf`` for zero-byte or unrebuildable tensors
@@ -20,11 +21,48 @@ when its last reader ends; an op's workspace is held while it runs.
 Ops with phase ``"rebuild"`` are not part of the schedule: they exist only to be re-run by
 recipes (for example regenerating a dropout mask from its RNG state, which is cheaper
 than re-running the dropout).
+
+Extensions of ../shared/spec/semantics.md ("Instance") that real training steps need:
+
+- **Storage aliasing** (``Tensor.storage``). Several tensors may be views of one storage
+  (a tensor and its transpose, a slice of a buffer). Memory is counted once per storage,
+  one D2H and one H2D move the storage's bytes once, and freeing or offloading a view
+  frees or moves the whole storage (the base's ``size_bytes``, not the view's elements),
+  also when the base itself is not saved. Each view keeps its own name, readers and
+  decision slot in plans, but all saved views of one storage must get the same decision
+  (:meth:`slackopt.plan.Plan.check` rejects a plan that splits them, naming both views
+  and both decisions). Implemented by *lowering*: :attr:`Instance.lowered` merges every
+  storage group into its base tensor (size = storage bytes, producer = the base's,
+  readers = the union of the group's readers, ``mutated_by`` = the union, recipe = the
+  one recipe the group's members declare, or none if they declare different ones); the
+  evaluator and :func:`slackopt.solve` work on the lowered instance and map plans between
+  the two (:meth:`~slackopt.plan.Plan.lowered`, :meth:`~slackopt.plan.Plan.from_lowered`).
+  A recipe in a storage group rebuilds the storage, so its ops run no later than the
+  base's producer. An instance without views is its own lowered instance.
+- **RNG capture** (``rng_capture``, default True). Random ops (``Op.random``, dropout) are
+  rebuilt only by regenerating from saved RNG state (an 8-byte ``rng_state`` tensor that
+  is counted like any tensor). When the instance says RNG capture is unsupported
+  (``rng_capture=False``), every recipe that runs a random op, an RNG-regeneration op
+  (kind ``"rng_regen"``) or reads an ``rng_state`` tensor is invalid: c = inf, no solver
+  can recompute the tensor and the evaluator rejects a plan that does.
+- **In-place mutation** (``Tensor.mutated_by``). Chosen behaviour: the validator *rejects*
+  a recipe that would rebuild the pre-mutation value (it lacks a mutating op) with an
+  InstanceError naming the tensor, the op and the fix; a recipe that lists the mutating
+  ops (which run after the producer, an exception to the recipe-order rule) is valid.
+  A swap copies the final value: the tensor is *ready* (``saved_ready_idx``, and r) at
+  the end of its last mutating op, and its D2H is queued then, not when its producer
+  ends (the device copy is allocated at the producer's start as usual).
+- **Host pinned-memory limit** (``host_memory_bytes``, None = unlimited). A swapped
+  storage occupies host memory from the start of its D2H until its last backward reader
+  ends (or its D2H ends, if later). A D2H that would raise host occupancy above the limit
+  makes the evaluation infeasible, with a failure naming the tensor, the host bytes in
+  use and the limit (both evaluation engines, bit for bit).
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -37,6 +75,10 @@ from slackopt.errors import InstanceError
 from slackopt.hardware import Link
 
 PHASES = ("fwd", "bwd", "rebuild")
+RNG_REGEN_KIND = "rng_regen"
+"""Op kind of an op that regenerates random numbers from saved RNG state."""
+RNG_STATE_CATEGORY = "rng_state"
+"""Tensor category of saved RNG state (8 bytes per random op)."""
 MAX_BYTES = 2**53
 """Largest size (bytes) of one tensor, workspace or transient: exact in float64 copies."""
 MAX_DURATION_S = 1e9
@@ -97,6 +139,17 @@ class Tensor:
         readers: names of the scheduled ops that read it (forward and backward).
         recipe: how to rebuild it, or None if it cannot be rebuilt (c = inf).
         category: tensor class ("block_input", "qkv", "mask", "grad", ...).
+        storage: None if the tensor owns its storage; else the name of the *base* tensor
+            whose storage it views (a transpose, a slice, a reshape). The base must own its
+            storage (no chains), and the view must be produced in the same phase as its
+            base, no earlier than it. The storage's bytes are the base's ``size_bytes``;
+            the view's own ``size_bytes`` (its elements) is informational only. See
+            "Storage aliasing" in the :class:`Instance` docstring.
+        mutated_by: names of forward ops that overwrite this tensor in place after its
+            producer (``relu_``, ``add_``, ``masked_fill_``). Each must be
+            one of its readers. The value the backward pass reads is the one after the last
+            mutation, so a recipe must re-run every mutating op; a recipe that does not
+            is rejected (InstanceError "add the op to the recipe, or drop the recipe").
     """
 
     name: str
@@ -105,6 +158,8 @@ class Tensor:
     readers: tuple[str, ...] = ()
     recipe: Recipe | None = None
     category: str = "other"
+    storage: str | None = None
+    mutated_by: tuple[str, ...] = ()
 
 
 def _is_int(x: Any) -> bool:
@@ -137,18 +192,29 @@ class Instance:
         tensors: every tensor (saved, temporaries, gradients).
         link: the host link (bandwidth per direction, duplex factor, copy latency).
         meta: provenance (generator name and parameters); stored, never interpreted.
+        rng_capture: False if RNG state cannot be saved and replayed: every recipe
+            through a random op is invalid (c = inf). See the module docstring.
+        host_memory_bytes: host pinned-memory limit for swapped storages (bytes, int in
+            [0, 2**62]), or None for unlimited.
 
     Raises:
         InstanceError: naming the op or tensor, if the instance is malformed: duplicate
             names, a phase out of order, a negative or non-finite size or duration, a
             reference that does not resolve, a reader not after its producer, a cycle,
-            a recipe that reads an unsaved tensor or runs a backward op.
+            a recipe that reads an unsaved tensor or runs a backward op, a recipe that
+            misses an op that mutates its tensor in place, a view of a view or of a
+            missing tensor, storage groups whose merged recipe is invalid, a bad
+            ``host_memory_bytes``.
 
     Attributes (derived; arrays are read-only):
         n_ops: number of scheduled ops. ``start_s``, ``end_s``: ideal start and end of
         each scheduled op (s). ``forward_time_s`` (T_F), ``ideal_time_s`` (T*).
         ``saved``: tensor indices of the saved tensors in production order; ``s, r, d, c,
         rho``: arrays over them; ``P``: keep-all peak (bytes); ``A``: saved bytes.
+        With views (``aliased`` True) the per-saved-tensor arrays describe each view by
+        its own fields, while ``P``, ``A`` and ``keep_all_profile`` count each storage
+        once (they are those of :attr:`lowered`); ``saved_unit`` maps each saved
+        position to its storage's saved position in :attr:`lowered`.
     """
 
     def __init__(
@@ -158,13 +224,29 @@ class Instance:
         tensors: Sequence[Tensor],
         link: Link,
         meta: Mapping[str, Any] | None = None,
+        *,
+        rng_capture: bool = True,
+        host_memory_bytes: int | None = None,
     ) -> None:
         self.name = str(name)
         self.ops: tuple[Op, ...] = tuple(ops)
         self.tensors: tuple[Tensor, ...] = tuple(tensors)
         self.link = link
         self.meta: dict[str, Any] = dict(meta or {})
+        if not isinstance(rng_capture, (bool, np.bool_)):
+            raise InstanceError(f"rng_capture must be true or false, got {rng_capture!r}")
+        self.rng_capture = bool(rng_capture)
+        if host_memory_bytes is not None and not (_is_int(host_memory_bytes)
+                                                  and 0 <= host_memory_bytes <= 2**62):
+            raise InstanceError(f"host_memory_bytes must be null (unlimited) or an integer "
+                                f"number of bytes in [0, 2**62], got {host_memory_bytes!r}")
+        self.host_memory_bytes: int | None = (None if host_memory_bytes is None
+                                              else int(host_memory_bytes))
+        self._lowered: Instance | None = None
+        self.saved_unit: np.ndarray | None = None
         self._validate_and_index()
+        if any(t.storage is not None for t in self.tensors):
+            self._lower()
 
     # ------------------------------------------------------------------ building
     def _validate_and_index(self) -> None:
@@ -256,6 +338,8 @@ class Instance:
                     raise InstanceError(f"tensor '{t.name}': reader '{rd}' listed twice")
                 seen.add(rd)
         self._t_index = t_index
+        for t in tensors:
+            self._check_storage_and_mutation(t)
         total = sum(int(t.size_bytes) for t in tensors) + sum(int(op.workspace_bytes)
                                                                for op in ops)
         if total > 2**62:
@@ -329,6 +413,7 @@ class Instance:
 
         # Recipes.
         c = np.full(len(saved), np.inf)
+        self._blockers: dict[int, str] = {}  # saved position -> why c = inf (recipe given)
         self.recipe_inputs: list[tuple[int, ...]] = []  # saved positions of recipe inputs
         self.recipe_ops: list[tuple[int, ...]] = []
         self.recipe_transient: np.ndarray = np.zeros(len(saved), dtype=np.int64)
@@ -351,11 +436,18 @@ class Instance:
                     raise InstanceError(
                         f"tensor '{t.name}': recipe op '{o}' is a backward op; recipes re-run "
                         "forward or rebuild-only ops")
-                if ops[q].phase == "fwd" and q > prod[j]:
+                if ops[q].phase == "fwd" and q > prod[j] and o not in t.mutated_by:
                     raise InstanceError(
                         f"tensor '{t.name}': recipe op '{o}' runs after the producer "
                         f"'{t.producer}' in the forward pass; it cannot help rebuild it")
                 idx.append(q)
+            for u in t.mutated_by:
+                if u not in rec.ops:
+                    raise InstanceError(
+                        f"tensor '{t.name}': recipe misses op '{u}', which mutates the tensor "
+                        f"in place after its producer '{t.producer}', so the recipe would "
+                        "rebuild the pre-mutation value; add the op to the recipe, or drop "
+                        "the recipe")
             ins = []
             for x in rec.inputs:
                 jj = t_index.get(x)
@@ -378,16 +470,39 @@ class Instance:
             self.recipe_ops.append(tuple(idx))
             self.recipe_transient[k] = rec.transient_bytes
             self.recipe_workspace[k] = max(ops[q].workspace_bytes for q in idx)
-            if not any(ops[q].never_recompute for q in idx):
+            blocker = next((f"its recipe runs never-recompute op '{ops[q].name}'"
+                            for q in idx if ops[q].never_recompute), None)
+            if blocker is None and not self.rng_capture:
+                blocker = next((f"its recipe runs op '{ops[q].name}', which needs saved RNG "
+                                "state, and the instance has rng_capture = false (RNG state "
+                                "cannot be saved)"
+                                for q in idx
+                                if ops[q].random or ops[q].kind == RNG_REGEN_KIND), None)
+                if blocker is None:
+                    blocker = next((f"its recipe reads RNG state '{x}' and the instance has "
+                                    "rng_capture = false (RNG state cannot be saved)"
+                                    for x in rec.inputs
+                                    if tensors[t_index[x]].category == RNG_STATE_CATEGORY),
+                                   None)
+            if blocker is None:
                 c[k] = float(sum(ops[q].duration_s for q in idx))
+            else:
+                self._blockers[k] = blocker
         # A recipe whose inputs chain back to an unrebuildable-through-recipe cycle cannot
         # happen: inputs are produced no later than the tensor, and a tensor cannot read
         # itself; equal production (two outputs of one op) is acyclic unless mutual.
         self._check_recipe_cycles()
 
         sv = saved
+        # Ready: the op after which a saved tensor holds its final forward value (its
+        # producer, or its last in-place mutation): r and the D2H of a swap start there.
+        ready = prod[sv].copy()
+        for k, j in enumerate(sv.tolist()):
+            for u in tensors[j].mutated_by:
+                ready[k] = max(ready[k], op_index[u])
+        self.saved_ready_idx = ready
         self.s = size[sv].copy()
-        self.r = end[prod[sv]] if sv.size else np.zeros(0)
+        self.r = end[ready] if sv.size else np.zeros(0)
         self.d = start[first_bwd[sv]] if sv.size else np.zeros(0)
         self.c = c
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -401,7 +516,8 @@ class Instance:
         for arr in (self.s, self.r, self.d, self.c, self.rho, self.durations_s, self.start_s,
                     self.end_s, self.saved, self.tensor_size, self.tensor_producer_idx,
                     self.tensor_last_reader_idx, self.is_bwd, self.is_saved, self.recipe_transient,
-                    self.recipe_workspace, self.saved_prod_idx, self.saved_last_fwd_idx,
+                    self.recipe_workspace, self.saved_prod_idx, self.saved_ready_idx,
+                    self.saved_last_fwd_idx,
                     self.saved_first_bwd_idx, self.saved_last_bwd_idx):
             arr.flags.writeable = False
 
@@ -431,6 +547,140 @@ class Instance:
         self.keep_all_profile = keep_prof
         self.P = int(keep_prof.max()) if n_sched else 0
         self.A = int(self.s.sum())
+
+    def _check_storage_and_mutation(self, t: Tensor) -> None:
+        """Validate ``t.storage`` and ``t.mutated_by`` (indices already built)."""
+        ops, op_index = self.ops, self._op_index
+        if t.storage is not None:
+            if not isinstance(t.storage, str):
+                raise InstanceError(f"tensor '{t.name}': storage must be a tensor name or "
+                                    f"null, got {t.storage!r}")
+            b = self._t_index.get(t.storage)
+            if b is None:
+                raise InstanceError(f"tensor '{t.name}': storage '{t.storage}' does not "
+                                    "exist; name the base tensor whose storage it views")
+            if t.storage == t.name:
+                raise InstanceError(f"tensor '{t.name}': storage names the tensor itself; "
+                                    "use null for a tensor that owns its storage")
+            base = self.tensors[b]
+            if base.storage is not None:
+                raise InstanceError(
+                    f"tensor '{t.name}': storage '{t.storage}' is itself a view of "
+                    f"'{base.storage}'; name the base '{base.storage}' directly")
+            pv, pb = op_index[t.producer], op_index[base.producer]
+            if pv < pb:
+                raise InstanceError(
+                    f"tensor '{t.name}': storage '{t.storage}' is produced by "
+                    f"'{base.producer}', after the view's producer '{t.producer}'; a view "
+                    "is produced no earlier than its base")
+            if ops[pv].phase != ops[pb].phase:
+                raise InstanceError(
+                    f"tensor '{t.name}': storage '{t.storage}' is produced in the "
+                    f"{ops[pb].phase} pass but the view in the {ops[pv].phase} pass; list the "
+                    "op that makes the view among the readers of the base instead")
+        if not _names(t.mutated_by):
+            raise InstanceError(f"tensor '{t.name}': mutated_by must be a list of op names, "
+                                f"got {t.mutated_by!r}")
+        p = op_index[t.producer]
+        for u in t.mutated_by:
+            q = op_index.get(u)
+            if q is None:
+                raise InstanceError(f"tensor '{t.name}': mutated_by op '{u}' does not exist")
+            if ops[q].phase != "fwd" or q <= p:
+                raise InstanceError(
+                    f"tensor '{t.name}': mutated_by op '{u}' must be a forward op that runs "
+                    f"after the producer '{t.producer}'")
+            if u not in t.readers:
+                raise InstanceError(f"tensor '{t.name}': mutated_by op '{u}' is not one of its "
+                                    "readers; list it among the readers too")
+
+    def _lower(self) -> None:
+        """Build :attr:`lowered` (storage groups merged into their base) and the maps."""
+        groups: dict[str, list[Tensor]] = {}
+        for t in self.tensors:
+            if t.storage is not None:
+                groups.setdefault(t.storage, []).append(t)
+        merged: list[Tensor] = []
+        conflicts: set[str] = set()  # storages whose views declare different recipes
+        for t in self.tensors:
+            if t.storage is not None:
+                continue
+            views = groups.get(t.name)
+            if not views:
+                merged.append(t)
+                continue
+            members = [t, *views]
+            readers = sorted({r for m in members for r in m.readers}, key=self._op_index.get)
+            mutated = tuple(dict.fromkeys(u for m in members for u in m.mutated_by))
+            recipes = {m.recipe for m in members if m.recipe is not None}
+            recipe = recipes.pop() if len(recipes) == 1 else None
+            if len(recipes) > 1:
+                conflicts.add(t.name)
+            merged.append(Tensor(t.name, t.size_bytes, t.producer, tuple(readers), recipe,
+                                 t.category, None, mutated))
+        # Recipe inputs that name a view read its storage.
+        base_of = {t.name: t.storage for t in self.tensors if t.storage is not None}
+        merged = [m if m.recipe is None or not any(x in base_of for x in m.recipe.inputs)
+                  else Tensor(m.name, m.size_bytes, m.producer, m.readers,
+                              Recipe(m.recipe.ops, tuple(dict.fromkeys(
+                                  base_of.get(x, x) for x in m.recipe.inputs)),
+                                  m.recipe.transient_bytes),
+                              m.category, None, m.mutated_by) for m in merged]
+        try:
+            low = Instance(self.name, self.ops, merged, self.link, self.meta,
+                           rng_capture=self.rng_capture,
+                           host_memory_bytes=self.host_memory_bytes)
+        except InstanceError as e:
+            msg = str(e)
+            m = re.match(r"^tensor '((?:[^']|'(?!:))*)': ", msg)
+            if m and m.group(1) in groups:
+                views = ", ".join(f"'{v.name}'" for v in groups[m.group(1)])
+                msg = (f"tensor '{m.group(1)}': as the storage of views {views}: "
+                       f"{msg[m.end():]}")
+            raise InstanceError(msg) from None
+        self._lowered = low
+        self._recipe_conflicts = conflicts
+        unit = np.array([low.saved_position(base_of.get(nm, nm)) for nm in self.saved_names],
+                        dtype=np.int64)
+        unit.flags.writeable = False
+        self.saved_unit = unit
+        self.P, self.A = low.P, low.A
+        self.keep_all_profile = low.keep_all_profile
+
+    @property
+    def aliased(self) -> bool:
+        """True if some tensors are views of another tensor's storage."""
+        return self._lowered is not None
+
+    @property
+    def lowered(self) -> Instance:
+        """The storage-level instance: every storage group merged into its base tensor
+        (see the module docstring); ``self`` when no tensor is a view."""
+        return self if self._lowered is None else self._lowered
+
+    def storage_of(self, name: str) -> str:
+        """Name of the storage (base tensor) tensor `name` lives in (itself if it owns
+        it); raises KeyError."""
+        t = self.tensor(name)
+        return t.name if t.storage is None else t.storage
+
+    def rebuild_blocker(self, name: str) -> str | None:
+        """Why saved tensor `name` cannot be rebuilt (c = inf), or None if it can.
+
+        For a view, the storage's rebuildability decides (see :attr:`lowered`).
+        Raises KeyError if `name` is not a saved tensor."""
+        k = self.saved_position(name)
+        if self._lowered is not None:
+            base = self.storage_of(name)
+            why = self._lowered.rebuild_blocker(base)
+            if why is not None and base in self._recipe_conflicts:
+                why = f"the views of storage '{base}' declare different recipes"
+            if why is not None and base != name:
+                return f"its storage '{base}' cannot be rebuilt: {why}"
+            return why
+        if np.isfinite(self.c[k]):
+            return None
+        return self._blockers.get(k, "it has no recipe")
 
     def _check_recipe_cycles(self) -> None:
         g = nx.DiGraph()
@@ -487,7 +737,9 @@ class Instance:
         return float(sum(op.flops for op in self.ops[: self.n_fwd]))
 
     def summary(self) -> dict[str, Any]:
-        """Plain-number summary: counts, A, P (bytes), T_F and T* (s)."""
+        """Plain-number summary: counts, A, P (bytes), T_F and T* (s); plus, only when
+        they depart from the defaults, ``saved_storages`` (saved storages, when views
+        share them), ``rng_capture`` (False) and ``host_memory_bytes`` (the limit)."""
         return {
             "name": self.name,
             "ops": self.n_ops,
@@ -499,6 +751,10 @@ class Instance:
             "ideal_time_s": self.ideal_time_s,
             "link": self.link.name,
             "link_bytes_per_s": self.link.bytes_per_s,
+            **({"saved_storages": self.lowered.n_saved} if self.aliased else {}),
+            **({} if self.rng_capture else {"rng_capture": False}),
+            **({} if self.host_memory_bytes is None
+               else {"host_memory_bytes": self.host_memory_bytes}),
         }
 
     def __repr__(self) -> str:

@@ -11,7 +11,16 @@ Two file formats, both JSON objects that start with ``"format"`` and ``"schema_v
        "ops": [{"name", "phase", "duration_s", "layer", "kind", "workspace_bytes",
                 "flops", "never_recompute", "random"}, ...],
        "tensors": [{"name", "size_bytes", "producer", "readers", "category",
-                    "recipe": null | {"ops", "inputs", "transient_bytes"}}, ...]}
+                    "recipe": null | {"ops", "inputs", "transient_bytes"},
+                    "storage", "mutated_by"}, ...]}
+
+  Optional instance-level fields (written only when they differ from the default):
+  ``"rng_capture": false`` (RNG state cannot be saved: no recipe may run a random op) and
+  ``"host_memory_bytes": N`` (host pinned-memory limit for swapped storages, bytes;
+  absent or null = unlimited). Optional tensor fields (written only when set):
+  ``"storage": "base"`` (the tensor is a view of tensor ``base``'s storage) and
+  ``"mutated_by": [op, ...]`` (forward ops that overwrite it in place). Their meaning:
+  :mod:`slackopt.instance` ("Extensions").
 
   Fields mean what the attributes of :class:`~slackopt.instance.Op`,
   :class:`~slackopt.instance.Tensor`, :class:`~slackopt.instance.Recipe` and
@@ -28,7 +37,9 @@ Two file formats, both JSON objects that start with ``"format"`` and ``"schema_v
   (:data:`slackopt.plan.RUNTIME_PARAMS`, e.g. ``{"eviction": "belady"}``).
 
   ``decisions`` names every saved tensor of the instance once; ``meta`` (optional) records
-  provenance (solver, budget, ...) and is never interpreted.
+  provenance (solver, budget, ...) and is never interpreted. Saved views of one storage
+  (``"storage"``) each have their own entry and must all get the same decision; a plan
+  that splits a storage is refused naming both views.
 
 Files are JSON only (never pickle or eval). Loading checks the structure with pydantic
 models (unknown fields, wrong types, NaN/Infinity, negative sizes are refused), then the
@@ -125,6 +136,8 @@ class TensorModel(_Strict):
     readers: list[Name] = []
     recipe: RecipeModel | None = None
     category: str = "other"
+    storage: Name | None = None
+    mutated_by: list[Name] = []
 
 
 class InstanceFileModel(_Strict):
@@ -134,6 +147,8 @@ class InstanceFileModel(_Strict):
     schema_version: Literal[1]
     name: str
     link: LinkModel
+    rng_capture: bool = True
+    host_memory_bytes: NonNegInt | None = None
     ops: list[OpModel]
     tensors: list[TensorModel]
     meta: dict[str, Any] = {}
@@ -195,13 +210,39 @@ def _fmt_loc(loc: Sequence[str | int]) -> str:
     return out
 
 
+MAX_NESTING = 64
+"""Deepest nesting of lists and objects a file may have (slackopt writes at most 4 levels;
+``meta`` may hold more). Deeper documents are refused before anything recurses on them."""
+
+
+def _check_unicode(text: str, path: str, loc: tuple[str | int, ...]) -> None:
+    """Refuse a string JSON decoded from a lone surrogate escape (not valid Unicode)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise FileFormatError(path, _fmt_loc(loc), f"string holds {text[e.start]!a}, a lone "
+                              "UTF-16 surrogate that is not a character",
+                              "write valid Unicode text (escape pairs like \\ud83d\\ude00 "
+                              "together, or the character itself)") from None
+
+
 def _normalize(obj: Any, path: str, loc: tuple[str | int, ...] = ()) -> Any:
     """A plain-JSON copy of `obj` (dict/list/str/int/float/bool/None).
 
     Tuples become lists and numpy scalars Python numbers. Refuses NaN and infinities
-    (NaN/Infinity tokens included), repeated keys, non-string keys and other types, with a
+    (NaN/Infinity tokens included), repeated keys, non-string keys, strings that are not
+    valid Unicode (lone surrogates such as ``"\\ud800"``, which cannot be written back as
+    UTF-8), nesting deeper than :data:`MAX_NESTING` and other types, with a
     FileFormatError naming the field.
     """
+    if len(loc) > MAX_NESTING:
+        raise FileFormatError(path, _fmt_loc(loc[:MAX_NESTING]),
+                              f"nested more than {MAX_NESTING} levels deep",
+                              "keep lists and objects shallow (slackopt writes at most 4 "
+                              "levels)")
+    if isinstance(obj, str):
+        _check_unicode(obj, path, loc)
+        return obj
     if isinstance(obj, _NonFinite) or (isinstance(obj, float) and not math.isfinite(obj)):
         tok = obj.token if isinstance(obj, _NonFinite) else repr(obj)
         raise FileFormatError(
@@ -227,6 +268,7 @@ def _normalize(obj: Any, path: str, loc: tuple[str | int, ...] = ()) -> Any:
             if not isinstance(k, str):
                 raise FileFormatError(path, _fmt_loc(loc), f"key {k!r} is not a string",
                                       "use string keys only")
+            _check_unicode(k, path, loc)
             out[k] = _normalize(v, path, (*loc, k))
         return out
     if isinstance(obj, (list, tuple, np.ndarray)):
@@ -263,6 +305,9 @@ def _read_json(path: PathLike) -> Any:
     except RecursionError:
         raise FileFormatError(p, "", "JSON nested too deeply",
                               "give a file written by slackopt") from None
+    except ValueError as e:  # e.g. an integer of more than 4300 digits
+        raise FileFormatError(p, "", f"not valid JSON: {e}",
+                              "write numbers with at most a few dozen digits") from None
 
 
 def _dumps(doc: Mapping[str, Any]) -> str:
@@ -439,6 +484,10 @@ def _instance_error_field(raw: Mapping[str, Any], msg: str) -> tuple[str, str]:
             return (f"tensors[{names.index(cyc.group(1))}].recipe.inputs",
                     "break the cycle: one of these recipes must not read the other tensor")
         return "tensors", "break the cycle between the recipes"
+    if msg.startswith("host_memory_bytes"):
+        return "host_memory_bytes", "use null (unlimited) or a whole number of bytes >= 0"
+    if msg.startswith("rng_capture"):
+        return "rng_capture", "write true or false"
     m = _SUBJECT.match(msg)
     if not m:
         return "", generic
@@ -478,6 +527,17 @@ def _instance_error_field(raw: Mapping[str, Any], msg: str) -> tuple[str, str]:
                        if f == "phase" else "use a finite value >= 0")
                 return f"{base}.{f}", fix
         return base, generic
+    if rest.lstrip().startswith("storage"):
+        return f"{base}.storage", ("name the base tensor that owns the storage (produced no "
+                                   "later than the view, in the same pass), or null")
+    if rest.lstrip().startswith("mutated_by"):
+        return (f"{base}.mutated_by{pos(it.get('mutated_by'), quoted[0] if quoted else None)}",
+                "list forward ops that read the tensor after its producer")
+    if "recipe misses op" in rest:
+        return f"{base}.recipe.ops", "add the op to the recipe, or drop the recipe"
+    if "as the storage of views" in rest:
+        return base, "give the views of one storage one recipe (or none), whose ops run no " \
+            "later than the base's producer"
     if "size_bytes" in rest:
         return f"{base}.size_bytes", "use a whole number of bytes >= 0"
     if rest.lstrip().startswith("producer"):
@@ -510,6 +570,10 @@ def _check_header(path: PathLike, raw: Any, fmt: str, versions: tuple[int, ...])
         raise FileFormatError(path, "", f"top level is a JSON {_json_kind(raw)}, not an object",
                               f"give a slackopt {what} file (written by `{make}`)")
     got = raw.get("format")
+    if got is not None and not isinstance(got, str):
+        raise FileFormatError(path, "format", f"a JSON {_json_kind(got)}, not a string",
+                              f"write \"format\": \"{fmt}\" (a slackopt {what} file is written "
+                              f"by `{make}`)")
     if got is None:
         raise FileFormatError(path, "format", f"missing: this is not a slackopt {what} file",
                               f"give a slackopt {what} file (written by `{make}`), whose first "
@@ -553,7 +617,7 @@ def instance_to_dict(instance: Instance) -> dict[str, Any]:
             infinities, objects); the field is named.
     """
     lk = instance.link
-    return {
+    doc = {
         "format": INSTANCE_FORMAT,
         "schema_version": INSTANCE_SCHEMA_VERSIONS[-1],
         "name": instance.name,
@@ -570,9 +634,21 @@ def instance_to_dict(instance: Instance) -> dict[str, Any]:
                      "readers": list(t.readers), "category": t.category,
                      "recipe": None if t.recipe is None else {
                          "ops": list(t.recipe.ops), "inputs": list(t.recipe.inputs),
-                         "transient_bytes": int(t.recipe.transient_bytes)}}
+                         "transient_bytes": int(t.recipe.transient_bytes)},
+                     **({} if t.storage is None else {"storage": t.storage}),
+                     **({"mutated_by": list(t.mutated_by)} if t.mutated_by else {})}
                     for t in instance.tensors],
     }
+    extra: dict[str, Any] = {}
+    if not instance.rng_capture:
+        extra["rng_capture"] = False
+    if instance.host_memory_bytes is not None:
+        extra["host_memory_bytes"] = int(instance.host_memory_bytes)
+    if extra:  # after "link", before "ops"
+        keys = list(doc)
+        at = keys.index("ops")
+        doc = {**{k: doc[k] for k in keys[:at]}, **extra, **{k: doc[k] for k in keys[at:]}}
+    return doc
 
 
 def instance_from_dict(d: Mapping[str, Any], source: str = "<dict>") -> Instance:
@@ -604,9 +680,10 @@ def instance_from_dict(d: Mapping[str, Any], source: str = "<dict>") -> Instance
                       None if t.recipe is None else Recipe(tuple(t.recipe.ops),
                                                            tuple(t.recipe.inputs),
                                                            t.recipe.transient_bytes),
-                      t.category) for t in m.tensors]
+                      t.category, t.storage, tuple(t.mutated_by)) for t in m.tensors]
     try:
-        return Instance(m.name, ops, tensors, link, meta=m.meta)
+        return Instance(m.name, ops, tensors, link, meta=m.meta, rng_capture=m.rng_capture,
+                        host_memory_bytes=m.host_memory_bytes)
     except InstanceError as e:
         field, fix = _instance_error_field(raw, str(e))
         raise FileFormatError(source, field, str(e), fix) from None
@@ -735,8 +812,9 @@ def plan_from_dict(d: Mapping[str, Any], instance: Instance, source: str = "<dic
     except PlanError as e:
         bad = _QUOTED.search(str(e))
         field = f"decisions.{bad.group(1)}" if bad else "decisions"
-        raise FileFormatError(source, field, str(e),
-                              "plan keep or swap for tensors that cannot be rebuilt") from None
+        fix = ("give all views of one storage the same decision" if "views of one storage"
+               in str(e) else "plan keep or swap for tensors that cannot be rebuilt")
+        raise FileFormatError(source, field, str(e), fix) from None
     return plan
 
 

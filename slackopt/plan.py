@@ -4,6 +4,13 @@ A :class:`Plan` is aligned with ``Instance.saved`` (saved tensors in production 
 Decision codes: ``KEEP = 0``, ``SWAP = 1`` (offload D2H after production, prefetch H2D
 before the first backward need), ``RECOMP = 2`` (drop after the last forward reader,
 rebuild before the first backward need). Semantics: ../shared/spec/semantics.md.
+
+Views (``Tensor.storage``, see :mod:`slackopt.instance`): each saved view has its own
+decision slot, but the views of one storage share one device copy, so they must share one
+decision; :meth:`Plan.check` rejects a plan that splits a storage (a PlanError naming both
+views and both decisions). :meth:`Plan.lowered` maps a plan to the storage-level instance
+(``Instance.lowered``) that the evaluator and the solvers work on, and
+:meth:`Plan.from_lowered` maps a storage-level plan back to every view.
 """
 
 from __future__ import annotations
@@ -132,10 +139,14 @@ class Plan:
     @classmethod
     def uniform(cls, instance: Instance, decision: int, policy: str = "barrier_free",
                 runtime_params: Mapping[str, Any] | None = None) -> Plan:
-        """Every saved tensor gets `decision`; for RECOMP, tensors with c = inf are kept."""
+        """Every saved tensor gets `decision`; for RECOMP, tensors with c = inf are kept
+        (for views: those whose storage cannot be rebuilt)."""
         dec = np.full(instance.n_saved, decision, dtype=np.int8)
         if decision == RECOMP:
-            dec[~np.isfinite(instance.c)] = KEEP
+            if instance.saved_unit is not None:
+                dec[~np.isfinite(instance.lowered.c)[instance.saved_unit]] = KEEP
+            else:
+                dec[~np.isfinite(instance.c)] = KEEP
         return cls(dec, instance.saved_names, policy, dict(runtime_params or {}))
 
     @classmethod
@@ -173,10 +184,55 @@ class Plan:
                                                       strict=True)) if a != b)
             raise PlanError(f"plan decision #{k} is for tensor '{self.names[k]}' but "
                             f"instance '{instance.name}' has '{instance.saved_names[k]}' there")
-        bad = np.flatnonzero((self.decisions == RECOMP) & ~np.isfinite(instance.c))
+        unit = instance.saved_unit
+        if unit is not None:
+            self._check_storages(instance, unit)
+            rebuildable = np.isfinite(instance.lowered.c)[unit]
+        else:
+            rebuildable = np.isfinite(instance.c)
+        bad = np.flatnonzero((self.decisions == RECOMP) & ~rebuildable)
         if bad.size:
-            raise PlanError(f"tensor '{self.names[bad[0]]}' is planned recomp but cannot be "
-                            "rebuilt (no recipe, or its recipe runs a never-recompute op)")
+            nm = self.names[bad[0]]
+            raise PlanError(f"tensor '{nm}' is planned recomp but cannot be rebuilt: "
+                            f"{instance.rebuild_blocker(nm)}")
+
+    def _check_storages(self, instance: Instance, unit: np.ndarray) -> None:
+        """PlanError if two saved views of one storage get different decisions."""
+        first: dict[int, int] = {}
+        dec = self.decisions
+        for k, u in enumerate(unit.tolist()):
+            j = first.setdefault(u, k)
+            if dec[j] != dec[k]:
+                a, b = self.names[j], self.names[k]
+                raise PlanError(
+                    f"tensors '{a}' ({DECISION_NAMES[dec[j]]}) and '{b}' "
+                    f"({DECISION_NAMES[dec[k]]}) are views of one storage "
+                    f"'{instance.storage_of(a)}' and must get the same decision; give "
+                    "both keep, both swap or both recomp")
+
+    def lowered(self, instance: Instance) -> Plan:
+        """This plan on ``instance.lowered`` (one decision per storage); ``self`` when the
+        instance has no views. Raises PlanError as :meth:`check` does."""
+        self.check(instance)
+        unit = instance.saved_unit
+        if unit is None:
+            return self
+        low = instance.lowered
+        dec = np.zeros(low.n_saved, dtype=np.int8)
+        dec[unit] = self.decisions
+        return Plan(dec, low.saved_names, self.policy, dict(self.runtime_params))
+
+    @classmethod
+    def from_lowered(cls, instance: Instance, plan: Plan) -> Plan:
+        """Expand a plan for ``instance.lowered`` to every saved view of `instance` (each
+        view gets its storage's decision); `plan` itself when the instance has no views.
+        Raises PlanError if `plan` does not fit ``instance.lowered``."""
+        unit = instance.saved_unit
+        if unit is None:
+            return plan
+        plan.check(instance.lowered)
+        return cls(plan.decisions[unit], instance.saved_names, plan.policy,
+                   dict(plan.runtime_params))
 
     def counts(self) -> dict[str, int]:
         """Number of tensors per decision: {"keep": n, "swap": n, "recomp": n}."""
@@ -184,7 +240,10 @@ class Plan:
         return {DECISION_NAMES[k]: int(cnt.get(k, 0)) for k in range(3)}
 
     def bytes_by_decision(self, instance: Instance) -> dict[str, int]:
-        """Saved bytes per decision (bytes)."""
+        """Saved bytes per decision (bytes); with views, each storage's bytes once."""
+        if instance.saved_unit is not None:
+            low = self.lowered(instance)
+            return low.bytes_by_decision(instance.lowered)
         return {DECISION_NAMES[k]: int(instance.s[self.decisions == k].sum()) for k in range(3)}
 
     def with_policy(self, policy: str, runtime_params: Mapping[str, Any] | None = None) -> Plan:

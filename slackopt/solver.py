@@ -116,6 +116,11 @@ def solve(
         The SolveResult with ``evaluation`` set (the plan simulated under the budget) and
         ``planning_time_s`` measured here if the solver left it at 0.
 
+    Views (``Tensor.storage``): the solver plans ``instance.lowered`` (one saved unit per
+    storage) and its plan is expanded back to every view (:meth:`Plan.from_lowered`), so
+    every solver handles aliasing without knowing about it; ``info`` and the solver's own
+    messages name storages by their base tensor.
+
     Raises:
         SolverError: unknown solver or bad parameters. BudgetError: unparseable budget.
     """
@@ -128,11 +133,14 @@ def solve(
         raise SolverError("hyperparameters go to the solver's constructor when passing an object")
     m = budget_bytes(instance, budget)
     warm_up()  # load the compiled evaluator outside the planning-time clock
+    low = instance.lowered
     t0 = time.perf_counter()
-    res = solver.solve(instance, m, time_limit_s=time_limit_s, seed=seed)
+    res = solver.solve(low, m, time_limit_s=time_limit_s, seed=seed)
     elapsed = time.perf_counter() - t0
     if not res.planning_time_s:
         res.planning_time_s = elapsed
+    if res.plan is not None and low is not instance:
+        res.plan = Plan.from_lowered(instance, res.plan)
     if res.plan is not None:
         res.evaluation = simulate(instance, res.plan, m)
         if res.status in ("optimal", "feasible") and not res.evaluation.feasible:

@@ -250,6 +250,12 @@ def pass1(
 
     Pass 1 stops once S covers the deficit D = P - M, or when the candidates run out.
 
+    Host pinned-memory limit (``instance.host_memory_bytes``): a candidate joins S only if
+    the bytes of S stay within the limit. Host occupancy never exceeds the bytes of S (a
+    storage is held at most once, from its D2H start to its last backward use), so every
+    plan respects the limit; a tensor skipped for it stays keep and Pass 2 recomputes it
+    if memory demands (the fall-back: recompute, else keep).
+
     Cost: the offload test is O(1) per candidate from prefix/suffix maxima of the current
     FIFO schedule (``end_last = max_k (r_k + sum of durations from k on)``), rebuilt in
     O(n) numpy after each acceptance; the prefetch test (only for candidates that pass
@@ -280,6 +286,7 @@ def pass1(
     if order == "rho":
         cand = cand[np.lexsort((cand, -np.asarray(instance.rho)[cand]))]
     limit = (1.0 - g) * pr.TF
+    host_cap = instance.host_memory_bytes
     s, r, d, dur, TF = pr.s, pr.r, pr.d, pr.dur, pr.TF
 
     inS = np.zeros(n, dtype=bool)
@@ -306,6 +313,8 @@ def pass1(
             break
         checked += 1
         dp_, rp, ddp = dur_l[p], r_l[p], d_l[p]
+        if host_cap is not None and total + s_l[p] > host_cap:
+            continue  # host pinned memory full: p stays keep (Pass 2 may recompute it)
         # Quick necessary conditions: the copy alone must fit both windows.
         if rp + dp_ > limit or TF + dp_ > ddp:
             continue
@@ -687,6 +696,10 @@ class SlackSwap:
     ``evaluations``, ``chosen_evaluation``, ``swapped_bytes``,
     ``recomputed_bytes``, ``counts``, ``link_budget_bytes`` ((1 - g) W T_F) and
     ``link_budget_used`` (swapped bytes / link budget).
+
+    Host pinned-memory limit (``instance.host_memory_bytes``): Pass 1 swaps at most the
+    limit's worth of bytes in all, so host occupancy never exceeds it; tensors that would
+    exceed it fall back to recompute (Pass 2, where memory requires it), else keep.
 
     If M >= P the keep-all plan is returned without evaluation. If no round is feasible
     the status is "infeasible" and ``info["min_budget_bytes"]`` is the smallest budget at

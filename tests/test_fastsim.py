@@ -5,9 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from hypothesis import given
+from hypothesis import strategies as st
 from test_simulate_properties import SETTINGS, cases
 
-from slackopt import Plan, simulate
+from slackopt import Instance, Plan, simulate
 from slackopt.workloads import make
 
 
@@ -68,3 +69,37 @@ def test_warm_up_compiles_the_signature_plans_use():
     inst = make("tiny")
     simulate(inst, Plan.keep_all(inst), inst.P, engine="compiled")
     assert len(run_barrier_free.signatures) == before  # no new compilation
+
+
+@SETTINGS
+@given(cases(), st.integers(0, 400))
+def test_engines_agree_under_a_host_memory_limit(case, limit):
+    """Host pinned-memory limits (issue 7, case 9): both engines refuse the same D2H, at
+    the same instant, with the same message, or agree on the whole evaluation."""
+    inst, plan, M = case
+    limited = Instance(inst.name, inst.ops, inst.tensors, inst.link, host_memory_bytes=limit)
+    ev = same(limited, plan, M)
+    if ev.failure and "host" in ev.failure:
+        assert f"host_memory_bytes = {limit} B" in ev.failure
+
+
+@pytest.mark.parametrize("name", ["aliasing", "view_of_unsaved_base", "rng_unsupported",
+                                  "inplace", "host_limit"])
+def test_engines_agree_on_the_edge_instances(name):
+    """Every storage-consistent plan of the issue-7 edge instances, at three budgets."""
+    import itertools
+    from pathlib import Path
+
+    from slackopt.io import load_instance
+
+    inst = load_instance(Path(__file__).resolve().parents[1] / "instances" / "edge"
+                         / f"{name}.json")
+    low = inst.lowered
+    for dec in itertools.product((0, 1, 2), repeat=low.n_saved):
+        d = np.array(dec, dtype=np.int8)
+        if ((d == 2) & ~np.isfinite(low.c)).any():
+            continue
+        plan = Plan.from_lowered(inst, Plan(d, low.saved_names))
+        for M in (low.P // 2, low.P - 1, low.P):
+            ref = simulate(inst, plan, int(M), engine="reference")
+            assert simulate(inst, plan, int(M), engine="compiled").to_dict() == ref.to_dict()

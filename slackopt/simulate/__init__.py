@@ -30,7 +30,7 @@ from slackopt.errors import BudgetError
 from slackopt.instance import Instance
 from slackopt.plan import KEEP, RECOMP, SWAP, Plan
 from slackopt.simulate._engine import Engine
-from slackopt.simulate._tasks import TaskList, _Static, _static, build_tasks
+from slackopt.simulate._tasks import TaskList, _Static, _static, build_tasks, host_failure
 from slackopt.simulate.evaluation import Evaluation
 from slackopt.simulate.layer_barriers import LayerBarriers, runtime_layers
 from slackopt.simulate.on_demand import OnDemand
@@ -68,9 +68,22 @@ def simulate(instance: Instance, plan: Plan, budget_bytes: int, *,
         ValueError: an unknown engine, or the compiled engine asked for a trace or for a
             policy other than barrier_free.
 
+    Views (``Tensor.storage``): the plan is checked on `instance` (two views of one
+    storage with different decisions are a PlanError naming both) and then simulated on
+    ``instance.lowered``, where each storage is one saved unit named after its base
+    tensor; ``h2d_stall_s`` and trace events name storages by that base name.
+
+    Host memory: with ``instance.host_memory_bytes`` set, a D2H that would raise host
+    occupancy (swapped storages from their D2H start to their last backward reader's
+    end, or their D2H end if later) above the limit ends the run infeasible; the
+    failure names the tensor, the host bytes in use and the limit.
+
     Source: ../shared/spec/semantics.md; SlackSwap paper sections 2.1, 3.4 and 4.1.
     """
     plan.check(instance)
+    if instance.saved_unit is not None:
+        plan = plan.lowered(instance)
+        instance = instance.lowered
     if isinstance(budget_bytes, bool) or not isinstance(budget_bytes, (int, np.integer)):
         raise BudgetError(f"simulate takes the budget in bytes (an int), got {budget_bytes!r}; "
                           "convert fractions and sizes with slackopt.budget_bytes(instance, b)")
@@ -135,18 +148,22 @@ def _run_compiled(inst: Instance, decisions: np.ndarray, M: int) -> Evaluation:
     (code, now, stall_fwd, stall_bwd, recompute, d2h_bytes, h2d_bytes, evictions, peak,
      used, fail_task, fail_head, short, h2d_stall, task_op, task_t) = fast.run_barrier_free(
         *fs.args(), decisions, M, float(link.bytes_per_s), float(link.duplex_factor),
-        float(link.copy_latency_s))
+        float(link.copy_latency_s), fs.host_limit)
     names = inst.saved_names
 
     def task_name(k: int) -> str:
         op = int(task_op[k])
         return inst.ops[op].name if op >= 0 else f"rebuild:{names[int(task_t[k])]}"
 
-    if code >= fast.INTERNAL_NOT_RESIDENT:  # pragma: no cover - invariant
+    if code in (fast.INTERNAL_NOT_RESIDENT, fast.INTERNAL_NOT_QUEUED,
+                fast.INTERNAL_NO_SHORT):  # pragma: no cover - invariant
         raise RuntimeError(f"internal: evaluator invariant {code} broken at task "
                            f"'{task_name(fail_task)}'")
     failure = None
-    if code != fast.OK:
+    if code == fast.FAIL_HOST:  # short = host bytes in use
+        failure = host_failure(names[fail_head], int(inst.s[fail_head]), int(short),
+                               int(fs.host_limit), now)
+    elif code != fast.OK:
         need = int(short) + M - int(used)  # short = used + need - M
         if code == fast.FAIL_H2D:
             what = f"the H2D copy of '{names[fail_head]}' ({need} B) needed by"

@@ -27,6 +27,12 @@ compute stream and what happens when an allocation does not fit.
 
 A copy costs ``link.copy_latency_s`` then its bytes at W, or at ``duplex_factor * W``
 while a copy in the other direction is in flight (its latency phase included).
+Host pinned memory (``Instance.host_memory_bytes``, an extension of semantics.md): a
+swapped tensor occupies host memory from the start of its D2H until its last backward
+reader ends (or its D2H ends, if that is later); a D2H whose start would raise occupancy
+above the limit ends the run as infeasible at that instant (no waiting: host memory is
+only freed by the backward pass, so waiting could deadlock). Every runtime shares this
+rule, and slackopt._fastsim implements it identically.
 Accounting: T = end of the last task; T - T* = stall_fwd_s + stall_bwd_s + recompute_s,
 where a stall is compute-stream idle time before a task (charged to the phase of the task
 that waited) and recompute_s is the summed duration of rebuild tasks.
@@ -40,7 +46,7 @@ from typing import Any
 
 from slackopt.instance import Instance
 from slackopt.plan import RECOMP, SWAP, Plan
-from slackopt.simulate._tasks import TaskList, _static
+from slackopt.simulate._tasks import TaskList, _static, host_failure
 from slackopt.simulate.evaluation import Evaluation
 
 _INF = float("inf")
@@ -100,6 +106,12 @@ class Engine:
         self.d2h_bytes = self.h2d_bytes = self.evictions = 0
         self.h2d_stall: dict[str, float] = {}
         self.failure: str | None = None
+        # Host pinned memory (bytes): a swapped storage is held on the host from its D2H
+        # start until its last backward reader ends (or its D2H ends, if later).
+        self.host_limit = st.host_limit          # -1: unlimited
+        self.host_used = 0
+        self.host_held = [False] * n_saved
+        self.host_released = [False] * n_saved
         self.init_queues()
 
     # ================================================================== hooks
@@ -123,7 +135,8 @@ class Engine:
         """hook: task k has just started."""
 
     def on_produced(self, t: int) -> None:
-        """hook: the producer of swapped tensor t has ended: queue its D2H (FIFO)."""
+        """hook: swapped tensor t is ready (its producer, or its last in-place mutation,
+        has ended): queue its D2H (FIFO)."""
         if self.st.s[t] == 0:
             self.d2h_done[t] = True
         else:
@@ -344,8 +357,16 @@ class Engine:
             if not self.comp_busy and self.k < self.n_tasks and self._try_start_compute():
                 progressed = True
             if self.d2h is None and self.d2hq:
-                t = self.d2hq.popleft()
+                t = self.d2hq[0]
                 s = self.st.s[t]
+                if not self.host_held[t]:
+                    if 0 <= self.host_limit < self.host_used + s:
+                        self.failure = host_failure(self.st.saved_names[t], s, self.host_used,
+                                                    self.host_limit, self.now)
+                        return
+                    self.host_held[t] = True
+                    self.host_used += s
+                self.d2hq.popleft()
                 self.d2h = [t, self.now + self.inst.link.copy_latency_s, float(s), self.now]
                 self.d2h_bytes += s
                 progressed = True
@@ -402,6 +423,9 @@ class Engine:
                                "end_s": now, "bytes": s[t]})
                 self.d2h = None
                 self.on_d2h_done(t)
+                if self.host_released[t] and self.host_held[t]:
+                    self.host_held[t] = False
+                    self.host_used -= s[t]
             if h2d_fin:
                 t = h2d[0]
                 if tr is not None:
@@ -425,7 +449,7 @@ class Engine:
         op = self.task_op[k]
         n_fwd = self.n_fwd
         if 0 <= op < n_fwd:
-            for t in self.st.outs[op]:
+            for t in self.st.ready[op]:
                 if dec[t] == SWAP:
                     self.on_produced(t)
             for t in self.fwd_rel[op]:
@@ -443,6 +467,10 @@ class Engine:
                 need_ptr[t] += 1
         qkey = self.qkey
         for t in self.release[k]:
+            self.host_released[t] = True
+            if self.host_held[t] and self.d2h_done[t]:
+                self.host_held[t] = False
+                self.host_used -= s[t]
             if state[t] in (_DEV, _FWD):
                 self.used -= s[t]
             state[t] = _ABSENT

@@ -38,6 +38,12 @@ class _Static:
             for i in inst.saved_reader_idx[k].tolist():
                 reads[i].append(k)
         self.reads, self.outs = reads, outs
+        # Saved tensors whose final forward value exists once op i ends (their producer,
+        # or their last in-place mutation): a swap's D2H is queued then.
+        ready: list[list[int]] = [[] for _ in range(n)]
+        for k in range(inst.n_saved):
+            ready[int(inst.saved_ready_idx[k])].append(k)
+        self.ready = ready
         self.s = inst.s.tolist()
         self.c = inst.c.tolist()
         self.rebuild_extra = (inst.recipe_transient + inst.recipe_workspace).tolist()
@@ -45,6 +51,14 @@ class _Static:
         self.prod = inst.saved_prod_idx.tolist()
         self.fwd_release = inst.saved_last_fwd_idx.tolist()
         self.saved_names = inst.saved_names
+        self.host_limit = -1 if inst.host_memory_bytes is None else inst.host_memory_bytes
+
+
+def host_failure(name: str, size: int, host_used: int, limit: int, now: float) -> str:
+    """The failure text of a D2H refused by the host pinned-memory limit (both engines)."""
+    return (f"the D2H copy of '{name}' ({size} B) at t = {now * 1e3:.6g} ms would exceed "
+            f"the host pinned-memory limit: {host_used} B of host_memory_bytes = {limit} B "
+            f"in use, {host_used + size - limit} B over")
 
 
 _STATIC: weakref.WeakKeyDictionary[Instance, _Static] = weakref.WeakKeyDictionary()
