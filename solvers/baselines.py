@@ -81,15 +81,75 @@ def checkpoint_plan(instance: Instance, k: int) -> Plan:
     return Plan(dec, instance.saved_names)
 
 
+def blocks_are_contiguous(instance: Instance) -> bool:
+    """True if every block's saved tensors are produced in one run of the forward pass.
+
+    Block checkpointing assumes the blocks follow each other (a chain of blocks: layer
+    0's tensors, then layer 1's, ...). In a U-Net (:func:`slackopt.workloads.synthetic.unet`)
+    level i's encoder tensors are produced early and its decoder tensors late, with the
+    long skip ``e{i}`` spanning the levels in between, so this is False there.
+    """
+    layers = [int(b) for b in np.asarray(instance.saved_layers).tolist() if b >= 0]
+    return all(a <= b for a, b in zip(layers, layers[1:], strict=False))
+
+
+NOT_CONTIGUOUS_NOTE = (
+    "the blocks are not contiguous in the forward pass (a block's tensors are produced "
+    "before and after other blocks', e.g. long skip connections), so recomputing the bottom "
+    "k blocks may lower the peak little or not at all")
+
+
+def _keep_all_fits(name: str, instance: Instance, t0: float, seed: int | None,
+                   info: dict[str, Any]) -> SolveResult:
+    """M >= P: the keep-all plan, T = T*, with a note saying why nothing is recomputed."""
+    info = {**info, "k": 0, "peak_bytes": int(instance.P), "recomputed_bytes": 0,
+            "applies": True,
+            "note": "M >= P: keep-all fits, so nothing is recomputed (T = T*)"}
+    return SolveResult(plan=Plan.keep_all(instance), solver=name, params={}, status="feasible",
+                       objective_s=instance.ideal_time_s, lower_bound_s=instance.ideal_time_s,
+                       planning_time_s=time.perf_counter() - t0, seed=seed, info=info)
+
+
+def _does_not_apply(name: str, instance: Instance, t0: float, seed: int | None,
+                    info: dict[str, Any], why: str) -> SolveResult:
+    """M < P and the policy cannot bring the peak below P: say so and return keep-all
+    (status "infeasible", ``min_budget_bytes = P``) instead of a plan that is only slower."""
+    P = int(instance.P)
+    info = {**info, "k": 0, "peak_bytes": P, "recomputed_bytes": 0, "applies": False,
+            "min_budget_bytes": P,
+            "note": f"{name} does not apply: {why}; the smallest budget it reaches is P "
+                    f"= {P} B (keep-all)"}
+    return SolveResult(plan=Plan.keep_all(instance), solver=name, params={},
+                       status="infeasible", objective_s=None,
+                       planning_time_s=time.perf_counter() - t0, seed=seed, info=info)
+
+
 class Checkpoint:
     """Block checkpointing with the fewest blocks that fit (sec. 4.1).
 
     Finds the smallest k such that :func:`checkpoint_plan` (bottom k blocks recomputed
-    from their inputs) is feasible under the evaluator, by bisection over k (feasibility
-    is monotone in k: each extra block only frees memory between its forward and its
-    backward pass). k = 0 is keep-all, taken without evaluation when M >= P. If even all
-    blocks do not fit the status is "infeasible" and ``info["min_budget_bytes"]`` is the
-    peak of the all-blocks plan simulated with M = P. The policy never swaps.
+    from their inputs) fits the budget M (bytes). The plan never swaps, so it runs without
+    waiting and fits iff M covers its unconstrained peak; plans are evaluated once each,
+    k = 1, 2, ... until one fits. The scan is linear, not a bisection: the peak is *not*
+    monotone in k in general (on a chain whose block inputs are rebuildable, or a U-Net,
+    recomputing the last blocks rebuilds everything at the start of the backward pass).
+
+    Outcomes (``info`` keys: ``k``, ``blocks``, ``evaluations``, ``peak_bytes`` of the
+    returned plan, ``recomputed_bytes``, ``block_structure``, ``applies``, ``note``):
+
+    - M >= P: keep-all (k = 0), status "feasible", T = T*, no evaluation.
+    - the smallest k whose plan peaks at <= M: status "feasible".
+    - no k fits: status "infeasible" with the plan of smallest peak (ties: fewest blocks),
+      ``info["min_budget_bytes"]`` = that peak, which is < P.
+    - no k brings the peak below P (no blocks; or, on a U-Net with one level, every tensor
+      live at the keep-all peak is read there or needed to rebuild what is read there):
+      the policy does not apply; status "infeasible", the keep-all plan,
+      ``min_budget_bytes = P``, ``applies = False`` and a ``note`` saying why.
+
+    So the returned plan's peak never exceeds P. ``block_structure`` is False when the
+    blocks are not contiguous in the forward pass (:func:`blocks_are_contiguous`), with a
+    note; the rule is still applied there (on ``unet(2)`` recomputing level 0 drops p0
+    until its backward use, 128 of 4544 B in the test's small U-Net).
     """
 
     name = "checkpoint"
@@ -102,34 +162,49 @@ class Checkpoint:
               seed: int | None = None) -> SolveResult:
         t0 = time.perf_counter()
         M = int(budget_bytes)
+        P = int(instance.P)
         blocks = checkpoint_blocks(instance)
         L = len(blocks)
+        contiguous = blocks_are_contiguous(instance)
+        base: dict[str, Any] = {"blocks": L, "evaluations": 0, "block_structure": contiguous}
+        if M >= P:
+            return _keep_all_fits(self.name, instance, t0, seed, base)
+        if L == 0:
+            return _does_not_apply(self.name, instance, t0, seed, base,
+                                   "the instance has no blocks (no saved tensor has a layer "
+                                   ">= 0), so there is nothing to checkpoint")
+        peaks: dict[int, int] = {0: P}
         evals: dict[int, Evaluation] = {}
-
-        def feasible(k: int) -> bool:
-            if k not in evals:
-                evals[k] = simulate(instance, checkpoint_plan(instance, k), M)
-            return bool(evals[k].feasible)
 
         def result(k: int, status: str, **extra: Any) -> SolveResult:
             pl = checkpoint_plan(instance, k)
-            info = {"k": k, "blocks": L, "evaluations": len(evals),
-                    "recomputed_bytes": pl.bytes_by_decision(instance)["recomp"], **extra}
-            ev = evals.get(k)
+            ev = evals[k]
+            info = {**base, "k": k, "evaluations": len(evals), "peak_bytes": peaks[k],
+                    "recomputed_bytes": pl.bytes_by_decision(instance)["recomp"],
+                    "applies": True, **extra}
+            if not contiguous:
+                info["note"] = NOT_CONTIGUOUS_NOTE
             return SolveResult(
                 plan=pl, solver=self.name, params={}, status=status,
-                objective_s=(float(ev.step_time_s) if ev is not None and ev.feasible
-                             else instance.ideal_time_s if k == 0 and status == "feasible"
-                             else None),
+                objective_s=float(ev.step_time_s) if status == "feasible" else None,
                 planning_time_s=time.perf_counter() - t0, seed=seed, info=info)
 
-        if M >= instance.P:
-            return result(0, "feasible")
-        if L == 0 or not feasible(L):
-            peak = int(simulate(instance, checkpoint_plan(instance, L), int(instance.P)).peak_bytes)
-            return result(L, "infeasible", min_budget_bytes=peak)
-        k = smallest_true(feasible, 0, L)
-        return result(k, "feasible")
+        for k in range(1, L + 1):
+            evals[k] = simulate(instance, checkpoint_plan(instance, k), UNBOUNDED_BYTES)
+            peaks[k] = int(evals[k].peak_bytes)
+            if peaks[k] <= M:
+                return result(k, "feasible")
+        best = min(peaks, key=lambda k: (peaks[k], k))
+        if best == 0:
+            why = (f"recomputing the bottom k blocks never brings the peak below P (the "
+                   f"plans k = 1..{L} peak at {min(peaks[k] for k in range(1, L + 1))} B or "
+                   "more): the tensors live at the keep-all peak are read there or needed to "
+                   "rebuild what is read there")
+            if not contiguous:
+                why += " (long skip connections: " + NOT_CONTIGUOUS_NOTE.split(" (")[0] + ")"
+            base["evaluations"] = len(evals)
+            return _does_not_apply(self.name, instance, t0, seed, base, why)
+        return result(best, "infeasible", min_budget_bytes=peaks[best])
 
 
 UNBOUNDED_BYTES = 2**62
@@ -225,10 +300,22 @@ def sqrt_checkpoint_plan(instance: Instance, segment: int | None = None) -> Plan
 class SqrtCheckpoint:
     """Chen et al. (2016) sqrt(n) checkpointing: keep one block output per sqrt(L) blocks.
 
-    See :func:`sqrt_checkpoint_plan`.
+    See :func:`sqrt_checkpoint_plan`. The plan never swaps, so it fits iff the budget M
+    (bytes) covers its unconstrained peak. Outcomes (``info`` keys: ``blocks``,
+    ``segment``, ``peak_bytes`` of the returned plan, ``recomputed_bytes``,
+    ``block_structure``, ``applies``, ``note``):
 
-    Budget-oblivious: feasible iff M covers the plan's peak, which
-    ``info["min_budget_bytes"]`` reports otherwise. Never uses the link.
+    - M >= P: keep-all, status "feasible", T = T* (the sqrt(n) plan would only be slower).
+    - the sqrt(n) plan peaks below P: "feasible" iff its peak <= M, else "infeasible"
+      with ``info["min_budget_bytes"]`` = its peak.
+    - it does not bring the peak below P, or the instance has no blocks: the policy does
+      not apply; status "infeasible", the keep-all plan, ``min_budget_bytes = P``,
+      ``applies = False`` and a ``note`` saying why (e.g. ``unet(1)``, whose one level's
+      long skip and pool output are needed at the first backward op).
+
+    So the returned plan's peak never exceeds P. On DAGs whose blocks are not contiguous
+    in the forward pass (U-Nets) the segments follow layer numbers, not forward order,
+    and ``block_structure`` is False with a note.
 
     Args:
         segment: blocks per segment (default ceil(sqrt(L))).
@@ -248,14 +335,36 @@ class SqrtCheckpoint:
     def solve(self, instance: Instance, budget_bytes: int, *, time_limit_s: float | None = None,
               seed: int | None = None) -> SolveResult:
         t0 = time.perf_counter()
+        M = int(budget_bytes)
+        P = int(instance.P)
         L = len(checkpoint_blocks(instance))
         seg = (self.segment or max(1, math.ceil(math.sqrt(L)))) if L else None
-        res = _fixed_plan_result(self.name, instance,
-                                 sqrt_checkpoint_plan(instance, self.segment),
-                                 int(budget_bytes), t0, seed, {"blocks": L, "segment": seg})
+        contiguous = blocks_are_contiguous(instance)
+        base: dict[str, Any] = {"blocks": L, "segment": seg, "block_structure": contiguous}
+        if M >= P:
+            res = _keep_all_fits(self.name, instance, t0, seed, base)
+        elif L == 0:
+            res = _does_not_apply(self.name, instance, t0, seed, base,
+                                  "the instance has no blocks (no saved tensor has a layer "
+                                  ">= 0), so there is nothing to checkpoint")
+        else:
+            plan = sqrt_checkpoint_plan(instance, self.segment)
+            peak = int(simulate(instance, plan, UNBOUNDED_BYTES).peak_bytes)
+            if peak >= P:
+                why = (f"its plan peaks at {peak} B >= P: the tensors live at the keep-all "
+                       "peak are read there or needed to rebuild what is read there")
+                if not contiguous:
+                    why += " (long skip connections)"
+                res = _does_not_apply(self.name, instance, t0, seed, base, why)
+            else:
+                info = {**base, "applies": True}
+                if not contiguous:
+                    info["note"] = NOT_CONTIGUOUS_NOTE
+                res = _fixed_plan_result(self.name, instance, plan, M, t0, seed, info)
         res.params = self.params
         return res
 
 
 __all__ = ["KeepAll", "Checkpoint", "RecomputeAll", "SqrtCheckpoint", "checkpoint_plan",
-           "checkpoint_blocks", "sqrt_checkpoint_plan", "min_budget_by_bisection"]
+           "checkpoint_blocks", "sqrt_checkpoint_plan", "min_budget_by_bisection",
+           "blocks_are_contiguous"]

@@ -96,7 +96,7 @@ def test_checkpoint_on_tiny(tiny, frac):
         assert res.evaluation.feasible and res.evaluation.peak_bytes <= M
 
 
-def test_checkpoint_uses_bisection(monkeypatch):
+def test_checkpoint_scans_k_once_each_and_stops_at_the_first_fit(monkeypatch):
     inst = blocks(L=16)
     calls = []
     real = bl.simulate
@@ -106,9 +106,32 @@ def test_checkpoint_uses_bisection(monkeypatch):
         return real(*a, **k)
 
     monkeypatch.setattr(bl, "simulate", counting)
-    res = Checkpoint().solve(inst, int(0.7 * inst.P))
+    M = int(0.7 * inst.P)
+    res = Checkpoint().solve(inst, M)
     assert res.status == "feasible"
-    assert len(calls) <= 1 + int(np.ceil(np.log2(16))) + 1
+    k = smallest_feasible_k(inst, M)
+    assert res.info["k"] == k and len(calls) == k == res.info["evaluations"]
+
+
+def test_checkpoint_finds_k_when_the_peak_is_not_monotone_in_k():
+    """On the default chain every activation is rebuildable, so recomputing the last
+    blocks rebuilds the whole chain at the start of the backward pass: the peaks of the
+    plans k = 0..8 are not monotone (k = 8 is keep-all's P again). A bisection that
+    first tests k = L would call 0.7 P infeasible; the scan finds the smallest k."""
+    from slackopt import workloads as wl
+    inst = wl.make("chain")
+    peaks = [simulate(inst, checkpoint_plan(inst, k), bl.UNBOUNDED_BYTES).peak_bytes
+             for k in range(9)]
+    assert peaks[0] == peaks[8] == inst.P and min(peaks) < 0.7 * inst.P
+    M = int(0.7 * inst.P)
+    k = next(k for k in range(9) if peaks[k] <= M)
+    res = solve(inst, "checkpoint", M)
+    assert res.status == "feasible" and res.info["k"] == k
+    assert res.evaluation.feasible and res.evaluation.peak_bytes == peaks[k] <= M
+    low = solve(inst, "checkpoint", min(peaks) - 1)
+    assert low.status == "infeasible" and low.info["min_budget_bytes"] == min(peaks)
+    assert low.info["k"] == peaks.index(min(peaks))
+    assert solve(inst, "checkpoint", min(peaks)).status == "feasible"
 
 
 def test_smallest_true():
