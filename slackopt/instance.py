@@ -83,6 +83,8 @@ MAX_BYTES = 2**53
 """Largest size (bytes) of one tensor, workspace or transient: exact in float64 copies."""
 MAX_DURATION_S = 1e9
 """Largest duration (s) of one op: keeps every sum of times finite."""
+MIN_BANDWIDTH = 1.0
+"""Smallest link bandwidth (B/s): a copy of MAX_BYTES then lasts <= 2**53 s, finite."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,14 +254,19 @@ class Instance:
     def _validate_and_index(self) -> None:
         ops, tensors = self.ops, self.tensors
         link = self.link
+        if not _is_name(link.name):
+            raise InstanceError(f"link: name must be a non-empty printable string, got "
+                                f"{link.name!r}")
         if not (_is_real(link.bytes_per_s) and math.isfinite(link.bytes_per_s)
-                and link.bytes_per_s > 0):
-            raise InstanceError(f"link '{link.name}': bandwidth must be a finite number > 0 B/s")
+                and link.bytes_per_s >= MIN_BANDWIDTH):
+            raise InstanceError(f"link '{link.name}': bandwidth must be a finite number >= "
+                                f"{MIN_BANDWIDTH:g} B/s, got {link.bytes_per_s!r}")
         if not (_is_real(link.duplex_factor) and 0 < link.duplex_factor <= 1):
             raise InstanceError(f"link '{link.name}': duplex_factor must be in (0, 1]")
         if not (_is_real(link.copy_latency_s) and math.isfinite(link.copy_latency_s)
-                and link.copy_latency_s >= 0):
-            raise InstanceError(f"link '{link.name}': copy_latency_s must be finite and >= 0")
+                and 0 <= link.copy_latency_s <= MAX_DURATION_S):
+            raise InstanceError(f"link '{link.name}': copy_latency_s must be finite, >= 0 and "
+                                f"<= {MAX_DURATION_S:g} s, got {link.copy_latency_s!r}")
 
         op_index: dict[str, int] = {}
         last_phase = 0
@@ -288,6 +295,9 @@ class Instance:
                 raise InstanceError(
                     f"op '{op.name}': workspace_bytes must be an integer in [0, 2**53], "
                     f"got {op.workspace_bytes!r}")
+            if not _is_name(op.kind):
+                raise InstanceError(f"op '{op.name}': kind must be a non-empty printable "
+                                    f"string, got {op.kind!r}")
             if not (_is_real(op.flops) and math.isfinite(op.flops) and op.flops >= 0):
                 raise InstanceError(f"op '{op.name}': flops must be finite and >= 0")
             op_index[op.name] = i
@@ -308,6 +318,9 @@ class Instance:
                 raise InstanceError(
                     f"tensor '{t.name}': size_bytes must be an integer in [0, 2**53], "
                     f"got {t.size_bytes!r}")
+            if not _is_name(t.category):
+                raise InstanceError(f"tensor '{t.name}': category must be a non-empty "
+                                    f"printable string, got {t.category!r}")
             if not _names(t.readers):
                 raise InstanceError(
                     f"tensor '{t.name}': readers must be a list of op names, got {t.readers!r}")
@@ -429,6 +442,9 @@ class Instance:
                 raise InstanceError(f"tensor '{t.name}': recipe has no ops")
             idx = []
             for o in rec.ops:
+                if rec.ops.count(o) > 1:
+                    raise InstanceError(f"tensor '{t.name}': recipe lists op '{o}' more than "
+                                        "once; list each op it re-runs once")
                 q = op_index.get(o)
                 if q is None:
                     raise InstanceError(f"tensor '{t.name}': recipe op '{o}' does not exist")

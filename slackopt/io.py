@@ -488,6 +488,8 @@ def _instance_error_field(raw: Mapping[str, Any], msg: str) -> tuple[str, str]:
         return "host_memory_bytes", "use null (unlimited) or a whole number of bytes >= 0"
     if msg.startswith("rng_capture"):
         return "rng_capture", "write true or false"
+    if msg.startswith("link: name"):
+        return "link.name", "use a non-empty name of printable characters"
     m = _SUBJECT.match(msg)
     if not m:
         return "", generic
@@ -497,7 +499,7 @@ def _instance_error_field(raw: Mapping[str, Any], msg: str) -> tuple[str, str]:
         for f in ("duplex_factor", "copy_latency_s"):
             if f in rest:
                 return f"link.{f}", "use a value in the allowed range"
-        return "link.bytes_per_s", "use a bandwidth > 0 (bytes/s)"
+        return "link.bytes_per_s", "use a finite bandwidth >= 1 (bytes/s)"
     items = ops if kind == "op" else tensors
     key = "ops" if kind == "op" else "tensors"
     if num is not None:
@@ -521,12 +523,19 @@ def _instance_error_field(raw: Mapping[str, Any], msg: str) -> tuple[str, str]:
     if "name" in rest and num is not None:
         return f"{base}.name", "use a non-empty name"
     if kind == "op":
+        if rest.lstrip().startswith("kind"):
+            return f"{base}.kind", "use a non-empty name of printable characters"
         for f in ("phase", "duration_s", "workspace_bytes", "flops"):
             if f in rest:
                 fix = ("list all forward ops, then all backward ops, then rebuild-only ops"
                        if f == "phase" else "use a finite value >= 0")
                 return f"{base}.{f}", fix
         return base, generic
+    if rest.lstrip().startswith("category"):
+        return f"{base}.category", "use a non-empty name of printable characters"
+    if "more than once" in rest and quoted:
+        return (f"{base}.recipe.ops{pos(rec.get('ops'), quoted[0])}",
+                "list each op the recipe re-runs once")
     if rest.lstrip().startswith("storage"):
         return f"{base}.storage", ("name the base tensor that owns the storage (produced no "
                                    "later than the view, in the same pass), or null")

@@ -109,11 +109,10 @@ def test_a_plan_that_splits_a_storage_is_rejected_naming_both_views():
     assert "'x' (swap)" in msg and "'xT' (keep)" in msg and "storage 'x'" in msg
 
 
-@pytest.mark.parametrize("name", sorted(n for n in registered_solvers() if n != "milp"))
+@pytest.mark.parametrize("name", sorted(registered_solvers()))
 def test_every_registered_solver_plans_views_consistently(name):
     """solve() plans the lowered instance and expands the plan: x and xT get one decision,
-    and the evaluation is that of the storage-level plan. (milp is left out here: another
-    change is under way in solvers/milp.py; it goes through the same solve() path.)"""
+    and the evaluation is that of the storage-level plan."""
     inst = edge("aliasing")
     res = solve(inst, name, 110, time_limit_s=5, seed=0)
     assert res.plan is not None and res.plan.names == inst.saved_names

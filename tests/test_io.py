@@ -429,3 +429,22 @@ def test_plan_mentions_other_instance(tmp_path: Path, inst: Instance, plan_doc: 
     plan_doc["instance"] = "gpt2-xl_a100-pcie4"
     del plan_doc["decisions"]["x0"]
     assert "gpt2-xl_a100-pcie4" in _plan_error(tmp_path, inst, plan_doc).problem
+
+
+@pytest.mark.parametrize("edit,field,words", [
+    (lambda d: d["link"].update(bytes_per_s=1e-308), "link.bytes_per_s", ">= 1 B/s"),
+    (lambda d: d["link"].update(copy_latency_s=1e308), "link.copy_latency_s", "<= 1e+09 s"),
+    (lambda d: d["link"].update(name="pcie\x1b[31m"), "link.name", "printable"),
+    (lambda d: d["ops"][1].update(kind="gemm\x07"), "ops[1].kind", "printable"),
+    (lambda d: d["tensors"][2].update(category="\x1b[2J"), "tensors[2].category", "printable"),
+    (lambda d: d["tensors"][1]["recipe"].update(ops=["f1", "f1"]), "tensors[1].recipe.ops[0]",
+     "more than once"),
+])
+def test_link_extremes_control_characters_and_repeated_recipe_ops(tmp_path: Path, doc: dict,
+                                                                  edit, field, words) -> None:
+    """Found by fuzzing: a 1e-308 B/s link made copy times overflow, control characters in
+    kinds, categories and link names reached the terminal, a recipe op listed twice was
+    charged twice. Each is now a FileFormatError naming the field."""
+    edit(doc)
+    e = _load_error(tmp_path, doc)
+    assert e.field == field and words in e.problem
