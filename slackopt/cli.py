@@ -571,8 +571,8 @@ def _records(df: Any) -> list[dict[str, Any]]:
     return [_plain(r) for r in plain.to_dict("records")]
 
 
-def _pct(x: Any) -> str:
-    return "-" if x is None or x != x else f"{float(x):.1%}"
+def _pct(x: Any, digits: int = 1) -> str:
+    return "-" if x is None or x != x else f"{float(x):.{digits}%}"
 
 
 @app.command("compare")
@@ -674,7 +674,7 @@ def compare_cmd(
                 row.append("-" if r.seed is None or r.seed != r.seed else str(r.seed))
             row += [r.status, _fmt_time(r.step_time_s) if r.feasible else "-",
                     _pct(r.throughput) if r.feasible else "-", _fmt_time(r.planning_time_s),
-                    _pct(r.gap_to_bound), _pct(r.gap_to_best)]
+                    _pct(r.gap_to_bound, 2), _pct(r.gap_to_best, 2)]
             t.add_row(*[str(x) for x in row])
         con.print(t)
     bad = df[df["status"].isin(["error", "timeout"])]
