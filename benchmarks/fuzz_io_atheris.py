@@ -11,7 +11,8 @@ as a plan of ``tests/test_io.small_instance`` with :func:`slackopt.io.load_plan`
 exception other than :class:`slackopt.errors.FileFormatError` (which must name the file)
 is a crash and stops the run with the input saved by libFuzzer. The corpus is seeded with
 a valid instance file and a valid plan file. tests/test_fuzz_io.py runs it for 30 inputs
-when atheris is installed.
+when asked to (``SLACKOPT_ATHERIS=1``; atheris instruments its imports for about 45 s
+first); CI runs the hypothesis fuzz tests of that module instead.
 """
 
 from __future__ import annotations

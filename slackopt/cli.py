@@ -145,13 +145,23 @@ def _guarded(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-def _parse_params(items: list[str] | None) -> dict[str, Any]:
+SOLVE_OPTIONS = {"time_limit_s": "--time-limit", "seed": "--seed"}
+"""Solver arguments that solve() takes per call: set with these options, not --param."""
+
+
+def _parse_params(items: list[str] | None,
+                  reserved: dict[str, str] | None = None) -> dict[str, Any]:
+    """``KEY=VALUE`` items -> dict (values read as JSON, else kept as text). A key in
+    `reserved` (key -> the option that sets it) is a BadParameter naming that option."""
     out: dict[str, Any] = {}
     for it in items or []:
         key, sep, value = it.partition("=")
         key = key.strip()
         if not sep or not key.isidentifier():
             raise typer.BadParameter(f"'{it}' is not KEY=VALUE", param_hint="'--param'")
+        if reserved and key in reserved:
+            raise typer.BadParameter(f"'{key}' is set with {reserved[key]}, not --param",
+                                     param_hint="'--param'")
         try:
             out[key] = json.loads(value)
         except json.JSONDecodeError:
@@ -400,7 +410,7 @@ def solve(
     if output is not None and output.exists() and not force:
         raise OutputExistsError(f"{output}: file exists; pass --force to replace it, or "
                                 "choose another path")
-    params = _parse_params(param)
+    params = _parse_params(param, SOLVE_OPTIONS)
     res = run_solver(inst, solver, m, time_limit_s=time_limit, seed=seed, **params)
     plan, ev = res.plan, res.evaluation
     min_b = res.info.get("min_budget_bytes") if res.status == "infeasible" else None
@@ -776,7 +786,7 @@ def _instance_plot(kind: str, instance: Path, solver: list[str] | None, budget: 
 
     _figure_path(output, force)
     inst, m, runs = _plans_to_plot(instance, solver, budget, plan, seed, time_limit,
-                                   _parse_params(param))
+                                   _parse_params(param, SOLVE_OPTIONS))
     evs = {r["label"]: r["evaluation"] for r in runs}
     if kind == "timeline":
         fig = plot.timeline(evs if len(evs) > 1 else runs[0]["evaluation"], inst)

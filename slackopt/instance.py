@@ -83,8 +83,8 @@ MAX_BYTES = 2**53
 """Largest size (bytes) of one tensor, workspace or transient: exact in float64 copies."""
 MAX_DURATION_S = 1e9
 """Largest duration (s) of one op: keeps every sum of times finite."""
-MIN_BANDWIDTH = 1.0
-"""Smallest link bandwidth (B/s): a copy of MAX_BYTES then lasts <= 2**53 s, finite."""
+MIN_BANDWIDTH = 1e-3
+"""Smallest link bandwidth (B/s): a copy of MAX_BYTES then lasts < 1e19 s, finite."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -499,7 +499,7 @@ def _instance_error_field(raw: Mapping[str, Any], msg: str) -> tuple[str, str]:
         for f in ("duplex_factor", "copy_latency_s"):
             if f in rest:
                 return f"link.{f}", "use a value in the allowed range"
-        return "link.bytes_per_s", "use a finite bandwidth >= 1 (bytes/s)"
+        return "link.bytes_per_s", "use a finite bandwidth >= 0.001 (bytes/s)"
     items = ops if kind == "op" else tensors
     key = "ops" if kind == "op" else "tensors"
     if num is not None:
@@ -695,7 +695,10 @@ def instance_from_dict(d: Mapping[str, Any], source: str = "<dict>") -> Instance
                         host_memory_bytes=m.host_memory_bytes)
     except InstanceError as e:
         field, fix = _instance_error_field(raw, str(e))
-        raise FileFormatError(source, field, str(e), fix) from None
+        problem = str(e)
+        if problem.endswith("; " + fix):   # the message already ends with the fix
+            problem = problem[: -len(fix) - 2]
+        raise FileFormatError(source, field, problem, fix) from None
 
 
 def save_instance(instance: Instance, path: PathLike, *, overwrite: bool = False) -> Path:

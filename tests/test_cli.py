@@ -362,3 +362,20 @@ def test_simulate_notes_a_plan_made_for_another_instance(tmp_path, capsys):
     out = capsys.readouterr()
     assert json.loads(out.out)["plan_instance"] == "tiny_a100-pcie4"
     assert "was made for instance 'tiny_a100-pcie4'" in out.err
+
+
+@pytest.mark.parametrize("param,option", [("time_limit_s=5", "--time-limit"),
+                                          ("seed=3", "--seed")])
+def test_solve_params_that_have_their_own_option(capsys: pytest.CaptureFixture[str],
+                                                 files: dict[str, Path], param: str,
+                                                 option: str) -> None:
+    rc, out, err = run(capsys, "solve", str(files["inst"]), "--solver", "keep_all",
+                       "--budget", "0.5", "--param", param)
+    assert_user_error(rc, out, err, option)
+
+
+def test_bad_milp_parameter_is_a_user_error(capsys: pytest.CaptureFixture[str],
+                                            files: dict[str, Path]) -> None:
+    rc, out, err = run(capsys, "solve", str(files["inst"]), "--solver", "milp",
+                       "--budget", "0.5", "--param", "threads=1.5")
+    assert_user_error(rc, out, err, "threads must be an integer")

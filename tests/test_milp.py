@@ -210,3 +210,19 @@ def test_deterministic_for_a_seed(key, frac):
     assert a.plan == b.plan
     assert a.lower_bound_s == b.lower_bound_s
     assert [e.get("status") for e in a.info["log"]] == [e.get("status") for e in b.info["log"]]
+
+
+@pytest.mark.parametrize("params,words", [
+    (dict(threads=0), "threads must be >= 1"), (dict(threads=1.5), "threads must be an integer"),
+    (dict(rel_gap=float("inf")), "rel_gap must be a finite"), (dict(rel_gap="nan"), "rel_gap"),
+    (dict(rel_gap=-1e-3), "rel_gap must be >= 0"), (dict(steps=0), "steps must be"),
+    (dict(steps="foo"), "steps must be"), (dict(warm_start="maybe"), "warm_start must be"),
+    (dict(max_iterations=0), "max_iterations must be >= 1"), (dict(patience=0), "patience"),
+    (dict(time_limit_s=0), "time_limit_s must be"), (dict(seed="x"), "seed must be"),
+    (dict(backend="gurobi"), "'gurobi' is not one of"), (dict(tier="foo"), "'foo' is not"),
+    (dict(frobnicate=1), "unknown parameter(s) 'frobnicate'; milp takes backend"),
+])
+def test_bad_parameters_are_named(params, words):
+    with pytest.raises(ValueError) as e:
+        MILP(**params)
+    assert words in str(e.value)
