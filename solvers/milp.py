@@ -17,7 +17,8 @@ Tiers (``tier``; "auto" picks by size):
   below that can be stated as a valid linear implication.
 - "exact" (up to 128 saved tensors and 320 ops): one step per op; binaries only for the
   decisions (copy shares, rebuild positions and evictions continuous, runtime rules
-  R1-R6 off). The LP relaxation is solved first (GLOP), then the MILP.
+  R1-R6 off). The LP relaxation is solved first (GLOP; up to 150k nonzeros), then
+  the MILP.
 - "aggregated" (the paper workloads): one step per (phase, layer) run of ops, as "exact"
   otherwise. GPT-2 XL: 100 steps, 75k variables; its bound is the LP relaxation's, within
   the 300 s default limit.
@@ -1538,6 +1539,10 @@ FULL_MAX_SAVED, FULL_MAX_OPS = 10, 48
 """The "auto" tier uses the full model up to this many saved tensors and ops..."""
 EXACT_MAX_SAVED, EXACT_MAX_OPS = 128, 320
 """... one step per op (binary decisions only) up to this size, else aggregated steps."""
+EXACT_LP_MAX_NONZEROS = 150_000
+"""The exact tier solves the LP relaxation first (GLOP, for its rounding) only up to this
+many nonzeros: on chain63 (290k) GLOP needed over 30 s and the MILP then ran out of time
+before its root bound."""
 
 
 class MILP:
@@ -1780,11 +1785,15 @@ class MILP:
         log: list[dict[str, Any]] = []
         lower = T_star
         objective: float | None = None
-        if tier != "full":
+        nonzeros = sum(len(r[0]) for r in model.lin.rows)
+        if tier == "aggregated" or (tier == "exact" and nonzeros <= EXACT_LP_MAX_NONZEROS):
             # the LP relaxation first: a bound within the time limit even when the MILP
-            # search is too large to finish; its rounding is a candidate plan
+            # search is too large to finish (aggregated tier), and its rounding is a
+            # candidate plan (exact tier; a large LP would only take the time the MILP,
+            # whose root bound is as strong, needs)
             tl = time.perf_counter()
-            lp, xlp = lp_relaxation(model.lin, max(1.0, 0.6 * (deadline - tl)))
+            share = 0.6 if tier == "aggregated" else 0.15
+            lp, xlp = lp_relaxation(model.lin, max(1.0, share * (deadline - tl)))
             entry = {"iteration": "lp", "seconds": round(time.perf_counter() - tl, 4)}
             if lp is not None:
                 entry["bound_s"] = lp * to_s
