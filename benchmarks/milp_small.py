@@ -108,14 +108,15 @@ def main() -> None:
     args.store.parent.mkdir(parents=True, exist_ok=True)
     solvers = [("milp", {"backend": b, "threads": args.threads}) for b in backends]
     solvers.append("slackswap")
-    df = compare(suite_files(), solvers, list(BUDGETS), time_limit_s=args.time_limit,
+    paths = suite_files()
+    df = compare(paths, solvers, list(BUDGETS), time_limit_s=args.time_limit,
                  store=args.store, progress=True)
 
     print(f"MILP on instances/small/, time limit {args.time_limit:g} s, "
           f"{args.threads} threads; cells: status, solve time (s), plan gap to its bound\n")
     print("| instance | saved | M/P | " + " | ".join(backends) + " |")
     print("|---|---|---|" + "---|" * len(backends))
-    saved = {load_instance(p).name: load_instance(p).n_saved for p in suite_files()}
+    saved = {inst.name: inst.n_saved for inst in map(load_instance, paths)}
     df["backend"] = df["params"].map(lambda t: json.loads(t).get("backend"))
     for (name, frac), g in df.groupby(["instance", "budget_fraction"], sort=False):
         cells = []

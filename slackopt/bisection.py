@@ -1,8 +1,9 @@
 """Bisection over a monotone feasibility predicate, shared by solvers.
 
-Solvers use it to find the smallest integer (a budget in bytes, a number of checkpointed
-blocks) at which they find a feasible plan: SlackSwap's ``min_budget_bytes`` when it reports
-"infeasible", the block-checkpoint baseline's smallest k.
+Solvers use it to find the smallest integer (a budget in bytes) at which they find a
+feasible plan: SlackSwap's ``min_budget_bytes`` when it reports
+"infeasible", the baselines' and the MILP's smallest budgets. (The block-checkpoint
+baseline scans k instead: its peak is not monotone in k.)
 """
 
 from __future__ import annotations

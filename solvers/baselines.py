@@ -93,6 +93,8 @@ def blocks_are_contiguous(instance: Instance) -> bool:
     return all(a <= b for a, b in zip(layers, layers[1:], strict=False))
 
 
+NO_BLOCKS = ("the instance has no blocks (no saved tensor has a layer >= 0), so there is "
+             "nothing to checkpoint")
 NOT_CONTIGUOUS_NOTE = (
     "the blocks are not contiguous in the forward pass (a block's tensors are produced "
     "before and after other blocks', e.g. long skip connections), so recomputing the bottom "
@@ -171,8 +173,7 @@ class Checkpoint:
             return _keep_all_fits(self.name, instance, t0, seed, base)
         if L == 0:
             return _does_not_apply(self.name, instance, t0, seed, base,
-                                   "the instance has no blocks (no saved tensor has a layer "
-                                   ">= 0), so there is nothing to checkpoint")
+                                   NO_BLOCKS)
         peaks: dict[int, int] = {0: P}
         evals: dict[int, Evaluation] = {}
 
@@ -228,10 +229,13 @@ def min_budget_by_bisection(instance: Instance, feasible_at: Callable[[int], boo
 
 
 def _fixed_plan_result(name: str, instance: Instance, plan: Plan, M: int, t0: float,
-                       seed: int | None, info: dict[str, Any]) -> SolveResult:
+                       seed: int | None, info: dict[str, Any],
+                       ev: Evaluation | None = None) -> SolveResult:
     """SolveResult of a budget-oblivious plan without swaps: it runs without waiting, so
-    it is feasible iff M covers its unconstrained peak, which is its min budget."""
-    ev = simulate(instance, plan, UNBOUNDED_BYTES)
+    it is feasible iff M covers its unconstrained peak, which is its min budget. `ev`:
+    the plan's evaluation under an unbounded budget, if the caller has it already."""
+    if ev is None:
+        ev = simulate(instance, plan, UNBOUNDED_BYTES)
     peak = int(ev.peak_bytes)
     ok = M >= peak
     info = {**info, "peak_bytes": peak,
@@ -345,11 +349,11 @@ class SqrtCheckpoint:
             res = _keep_all_fits(self.name, instance, t0, seed, base)
         elif L == 0:
             res = _does_not_apply(self.name, instance, t0, seed, base,
-                                  "the instance has no blocks (no saved tensor has a layer "
-                                  ">= 0), so there is nothing to checkpoint")
+                                  NO_BLOCKS)
         else:
             plan = sqrt_checkpoint_plan(instance, self.segment)
-            peak = int(simulate(instance, plan, UNBOUNDED_BYTES).peak_bytes)
+            ev = simulate(instance, plan, UNBOUNDED_BYTES)
+            peak = int(ev.peak_bytes)
             if peak >= P:
                 why = (f"its plan peaks at {peak} B >= P: the tensors live at the keep-all "
                        "peak are read there or needed to rebuild what is read there")
@@ -360,7 +364,7 @@ class SqrtCheckpoint:
                 info = {**base, "applies": True}
                 if not contiguous:
                     info["note"] = NOT_CONTIGUOUS_NOTE
-                res = _fixed_plan_result(self.name, instance, plan, M, t0, seed, info)
+                res = _fixed_plan_result(self.name, instance, plan, M, t0, seed, info, ev)
         res.params = self.params
         return res
 

@@ -152,6 +152,7 @@ from typing import Any
 
 import numpy as np
 
+from slackopt.bisection import smallest_true
 from slackopt.instance import Instance
 from slackopt.plan import KEEP, RECOMP, SWAP, Plan
 from slackopt.simulate import simulate
@@ -1650,14 +1651,8 @@ class MILP:
         if simulate(inst, allswap, floor).feasible:
             return floor, floor, True
         P = int(inst.P)
-        lo, hi = floor, max(P, floor + 1)
-        tol = max(1, int(math.ceil(1e-3 * P)))
-        while hi - lo > tol:
-            mid = lo + (hi - lo) // 2
-            if simulate(inst, allswap, mid).feasible:
-                hi = mid
-            else:
-                lo = mid
+        hi = smallest_true(lambda m: simulate(inst, allswap, m).feasible, floor,
+                           max(P, floor + 1), tol=max(1, int(math.ceil(1e-3 * P))))
         return hi, floor, False
 
     # ------------------------------------------------------------------ solve
@@ -1785,8 +1780,8 @@ class MILP:
         log: list[dict[str, Any]] = []
         lower = T_star
         objective: float | None = None
-        nonzeros = sum(len(r[0]) for r in model.lin.rows)
-        if tier == "aggregated" or (tier == "exact" and nonzeros <= EXACT_LP_MAX_NONZEROS):
+        if tier == "aggregated" or (tier == "exact"
+                                    and model.info["nonzeros"] <= EXACT_LP_MAX_NONZEROS):
             # the LP relaxation first: a bound within the time limit even when the MILP
             # search is too large to finish (aggregated tier), and its rounding is a
             # candidate plan (exact tier; a large LP would only take the time the MILP,
