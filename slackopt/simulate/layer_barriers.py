@@ -158,8 +158,11 @@ class LayerBarriers(Engine):
                 self.gate_list.clear()
 
     def _queue_d2h(self, t: int) -> None:
-        self.d2hq.append(t)
+        self.queue_d2h(t)
         self._gate(t)
+
+    def on_d2h_dropped(self, t: int) -> None:
+        self._ungate(t)
 
     def _issue(self, r: int, gate: bool) -> None:
         """Queue the H2D copies of offloaded backward layer r's fetch set (allocating

@@ -191,7 +191,7 @@ class OnDemand(Engine):
                 freed = True
             else:
                 if state[t] == _DEV:         # not offloaded yet: copy it out now
-                    self.d2hq.append(t)
+                    self.queue_d2h(t)
                 state[t] = _EVICT
                 self.pending += s[t]
         if freed:
