@@ -1,6 +1,6 @@
 """Hand-computed timelines of the layer_barriers and on_demand runtimes.
 
-semantics.md ("Other runtimes"), slackopt/simulate/layer_barriers.py and on_demand.py.
+docs/model.md ("Other runtimes"), slackopt/simulate/layer_barriers.py and on_demand.py.
 Every expected number is worked out in the comment beside it. Instances: W = 100 B/s, no
 copy latency, no duplex slowdown unless stated; every op lasts 1 s.
 """
@@ -288,7 +288,7 @@ RUNTIME_SETTINGS = [
     ("gpt2-xl", {"layers": 2}, 3), ("bert-large", {"layers": 2}, 11),
     ("vgg16", {"batch": 4}, 5), ("chain", {"n_layers": 8}, 7)])
 def test_invariants_on_random_plans(workload, params, seed):
-    # semantics.md invariants under every runtime setting: keep-all at M = P is ideal;
+    # docs/model.md invariants under every runtime setting: keep-all at M = P is ideal;
     # peak <= M; T = T* + stalls + recompute; deterministic; an infeasible plan says why.
     # (bert-large, seed 11 once left a barrier waiting behind an ungated prefetch.)
     import numpy as np

@@ -1,6 +1,6 @@
 """The discrete-event loop shared by every runtime policy (private).
 
-:class:`Engine` is the barrier-free runtime (../shared/spec/semantics.md, "Plan semantics
+:class:`Engine` is the barrier-free runtime (docs/model.md, "Plan semantics
 under the barrier-free runtime"; SlackSwap paper section 3.4). The other runtimes
 (:mod:`.layer_barriers`, :mod:`.on_demand`) subclass it and override the hooks marked
 "hook" below; the loop itself, the copy engines, memory accounting, stall accounting and
@@ -33,7 +33,7 @@ compute stream and what happens when an allocation does not fit.
 
 A copy costs ``link.copy_latency_s`` then its bytes at W, or at ``duplex_factor * W``
 while a copy in the other direction is in flight (its latency phase included).
-Host pinned memory (``Instance.host_memory_bytes``, an extension of semantics.md): a
+Host pinned memory (``Instance.host_memory_bytes``, an extension of docs/model.md): a
 swapped tensor occupies host memory from the start of its D2H until its last backward
 reader ends (or its D2H ends, if that is later); a D2H whose start would raise occupancy
 above the limit ends the run as infeasible at that instant (no waiting: host memory is
