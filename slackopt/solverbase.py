@@ -246,6 +246,10 @@ class BaseSolver:
 
     def __init_subclass__(cls, **kw: Any) -> None:
         super().__init_subclass__(**kw)
+        import sys
+
+        if cls.__module__ in sys.modules:  # snapshot the source being run (solver_code_id)
+            _module_digest(sys.modules[cls.__module__])
         if "name" not in cls.__dict__ or not cls.__dict__["name"]:
             cls.name = cls.__name__
         if "__init__" in cls.__dict__:
@@ -436,7 +440,24 @@ def _as_outcome(x: Plan | Outcome | None) -> Outcome:
     raise TypeError(f"plan() returned {type(x).__name__}; expected a Plan, an Outcome or None")
 
 
-_CODE_IDS: dict[str, str] = {}
+_SOURCE_DIGESTS: dict[tuple[str, int], str] = {}
+_NO_SOURCE = ""
+
+
+def _module_digest(mod: Any) -> str:
+    """sha256 of a module's source text, cached per module name and import (a reload
+    makes a new ``__spec__``, hence a new entry); "" when it has no source file."""
+    import hashlib
+
+    key = (mod.__name__, id(getattr(mod, "__spec__", None)))
+    if key not in _SOURCE_DIGESTS:
+        try:
+            text = inspect.getsource(mod)
+        except (OSError, TypeError):
+            _SOURCE_DIGESTS[key] = _NO_SOURCE
+        else:
+            _SOURCE_DIGESTS[key] = hashlib.sha256(text.encode()).hexdigest()
+    return _SOURCE_DIGESTS[key]
 
 
 def _code_modules(cls: type) -> dict[str, Any]:
@@ -444,7 +465,9 @@ def _code_modules(cls: type) -> dict[str, Any]:
     this base excluded), then, transitively, the modules they reference at top level
     (imported modules, functions, classes) and the loaded submodules of their package,
     restricted to the same top-level package (``solvers``, ``slackopt.solvers`` or a
-    user file's module). slackopt itself (the evaluator) is not part of it."""
+    user file's module). slackopt itself (the evaluator) is not part of it. Keys are the
+    module names relative to that package (``".vdnn"``; ``"."`` for the package or file
+    itself), so moving the package or the file keeps the identity."""
     import sys
 
     roots = [sys.modules.get(c.__module__) for c in cls.__mro__
@@ -473,14 +496,18 @@ def _code_modules(cls: type) -> dict[str, Any]:
             dep = sys.modules.get(name) if isinstance(name, str) else None
             if dep is not None and ours(dep.__name__) and dep.__name__ not in found:
                 todo.append(dep)
-    return found
+    return {name[len(top):] or ".": mod for name, mod in found.items()}
 
 
 def solver_code_id(cls: type) -> str:
     """What identifies the code of solver class `cls`: 16 hex digits of a sha256 over the
-    source text of :func:`_code_modules` (read once per module and process, so it is the
-    code this process loaded), or, for a class without a source file (defined in a
-    notebook cell or the REPL), over its methods' bytecode and constants.
+    source text of :func:`_code_modules`, or, for a class without a source file (defined
+    in a notebook cell or the REPL), over its methods' bytecode and constants.
+
+    Each module's source is read once per import (a reload reads it again); a
+    BaseSolver subclass's own module is read when the class is defined, so the digest is
+    that of the code this process runs even if the file is edited afterwards (the modules
+    it depends on are read when the identity is first asked for).
 
     The store keys of :func:`slackopt.compare.compare` include it: a row computed by other
     code is never returned. An edit to any of those modules (a comment included) changes
@@ -490,15 +517,10 @@ def solver_code_id(cls: type) -> str:
 
     h = hashlib.sha256()
     mods = _code_modules(cls)
-    for name in sorted(mods):
-        if name not in _CODE_IDS:
-            try:
-                text = inspect.getsource(mods[name])
-            except (OSError, TypeError):
-                text = ""
-            _CODE_IDS[name] = hashlib.sha256(text.encode()).hexdigest()
-        h.update(f"{name}:{_CODE_IDS[name]};".encode())
-    if not any(_CODE_IDS.get(n) != hashlib.sha256(b"").hexdigest() for n in mods):
+    digests = {name: _module_digest(mods[name]) for name in sorted(mods)}
+    for name, d in digests.items():
+        h.update(f"{name}:{d};".encode())
+    if not any(digests.values()):  # no source file: the loaded bytecode
         for c in cls.__mro__:
             if c in (BaseSolver, object):
                 continue
