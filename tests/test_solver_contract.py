@@ -354,3 +354,18 @@ def test_readme_custom_solver_example_runs(tmp_path: Path) -> None:
         doc = json.loads(res.stdout)
         assert doc["solver"] == "greedy_swap" and doc["status"] == "feasible"
         assert doc["evaluation"]["peak_bytes"] <= doc["budget_bytes"]
+
+
+@pytest.mark.parametrize(("solver", "keys"), [
+    ("sqrt_checkpoint", "valid keys: segment (int >= 1 or None, default None)"),
+    ("slackswap", "valid keys: g (any, default"),  # not yet migrated: keys from signature
+])
+def test_cli_param_typo_lists_the_valid_keys(solver: str, keys: str) -> None:
+    exe = Path(sys.executable).with_name("slackopt")
+    inst = ROOT / "instances/teaching/chain8_a100-pcie4.json"
+    res = subprocess.run([str(exe), "solve", str(inst), "-s", solver, "--budget", "0.5",
+                          "--param", "gg=1"], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 2
+    assert "Traceback" not in res.stderr
+    assert "'gg'" in res.stderr
+    assert keys in res.stderr
