@@ -30,6 +30,28 @@ A complete solver (see the README, "Your own solver")::
             ...
             return Plan(decisions, instance.saved_names)
 
+Rules for ``plan(instance, budget_bytes, run)``:
+
+- ``instance`` is already lowered (one saved unit per storage, :func:`slackopt.solve`);
+  return decisions for ``instance.saved_names``. ``budget_bytes`` is M, an int.
+- Randomness comes only from ``run.seed`` (``np.random.default_rng(run.seed_or(0))``):
+  the same seed gives the same plan (checked with no time limit).
+- ``run.time_limit_s`` (s, or None): a search polls ``run.expired()`` /
+  ``run.remaining()`` and returns its best plan so far; the whole call must end within
+  1.5 x limit + 1 s (:func:`slackopt.compare.hard_deadline_s`). Report "timeout" only
+  with no plan; "optimal" only for a proven optimum of the evaluator's semantics; a
+  ``lower_bound_s`` only if valid for every plan.
+- A bare Plan is judged by the evaluator under M. An :class:`Outcome` may set the status
+  (one of :data:`slackopt.solver.STATUSES`), ``objective_s``, ``lower_bound_s``,
+  ``min_budget_bytes`` (skips the bisection), a precomputed ``evaluation`` and ``info``.
+- Infeasible answers get ``info["min_budget_bytes"]`` by bisection over
+  :meth:`BaseSolver.feasible_at` (which re-runs ``plan`` at another budget; override it
+  with something cheaper, or set ``min_budget_search = False``).
+
+Registration: ``slackopt.register_solver(name, cls)`` at runtime, an entry point in the
+``slackopt.solvers`` group, or ``"path/to/file.py:ClassName"`` wherever a solver name is
+taken. Conformance: :func:`slackopt.testing.check_solver`.
+
 Bad hyperparameters raise :class:`SolverParamError` (a :class:`~slackopt.errors.SolverError`
 that is also a ``ValueError`` and a ``TypeError``), whose message names the solver, the
 offending key and every valid key with its type, range and default.
@@ -66,6 +88,10 @@ class SolverParamError(SolverError, ValueError, TypeError):
 
 
 _UNSET: Any = object()
+
+
+class _OutOfTime(Exception):
+    """The minimum-budget search ran into the time limit."""
 
 
 @dataclass(frozen=True)
@@ -360,10 +386,17 @@ class BaseSolver:
         if out.min_budget_bytes is not _UNSET:
             info["min_budget_bytes"] = out.min_budget_bytes
         elif status == "infeasible" and "min_budget_bytes" not in info:
-            info["min_budget_bytes"] = (
-                min_budget_by_bisection(instance, lambda m: self.feasible_at(instance, m, run),
-                                        M)
-                if getattr(self, "min_budget_search", True) else None)
+            info["min_budget_bytes"] = None
+            if getattr(self, "min_budget_search", True):
+                def pred(m: int) -> bool:
+                    if run.expired():
+                        raise _OutOfTime
+                    return self.feasible_at(instance, m, run)
+                try:
+                    info["min_budget_bytes"] = min_budget_by_bisection(instance, pred, M)
+                except _OutOfTime:
+                    info["min_budget_note"] = ("the minimum-budget search stopped at the time "
+                                               f"limit ({run.time_limit_s:g} s)")
         return SolveResult(
             plan=out.plan, solver=self.name, params=self.params, status=status,
             objective_s=objective, lower_bound_s=out.lower_bound_s,

@@ -369,3 +369,24 @@ def test_cli_param_typo_lists_the_valid_keys(solver: str, keys: str) -> None:
     assert "Traceback" not in res.stderr
     assert "'gg'" in res.stderr
     assert keys in res.stderr
+
+
+def test_min_budget_search_finds_p_for_keep_all_and_stops_at_the_time_limit() -> None:
+    class Keeper(BaseSolver):
+        name = "keeper"
+
+        def plan(self, instance, budget_bytes, run):
+            return Plan.keep_all(instance)
+
+    inst = chain(4)
+    half = int(inst.P) // 2
+    r = Keeper().solve(inst, half)
+    # keep-all fits iff M >= P (its peak is P): every bisection midpoint below P fails,
+    # so the search ends at P itself
+    assert r.status == "infeasible" and r.objective_s is None
+    assert r.info["min_budget_bytes"] == int(inst.P)
+    assert not slackopt.simulate(inst, r.plan, int(inst.P) - 1).feasible
+    out = Keeper().solve(inst, half, time_limit_s=0)
+    assert out.info["min_budget_bytes"] is None
+    assert out.info["min_budget_note"] == ("the minimum-budget search stopped at the time "
+                                           "limit (0 s)")
