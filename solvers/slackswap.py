@@ -69,12 +69,13 @@ class _Prep:
         self.last_fwd = np.asarray(inst.saved_last_fwd_idx, dtype=np.int64)
         self.first_bwd = np.asarray(inst.saved_first_bwd_idx, dtype=np.int64)
         self.last_bwd = np.asarray(inst.saved_last_bwd_idx, dtype=np.int64)
-        # Prefetch credits: a kept tensor frees its bytes when its last backward reader ends.
+        # Prefetch credits: every saved tensor frees its bytes when its last backward
+        # reader ends (a kept tensor, and a swapped one whose prefetch buffer it read);
+        # cc[j] = bytes freed by the j+1 earliest releases.
         rel = self.end_s[self.last_bwd] if n else np.zeros(0)
         self.rel_order = np.argsort(rel, kind="stable")
         self.rel_sorted = rel[self.rel_order]
-        self.rel_rank = np.empty(n, dtype=np.int64)
-        self.rel_rank[self.rel_order] = np.arange(n)
+        self.credits = np.cumsum(self.s[self.rel_order])
         # Recipe graph: inputs (given) and dependents (tensors whose recipe reads k).
         self.inputs: list[tuple[int, ...]] = [tuple(x) for x in inst.recipe_inputs]
         deps: list[list[int]] = [[] for _ in range(n)]
@@ -194,9 +195,11 @@ def prefetch_schedule(instance: Instance, positions: Any) -> tuple[np.ndarray, n
     """Planned H2D schedule of swap set `positions` (sec. 3.2).
 
     Copies start no earlier than T_F, run one at a time in deadline order (d, ties by
-    production order) and copy j starts only once the kept tensors (saved tensors not in
-    the set) released by the ideal backward pass (at the end of their last backward
-    reader) cover the bytes of copies 1..j.
+    production order) and copy j starts only once the bytes released by the ideal
+    backward pass (each saved tensor at the end of its last backward reader) cover the
+    bytes of copies 1..j. Memory is assumed full at T_F; a swapped tensor is released
+    like a kept one, since its prefetch buffer is freed after its last backward reader
+    (see :func:`pass1` for this reading of sec. 3.2).
 
     Returns:
         (order, ends): saved positions in prefetch order and each copy's end time (s);
@@ -204,19 +207,16 @@ def prefetch_schedule(instance: Instance, positions: Any) -> tuple[np.ndarray, n
     """
     pr = _prep(instance)
     pos = np.asarray(positions, dtype=np.int64)
-    inS = np.zeros(pr.n, dtype=bool)
-    inS[pos] = True
     order = pos[np.lexsort((pos, pr.d[pos]))]
-    cc = np.cumsum(np.where(inS[pr.rel_order], 0, pr.s[pr.rel_order]))
-    ends = _prefetch_ends(pr, cc, pr.s[order])
-    return order, ends
+    return order, _prefetch_ends(pr, pr.s[order])
 
 
-def _prefetch_ends(pr: _Prep, cc: np.ndarray, s_ord: np.ndarray) -> np.ndarray:
-    """H2D ends for copies of sizes `s_ord` in queue order, credits `cc` (cumulative kept
-    bytes in release order)."""
+def _prefetch_ends(pr: _Prep, s_ord: np.ndarray) -> np.ndarray:
+    """H2D ends for copies of sizes `s_ord` in queue order, gated by the release credits
+    ``pr.credits``."""
     if s_ord.size == 0:
         return np.zeros(0)
+    cc = pr.credits
     need = np.cumsum(s_ord)
     ri = np.searchsorted(cc, need, side="left")
     ok = ri < cc.size
@@ -244,9 +244,20 @@ def pass1(
     - offload: D2H copies in production order, each no earlier than its r, one at a time,
       each taking ``copy_latency_s + s / W``; the last ends by ``(1 - g) * T_F``;
     - prefetch: H2D copies from T_F in deadline order (d), each starting only once the
-      kept tensors released so far (ideal end of their last backward reader; memory is
-      assumed full at T_F) cover the bytes of all copies up to and including it; each
-      copy ends by its d.
+      bytes released so far by the ideal backward pass cover the bytes of all copies up
+      to and including it; each copy ends by its d. Memory is assumed full at T_F.
+
+    Reading of sec. 3.2 ("credit the bytes of each kept tensor when its last backward
+    reader ends"): once prefetched, a swapped tensor is resident until its last backward
+    reader ends, like a kept one, and the runtime frees its buffer then (sec. 3.4,
+    semantics.md), so its bytes are credited at that time too. Only copies earlier in
+    the queue can be credited this way in a schedule that passes the test (a copy later
+    in deadline order is released after its d, which is after every earlier copy's end).
+    Crediting kept tensors alone would let the first swapped bytes use up the credits:
+    with an all-swap set no byte would ever be released and nothing could be prefetched,
+    so Pass 1 stalled at 11.2 GB of the 16.2 GB deficit of GPT-2 XL at 30% of P however
+    fast the link (Figure 6a: 16.7 GB at 200 GB/s in the paper). Before Pass 2 decides
+    recomputations every tensor outside S counts as kept.
 
     Pass 1 stops once S covers the deficit D = P - M, or when the candidates run out.
 
@@ -296,16 +307,15 @@ def pass1(
     tail = np.zeros(n + 1)
     PM = np.full(n, -np.inf)
     SM = np.full(n, -np.inf)
-    # Prefetch state: credits of kept tensors cumulated in release order; S in queue
-    # order (d, then position) as sizes, durations and deadlines.
-    cc = np.cumsum(s[pr.rel_order])
+    # Prefetch state: release credits (fixed, pr.credits); S in queue order (d, then
+    # position) as sizes, durations and deadlines.
+    cc = pr.credits
     rel_sorted = pr.rel_sorted
     keys: list[tuple[float, int]] = []
     Ss = np.zeros(0, dtype=np.int64)
     Sdur = np.zeros(0)
     Sd = np.zeros(0)
     r_l, d_l, dur_l, s_l = r.tolist(), d.tolist(), dur.tolist(), s.tolist()
-    rank_l = pr.rel_rank.tolist()
     total = 0
     checked = 0
     for p in cand.tolist():
@@ -321,14 +331,12 @@ def pass1(
         # Offload test, O(1): the last D2H end with p inserted.
         if max(PM[p] + dp_, rp + dp_ + tail[p + 1], SM[p]) > limit:
             continue
-        # Prefetch test, O(|S| log n): p leaves the credits and joins the queue.
+        # Prefetch test, O(|S| log n): p joins the queue.
         sp = s_l[p]
-        ccp = cc.copy()
-        ccp[rank_l[p]:] -= sp
         key = (ddp, p)
         j = bisect.bisect_left(keys, key)
         s_new = np.concatenate((Ss[:j], (sp,), Ss[j:]))
-        ri = ccp.searchsorted(np.cumsum(s_new))
+        ri = cc.searchsorted(np.cumsum(s_new))
         if ri[-1] >= n:
             continue  # the releases never cover the queue
         rel = rel_sorted[ri]
@@ -341,7 +349,7 @@ def pass1(
         inS[p] = True
         total += sp
         keys.insert(j, key)
-        Ss, Sdur, Sd, cc = s_new, dur_new, d_new, ccp
+        Ss, Sdur, Sd = s_new, dur_new, d_new
         durS[p] = dp_
         tail[:n] = np.cumsum(durS[::-1])[::-1]
         V = np.where(inS, r + tail[:n], -np.inf)
