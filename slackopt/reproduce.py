@@ -426,6 +426,7 @@ def _figure6a_plot(d: pd.DataFrame) -> Any:
             label="recomputed")
     for a in (ax, bx):
         a.set_xscale("log")
+        a.minorticks_off()
         a.set_xticks(list(ss["link_gbps"]), [f"{w:g}" for w in ss["link_gbps"]])
         a.set_xlabel("host link (GB/s per direction)")
         a.grid(alpha=0.3)
@@ -450,6 +451,7 @@ def _figure6b_plot(d: pd.DataFrame) -> Any:
         y = [_ok_throughput(d[(d["seq"] == q) & (d["solver"] == s)]) * 100 for q in seqs]
         ax.plot(seqs, y, marker="o", color=c, label=f"{s} throughput")
     ax.set_xscale("log", base=2)
+    ax.minorticks_off()
     ax.set_xticks(seqs, [f"{s // 1024}K" for s in seqs])
     ax.set_xlabel("sequence length (tokens; 16K tokens per batch)")
     ax.set_ylabel("%")

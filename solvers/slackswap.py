@@ -1,8 +1,7 @@
 """SlackSwap: the two-pass keep/swap/recompute planner with validation and repair.
 
-Paper: ../shared/papers/slackswap-2026.txt, section 3 (Algorithm 1); the details the
-paper leaves open are pinned in ../shared/spec/semantics.md ("SlackSwap details the
-paper leaves open").
+Paper: the SlackSwap paper (2026), section 3 (Algorithm 1); the details the paper leaves
+open are pinned in docs/model.md ("SlackSwap details the paper leaves open").
 
 - :func:`pass1` (sec. 3.2, Alg. 1 lines 2-6) spends the link budget: it adds saved
   tensors to the swap set S in decreasing recompute cost per byte rho while both the
@@ -15,6 +14,14 @@ paper leaves open").
   with no candidate it converts the earliest block to full recomputation.
 - :func:`plan` runs both passes; :class:`SlackSwap` (sec. 3.4) replays each plan in the
   evaluator (:func:`slackopt.simulate.simulate`) and repairs it for at most six rounds.
+
+Runtime rules (docs/model.md, "Plan semantics under the barrier-free runtime"): Pass 1
+plans every D2H to end by (1 - g) T_F, before the first H2D may start, so its model needs
+none of the three rules that keep the runtime from wasting the link: no H2D waits on an
+unfinished D2H (no head-of-line blocking to model), no D2H can be dropped (every swapped
+tensor still has its backward readers at T_F) and no device copy lags into the backward
+pass (no lagging inputs to claim). Validation replays each plan in the evaluator, which
+implements the rules, and the repair rounds act on what it observes.
 
 All functions are deterministic. Saved tensors are addressed by their position in
 ``Instance.saved`` (production order).
@@ -40,7 +47,7 @@ from slackopt.solver import SolveResult
 
 SWAP_ORDERS = ("rho", "production")
 GUARD_STEP = 0.02
-"""Raise of the offload guard g after a round with forward stalls (semantics.md)."""
+"""Raise of the offload guard g after a round with forward stalls (docs/model.md)."""
 MIN_BUDGET_REL_TOL = 0.005
 """Resolution of the min-budget bisection, as a share of P."""
 
@@ -250,7 +257,9 @@ def pass1(
     Reading of sec. 3.2 ("credit the bytes of each kept tensor when its last backward
     reader ends"): once prefetched, a swapped tensor is resident until its last backward
     reader ends, like a kept one, and the runtime frees its buffer then (sec. 3.4,
-    semantics.md), so its bytes are credited at that time too. Only copies earlier in
+    docs/model.md), so its bytes are credited at that time too: "kept" is read as
+    "resident on the device in the backward pass", and the credits still leave transient
+    buffers (gradients, temporaries) to validation. Only copies earlier in
     the queue can be credited this way in a schedule that passes the test (a copy later
     in deadline order is released after its d, which is after every earlier copy's end).
     Crediting kept tensors alone would let the first swapped bytes use up the credits:
@@ -526,7 +535,7 @@ def pass2_detailed(instance: Instance, M: int, decisions: Any,
     non-saved tensors and workspaces plus the windows of :class:`_Profile`). At the first
     op i with m(i) > M, the candidates are keep tensors with finite c and s > 0 resident at
     i but unused there (last forward reader < i < first need); the one minimizing
-    ``c_t / min(s_t, E)``, E = max_j (m(j) - M) over the whole profile (semantics.md), is
+    ``c_t / min(s_t, E)``, E = max_j (m(j) - M) over the whole profile (docs/model.md), is
     marked recomp (ties: earliest produced) and the profile is updated in place. With no
     candidate at i, the earliest block (``Instance.saved_layers`` >= 0) that still has a
     non-recomp tensor with finite c and s > 0 is converted to full recomputation (every
@@ -687,7 +696,7 @@ class SlackSwap:
 
     Rounds: each round plans with :func:`plan` and evaluates the plan with
     :func:`slackopt.simulate.simulate` at the true budget M. Repairs before the next round
-    (semantics.md): forward stalls raise g by 0.02; a tensor whose H2D kept the compute
+    (docs/model.md): forward stalls raise g by 0.02; a tensor whose H2D kept the compute
     stream waiting for w seconds becomes recomp in later rounds if c_t < w, else it is
     excluded from S; an infeasible plan is re-planned at ``M * (1 - 0.01 * 2**k)``, k = 0, 1,
     ... (k counts infeasible rounds). At most ``max_rounds`` plans are evaluated in all;

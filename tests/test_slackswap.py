@@ -224,6 +224,25 @@ def test_solve_plans_are_feasible_under_the_evaluator(tiny, frac):
         assert res.objective_s == pytest.approx(ev.step_time_s)
 
 
+@pytest.mark.parametrize("frac", [0.6, 0.5, 0.4])
+def test_planned_swaps_need_none_of_the_runtime_rules(tiny, frac):
+    """Pass 1 ends every D2H by (1 - g) T_F (module docstring): under the evaluator's rules
+    no D2H of a SlackSwap plan is dropped (rule 2) and no swapped tensor's H2D is cancelled
+    because its device copy lagged (rule 3): D2H bytes = swapped bytes, and H2D bytes =
+    swapped bytes when nothing is evicted."""
+    M = int(frac * tiny.P)
+    pl = plan(tiny, M)
+    swapped = int(tiny.s[pl.decisions == SWAP].sum())
+    assert swapped > 0
+    ev = simulate(tiny, pl.to_plan(tiny), M)
+    assert ev.feasible
+    assert ev.d2h_bytes == swapped
+    if ev.evictions == 0:
+        assert ev.h2d_bytes == swapped
+    else:
+        assert ev.h2d_bytes > swapped
+
+
 @pytest.mark.parametrize("M", [12, 18, 22, 30, 42, 50, 55])
 def test_solve_on_blocks(M):
     inst = blocks()
