@@ -760,12 +760,12 @@ REASONS["barriers"] = (
     "rule the paper's ablation used is not stated. We keep vDNN's rule for both.")
 REASONS["fig6a-deficit"] = (
     "**GPT-2 XL at 200 GB/s swaps {sw:.2f} GB, not 16.7 GB.** Pass 1 stops once the swap "
-    "set covers the deficit D = P - M (sec. 3.2), and at 30% of P = {P:.2f} GB the deficit "
-    "is D = {D:.2f} GB: SlackSwap swaps the whole deficit and recomputes nothing, as in the "
+    "set covers the deficit D = P - M (sec. 3.2); at 30% of P (P = {P:.2f} GB) the deficit "
+    "is D = {D:.2f} GB, and SlackSwap swaps all of it and recomputes nothing, as in the "
     "paper. A 16.7 GB swap set would be the deficit of a {P_paper:.1f} GB peak, but the "
-    "workload model lands on Table 1's P of 23.1 GB (spec/workloads.md): the paper's "
-    "figure is larger than its own stopping rule allows at this budget. We keep the rule; "
-    "the 0.5 GB is not explained.")
+    "workload model lands on Table 1's P of 23.1 GB (docs/workloads.md, \"Totals\"): the "
+    "paper's figure is larger than its own stopping rule allows at this budget. We keep "
+    "the rule; the 0.5 GB is not explained.")
 REASONS["ga"] = (
     "**The genetic search beats SlackSwap by more than 0.45% on Llama-7B at 20-30% of "
     "P.** Not from a larger search: with the paper's 14,000 plans it already gains "

@@ -7,8 +7,7 @@ and returns a tidy table. SlackSwap's swapped and recomputed bytes, which a comp
 does not carry, are read from its own plan (``SolveResult.info``), re-planned here in
 this process (SlackSwap is deterministic: the same plan as the compare row's).
 
-Paper: ../shared/papers/slackswap-2026.txt, section 4.5; hardware presets:
-../shared/spec/workloads.md.
+Paper: the SlackSwap paper (2026), section 4.5; hardware presets: docs/workloads.md.
 """
 
 from __future__ import annotations
@@ -74,7 +73,7 @@ def link_sweep(workload: str = "gpt2-xl", links_gbps: Sequence[float] = LINKS_GB
     Args:
         workload: a workload name of :func:`slackopt.workloads.make` (A100 by default).
         links_gbps: link bandwidths W, GB/s per direction (1 GB = 1e9 B); the duplex
-            factor and copy latency keep their defaults (spec/workloads.md).
+            factor and copy latency keep their defaults (docs/workloads.md).
         solvers: registered solver names.
         budget: fraction of each instance's P.
         workers: local processes for :func:`slackopt.compare.compare`.
