@@ -11,9 +11,16 @@
 - the section 4.1 check (``vgg16_titanx.csv``): vDNNconv and vDNNall overhead on VGG-16
   with vDNN's Titan X parameters;
 - Figure 5 (``figure5.png``): the GPT-2 XL step at 50% of P under vDNN and SlackSwap;
-- ``report.md``: every number the paper states next to the reproduced one, the
-  difference, and, where they differ, the reason (an assumption the paper leaves unstated,
-  with the diagnostic computed here that shows it).
+- section 4.5 at 30% of P (:mod:`slackopt.sensitivity`): Figure 6a (``figure6a.png``,
+  ``.csv``; GPT-2 XL, link 12-450 GB/s: every baseline and SlackSwap, its swapped and
+  recomputed bytes), Figure 6b (``figure6b.png``, ``.csv``; Llama-7B, sequence 2K-32K
+  at 16K tokens per batch: f, SlackSwap, checkpointing) and the GPU generations
+  (``gpu_generations.png``, ``.csv``; V100/A100/H100: SlackSwap's lead over the best
+  baseline for GPT-2 XL and Llama-7B);
+- ``report.md``: every number the paper states (kept in the package data file
+  ``slackopt/data/paper_numbers.toml``, read by :func:`paper_numbers`) next to the
+  reproduced one, the difference, and, where they differ, the reason (an assumption the
+  paper leaves unstated, with the diagnostic computed here that shows it).
 
 Every number comes from the registered solvers and the one evaluator
 (:func:`slackopt.simulate.simulate`) through :func:`slackopt.compare.compare`; nothing is
@@ -1074,13 +1081,15 @@ class ReproduceResult:
 
 def reproduce(out_dir: str | Path, *, quick: bool = False, workers: int = 2,
               progress: bool = False, _tiny: bool = False) -> ReproduceResult:
-    """Regenerate the paper's Figures 4 and 5, Tables 2 and 3 and the VGG-16 check.
+    """Regenerate the paper's Figures 4, 5, 6a and 6b, Tables 2 and 3, the GPU-generation
+    comparison and the VGG-16 check.
 
     Args:
         out_dir: directory for report.md, the PNG figures and the CSV tables (created).
         quick: fewer budgets (Figure 4: 9 instead of 12; Table 3: 50% and 30%) and a 5 s
-            genetic search instead of 45 s.
-        workers: local processes for the sweeps (:func:`slackopt.compare.compare`).
+            genetic search instead of 45 s; section 4.5 is the same in every mode.
+        workers: local processes for the Figure 4 and Table 3 sweeps
+            (:func:`slackopt.compare.compare`); section 4.5 runs in this process.
         progress: progress bars on stderr.
         _tiny: private test mode: scaled-down workloads, no genetic search.
 
@@ -1114,5 +1123,5 @@ def reproduce(out_dir: str | Path, *, quick: bool = False, workers: int = 2,
     return ReproduceResult(out, files, claims, time.perf_counter() - t0, run.timings)
 
 
-__all__ = ["reproduce", "ReproduceResult", "Claim", "WORKLOADS", "FIGURE4_SOLVERS",
-           "ABLATIONS", "FULL_BUDGETS", "QUICK_BUDGETS"]
+__all__ = ["reproduce", "ReproduceResult", "Claim", "paper_numbers", "WORKLOADS",
+           "FIGURE4_SOLVERS", "ABLATIONS", "FULL_BUDGETS", "QUICK_BUDGETS", "OUTPUT_FILES"]

@@ -77,7 +77,7 @@ class _Prep:
         self.first_bwd = np.asarray(inst.saved_first_bwd_idx, dtype=np.int64)
         self.last_bwd = np.asarray(inst.saved_last_bwd_idx, dtype=np.int64)
         # Prefetch credits: every saved tensor frees its bytes when its last backward
-        # reader ends (a kept tensor, and a swapped one whose prefetch buffer it read);
+        # reader ends (a kept tensor, or a swapped tensor's prefetch buffer);
         # cc[j] = bytes freed by the j+1 earliest releases.
         rel = self.end_s[self.last_bwd] if n else np.zeros(0)
         self.rel_order = np.argsort(rel, kind="stable")
@@ -264,7 +264,7 @@ def pass1(
     in deadline order is released after its d, which is after every earlier copy's end).
     Crediting kept tensors alone would let the first swapped bytes use up the credits:
     with an all-swap set no byte would ever be released and nothing could be prefetched,
-    so Pass 1 stalled at 11.2 GB of the 16.2 GB deficit of GPT-2 XL at 30% of P however
+    so Pass 1 stopped at 11.2 GB of the 16.2 GB deficit of GPT-2 XL at 30% of P however
     fast the link (Figure 6a: 16.7 GB at 200 GB/s in the paper). Before Pass 2 decides
     recomputations every tensor outside S counts as kept.
 
