@@ -5,7 +5,8 @@ Commands (see DESIGN.md, "Command line"): ``make``, ``describe``, ``solve``, ``s
 and nothing else (anything a solver prints goes to stderr). Exit status: 0 on success
 (an infeasible budget is an answer, not an error), 2 for bad input (a
 :class:`~slackopt.errors.SlackoptError`, an unknown name, a usage error), 1 for an
-internal error. Errors are one message on stderr, never a traceback; set
+internal error, 130 after Ctrl-C (with one line saying how to go on; a sweep with a
+``--store`` resumes). Errors are one message on stderr, never a traceback; set
 ``SLACKOPT_DEBUG=1`` to see the traceback of an internal error.
 """
 
@@ -28,7 +29,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from slackopt.errors import SlackoptError
+from slackopt.errors import SlackoptError, interrupt_cause
 
 app = typer.Typer(
     name="slackopt",
@@ -114,6 +115,27 @@ def _stdout_to_stderr() -> Iterator[None]:
             os.close(saved)
 
 
+INTERRUPTED_EXIT = 130
+"""Exit status after Ctrl-C (128 + SIGINT, as shells report it)."""
+_RERUN = "nothing was kept; run the same command again to start over"
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C, with the line that tells the user how to go on (``hint``)."""
+
+    def __init__(self, hint: str) -> None:
+        super().__init__(hint)
+        self.hint = hint
+
+
+def _interrupted(e: BaseException) -> None:
+    """Print the one-line interrupt message and exit with :data:`INTERRUPTED_EXIT`."""
+    hint = e.hint if isinstance(e, Interrupted) else _RERUN
+    sys.stderr.write(f"slackopt: interrupted; {hint}\n")
+    sys.stderr.flush()
+    raise typer.Exit(INTERRUPTED_EXIT) from None
+
+
 def _guarded(fn: F) -> F:
     """Turn user errors into exit 2 and internal ones into exit 1, message on stderr."""
 
@@ -132,9 +154,11 @@ def _guarded(fn: F) -> F:
         except SlackoptError as e:
             _err(str(e))
             raise typer.Exit(2) from None
-        except KeyboardInterrupt:
-            raise
+        except KeyboardInterrupt as e:
+            _interrupted(e)
         except Exception as e:
+            if isinstance(interrupt_cause(e), KeyboardInterrupt):
+                _interrupted(e)  # Ctrl-C inside compiled code arrives as a SystemError
             if os.environ.get("SLACKOPT_DEBUG", "") not in ("", "0"):
                 traceback.print_exc(file=sys.stderr)
             msg = str(e) or "(no message)"
@@ -647,14 +671,16 @@ def compare_cmd(
         if store is not None:
             from slackopt.compare import ResultStore
 
-            with ResultStore(store) as st:
-                n = len(st.keys())
+            try:
+                with ResultStore(store) as st:
+                    n: Any = len(st.keys())
+            except SlackoptError:
+                n = "its"
             msg = (f"{store} holds {n} finished runs: run the same command again to do only "
                    "the missing ones")
         else:
             msg = "finished runs were not kept (pass --store FILE to resume later)"
-        sys.stderr.write(f"slackopt: interrupted; {msg}\n")
-        raise
+        raise Interrupted(msg) from None
     written = str(write_results(df, output, overwrite=force)) if output is not None else None
     counts = {"runs": len(df), "runs_from_store": int(df.attrs.get("runs_from_store", 0)),
               "runs_now": int(df.attrs.get("runs_now", len(df)))}
@@ -1071,7 +1097,8 @@ def main(argv: list[str] | None = None) -> int:
         argv: the arguments (without the program name); None reads ``sys.argv``.
 
     Returns:
-        The exit status: 0 success, 2 bad input, 1 internal error.
+        The exit status: 0 success, 2 bad input, 1 internal error, 130 interrupted
+        (Ctrl-C; one line on stderr says how to go on).
     """
     try:
         rv = app(args=argv, prog_name="slackopt", standalone_mode=False)
@@ -1086,8 +1113,8 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write("slackopt: aborted\n")
         return 1
     except KeyboardInterrupt:
-        sys.stderr.write("slackopt: interrupted\n")
-        return 130
+        sys.stderr.write(f"slackopt: interrupted; {_RERUN}\n")
+        return INTERRUPTED_EXIT
     return rv if isinstance(rv, int) else 0
 
 
