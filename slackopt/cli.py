@@ -133,7 +133,12 @@ def _interrupted(e: BaseException) -> None:
     hint = e.hint if isinstance(e, Interrupted) else _RERUN
     sys.stderr.write(f"slackopt: interrupted; {hint}\n")
     sys.stderr.flush()
+    _REPORTED.append(hint)
     raise typer.Exit(INTERRUPTED_EXIT) from None
+
+
+_REPORTED: list[str] = []
+"""Interrupt lines already written (main() writes one if typer stopped the command first)."""
 
 
 def _guarded(fn: F) -> F:
@@ -1115,6 +1120,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         sys.stderr.write(f"slackopt: interrupted; {_RERUN}\n")
         return INTERRUPTED_EXIT
+    if rv == INTERRUPTED_EXIT and not _REPORTED:  # Ctrl-C before a command began
+        sys.stderr.write(f"slackopt: interrupted; {_RERUN}\n")
+    _REPORTED.clear()
     return rv if isinstance(rv, int) else 0
 
 

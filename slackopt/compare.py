@@ -376,9 +376,9 @@ _WORKER_INSTANCES: dict[str, Instance] = {}
 def _init_worker(instances: dict[str, Instance], parent_pid: int) -> None:
     """Process-pool initializer: keep the instances; leave Ctrl-C to the parent; end
     within about a second when the parent dies (:func:`slackopt.parentwatch.exit_with_parent`)."""
-    from slackopt.parentwatch import exit_with_parent
+    from slackopt.parentwatch import exit_with_parent, worker_ignores_sigint
 
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    worker_ignores_sigint()
     exit_with_parent(parent_pid)
     _WORKER_INSTANCES.clear()
     _WORKER_INSTANCES.update(instances)
@@ -395,10 +395,12 @@ def _kill_pool(ex: Any) -> None:
     for p in procs:
         with contextlib.suppress(Exception):
             p.terminate()
-    ex.shutdown(wait=False, cancel_futures=True)
+    # Wait for the workers before the shutdown frees the pool's semaphores: a worker
+    # still starting would otherwise fail on them and print a traceback.
     for p in procs:
         with contextlib.suppress(Exception):
             p.join(timeout=5)
+    ex.shutdown(wait=False, cancel_futures=True)
     # Let the pool's manager thread see the dead workers and close its pipes before the
     # interpreter exits (Python 3.11 can otherwise print an ignored OSError at exit).
     if manager is not None:
@@ -412,6 +414,8 @@ def _run_processes(tasks: list[_Task], instances: dict[str, Instance], workers: 
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
     from concurrent.futures.process import BrokenProcessPool
 
+    from slackopt.parentwatch import sigint_blocked
+
     # spawn: no fork of a parent that may hold threads (progress bar, Jupyter, Dask).
     ctx = multiprocessing.get_context("spawn")
     used = {t.instance_hash for t in tasks}
@@ -422,7 +426,8 @@ def _run_processes(tasks: list[_Task], instances: dict[str, Instance], workers: 
     ex = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker,
                              initargs=(payload, os.getpid()))
     try:
-        futs = {ex.submit(_pool_execute, t): t for t in pending}
+        with sigint_blocked():  # workers start with Ctrl-C blocked (parentwatch)
+            futs = {ex.submit(_pool_execute, t): t for t in pending}
         while futs:
             done, _ = wait(futs, return_when=FIRST_COMPLETED)
             for f in done:
@@ -447,7 +452,9 @@ def _run_processes(tasks: list[_Task], instances: dict[str, Instance], workers: 
                                  initargs=({t.instance_hash: instances[t.instance_hash]},
                                            os.getpid()))
         try:
-            row = ex.submit(_pool_execute, t).result()
+            with sigint_blocked():
+                fut = ex.submit(_pool_execute, t)
+            row = fut.result()
         except BrokenProcessPool:
             if not finished:  # nothing ever ran: the processes cannot start at all
                 raise SlackoptError(

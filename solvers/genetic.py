@@ -49,7 +49,6 @@ import math
 import multiprocessing as mp
 import os
 import random
-import signal
 import threading
 import time
 from collections.abc import Container, Iterable, Sequence
@@ -60,6 +59,7 @@ from deap import algorithms, base, tools
 
 from slackopt.errors import interrupt_cause
 from slackopt.instance import Instance
+from slackopt.parentwatch import sigint_blocked
 from slackopt.plan import KEEP, RECOMP, SWAP, Plan
 from slackopt.simulate import simulate
 from slackopt.solver import SolveResult, get_solver, registered_solvers
@@ -147,9 +147,9 @@ def _init_worker(instance: Instance, budget_bytes: int, parent_pid: int | None =
     _CTX["instance"] = instance
     _CTX["M"] = int(budget_bytes)
     if parent_pid is not None:
-        from slackopt.parentwatch import exit_with_parent
+        from slackopt.parentwatch import exit_with_parent, worker_ignores_sigint
 
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        worker_ignores_sigint()
         exit_with_parent(parent_pid)
 
 
@@ -551,7 +551,9 @@ class Genetic:
                     todo.append(k)
             if pool is not None and len(todo) > 1:
                 chunk = max(1, math.ceil(len(todo) / (4 * self.workers)))
-                scores = list(pool.map(_score_key, todo, chunksize=chunk))
+                with sigint_blocked():  # workers start with Ctrl-C blocked
+                    it = pool.map(_score_key, todo, chunksize=chunk)
+                scores = list(it)
             else:
                 scores = [_score_key(k) for k in todo]
             for k, sc in zip(todo, scores, strict=True):

@@ -301,3 +301,20 @@ def test_worker_processes_watch_their_parent() -> None:
     os.kill(shell.pid, signal.SIGKILL)
     shell.wait(timeout=WAIT_S)
     wait_until(lambda: not alive(child), "the orphaned child to end")
+
+
+@linux_only
+def test_ctrl_c_during_reproduce_exits_130_and_leaves_no_worker(tmp_path: Path) -> None:
+    proc = start("reproduce", "--tiny", "--out", tmp_path / "r")
+    # Interrupt once the sweep's worker processes run (a Python child, not the tracker).
+    wait_until(lambda: proc.poll() is not None or len(descendants(proc.pid)) >= 2,
+               "reproduce's workers to start")
+    kids = descendants(proc.pid)
+    proc.send_signal(signal.SIGINT)
+    rc, out, err = finish(proc)
+    assert rc == 130, err[-2000:]
+    assert "Traceback" not in err
+    assert err.strip().splitlines()[-1] == ("slackopt: interrupted; nothing was kept; run the "
+                                           "same command again to start over")
+    assert not (tmp_path / "r" / "report.md").exists()
+    wait_until(lambda: not any(alive(p) for p in kids), "reproduce's workers to end")
