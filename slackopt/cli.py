@@ -43,6 +43,8 @@ app = typer.Typer(
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+BUDGET_HELP = ("fraction of P <= 1 (0.5), percentage (50%), multiple of P (1.2P) or size "
+               "(11.5GB)")
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
 ForceOpt = Annotated[bool, typer.Option("--force", help="Replace the output file if it exists.")]
 ParamOpt = Annotated[
@@ -278,6 +280,16 @@ def _evaluation_rows(ev: Mapping[str, Any]) -> dict[str, Any]:
     return {k: ev[k] for k in keys if k in ev}
 
 
+def _evaluation_doc(ev: Any) -> dict[str, Any]:
+    """An Evaluation as a JSON-ready dict; an infeasible plan has no step time (None) and
+    throughput 0 (the time at which it failed is in ``failure``)."""
+    d = ev.to_dict()
+    if not d.get("feasible"):
+        d["step_time_s"] = None
+        d["throughput"] = 0.0
+    return d
+
+
 def _print_evaluation(con: Console, ev: Mapping[str, Any]) -> None:
     con.print(_kv_table("Evaluation", _evaluation_rows(ev)))
     if ev.get("failure"):
@@ -418,8 +430,7 @@ def solve(
     instance: Annotated[Path, typer.Argument(help="Instance file.")],
     solver: Annotated[str, typer.Option("--solver", "-s", help="Registered solver name.")],
     budget: Annotated[str, typer.Option("--budget", "-b",
-                                        help="Memory budget: fraction of P (0.5) or a size "
-                                        "(11.5GB).")],
+                                        help=f"Memory budget: {BUDGET_HELP}.")],
     time_limit: Annotated[float | None, typer.Option("--time-limit", min=0,
                                                      help="Solver time limit (s).")] = None,
     seed: Annotated[int | None, typer.Option(help="Random seed.")] = None,
@@ -447,7 +458,7 @@ def solve(
     if output is not None and plan is not None:
         meta = {"solver": res.solver, "params": res.params, "status": res.status,
                 "budget_bytes": m, "seed": res.seed, "planning_time_s": res.planning_time_s,
-                "step_time_s": ev.step_time_s if ev else None,
+                "step_time_s": ev.step_time_s if ev is not None and ev.feasible else None,
                 "feasible": ev.feasible if ev else None}
         plan_file = str(save_plan(plan, output, inst, overwrite=force, meta=_plain(meta)))
     elif output is not None:
@@ -460,7 +471,7 @@ def solve(
         "objective_s": res.objective_s, "lower_bound_s": res.lower_bound_s, "seed": res.seed,
         "decisions": plan.counts() if plan is not None else None,
         "bytes_by_decision": plan.bytes_by_decision(inst) if plan is not None else None,
-        "evaluation": ev.to_dict() if ev is not None else None,
+        "evaluation": _evaluation_doc(ev) if ev is not None else None,
         "min_budget_bytes": min_b,
         "min_budget_fraction": (_budget_fraction(int(min_b), inst.P)
                                 if isinstance(min_b, (int, float)) else None),
@@ -474,7 +485,7 @@ def solve(
             "objective_s": res.objective_s, "lower_bound_s": res.lower_bound_s}
     con.print(_kv_table(f"{res.solver} on {inst.name}", head))
     if ev is not None:
-        _print_evaluation(con, ev.to_dict())
+        _print_evaluation(con, doc["evaluation"])
     if plan is not None:
         con.print(_decision_table(plan.counts(), plan.bytes_by_decision(inst), inst.A))
     if res.status == "infeasible":
@@ -501,35 +512,48 @@ def solve(
 def simulate(
     instance: Annotated[Path, typer.Argument(help="Instance file.")],
     plan: Annotated[Path, typer.Argument(help="Plan file.")],
-    budget: Annotated[str, typer.Option("--budget", "-b",
-                                        help="Memory budget: fraction of P (0.5) or a size "
-                                        "(11.5GB); default P.")] = "1.0",
+    budget: Annotated[str | None, typer.Option(
+        "--budget", "-b", help=f"Memory budget: {BUDGET_HELP}. Default: the budget the "
+        "plan file records (solve -o writes it), else P.")] = None,
     json_output: JsonOpt = False,
 ) -> dict[str, Any] | None:
-    """Evaluate a plan file on an instance under a budget."""
+    """Evaluate a plan file on an instance, under the budget it was planned for unless
+    --budget says otherwise (stderr and the JSON say which budget was used)."""
     from slackopt.instance import budget_bytes
-    from slackopt.io import load_instance, load_plan
+    from slackopt.io import load_instance, read_plan_file
     from slackopt.simulate import simulate as run_simulation
 
     inst = load_instance(instance)
-    p = load_plan(plan, inst)
-    made_for = json.loads(Path(plan).read_text()).get("instance")
+    pf = read_plan_file(plan, inst)
+    p, made_for = pf.plan, pf.instance
     if made_for and made_for != inst.name:
         sys.stderr.write(f"slackopt: note: {plan} was made for instance '{made_for}', not "
                          f"'{inst.name}'; its tensor names match, so it is simulated as is\n")
-    m = budget_bytes(inst, budget)
+    if budget is not None:
+        m, source = budget_bytes(inst, budget), "option"
+    elif pf.budget_bytes is not None:
+        m, source = pf.budget_bytes, "plan_file"
+    else:
+        m, source = int(inst.P), "default_P"
+    frac = _budget_fraction(m, inst.P)
+    said = {"option": "from --budget", "plan_file": "recorded in the plan file",
+            "default_P": "P, since the plan file records no budget"}[source]
+    sys.stderr.write(f"slackopt: note: budget {_fmt_bytes(m)}"
+                     + (f" ({frac:.3f} of P)" if frac is not None else "")
+                     + f", {said}" + ("" if source == "option" else
+                                      "; give --budget to choose another") + "\n")
     ev = run_simulation(inst, p, m)
     doc = {"instance": inst.name, "plan_instance": made_for, "plan_file": str(plan),
-           "policy": p.policy,
-           "budget_bytes": m, "budget_fraction": _budget_fraction(m, inst.P),
+           "policy": p.policy, "budget_bytes": m, "budget_fraction": frac,
+           "budget_source": source, "plan_budget_bytes": pf.budget_bytes,
            "decisions": p.counts(), "bytes_by_decision": p.bytes_by_decision(inst),
-           "evaluation": ev.to_dict()}
+           "evaluation": _evaluation_doc(ev)}
     if json_output:
         return doc
     con = _console()
     con.print(f"{plan} on {inst.name}, budget {_fmt_bytes(m)}"
-              + (f" ({doc['budget_fraction']:.3f} of P)" if inst.P else ""))
-    _print_evaluation(con, ev.to_dict())
+              + (f" ({frac:.3f} of P)" if frac is not None else "") + f", {said}")
+    _print_evaluation(con, doc["evaluation"])
     con.print(_decision_table(p.counts(), p.bytes_by_decision(inst), inst.A))
     return None
 
@@ -622,8 +646,8 @@ def compare_cmd(
         "--solvers", help="Comma-separated solver names, 'all' for every registered solver, "
         "or a JSON list of names and [name, {params}] pairs.")],
     budgets: Annotated[str, typer.Option(
-        "--budgets", help="Comma-separated budgets: fractions of P (0.9,0.5) or sizes "
-        "(11.5GB).")],
+        "--budgets", help="Comma-separated budgets, each a fraction of P <= 1 (0.9,0.5), a "
+        "percentage (50%), a multiple of P (1.2P) or a size (11.5GB).")],
     seeds: Annotated[str | None, typer.Option(
         "--seeds", help="Comma-separated seeds (default: none).")] = None,
     output: Annotated[Path | None, typer.Option(
@@ -748,8 +772,7 @@ SolverListOpt = Annotated[
     typer.Option("--solver", "-s", help="Registered solver name; repeat to compare "
                  "(default: slackswap)."),
 ]
-BudgetOpt = Annotated[str, typer.Option("--budget", "-b", help="Memory budget: fraction of P "
-                                        "(0.5) or a size (11.5GB).")]
+BudgetOpt = Annotated[str, typer.Option("--budget", "-b", help=f"Memory budget: {BUDGET_HELP}.")]
 PlanOpt = Annotated[Path | None, typer.Option("--plan", help="Plot this plan file instead of "
                                               "solving.")]
 SeedOpt = Annotated[int | None, typer.Option(help="Random seed passed to the solver.")]
@@ -806,7 +829,7 @@ def _plot_doc(kind: str, written: Path, **extra: Any) -> dict[str, Any]:
 
 def _run_docs(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{"label": r["label"], "solver": r["solver"], "status": r["status"],
-             "evaluation": r["evaluation"].to_dict()} for r in runs]
+             "evaluation": _evaluation_doc(r["evaluation"])} for r in runs]
 
 
 def _instance_plot(kind: str, instance: Path, solver: list[str] | None, budget: str,

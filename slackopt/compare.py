@@ -62,7 +62,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from slackopt.errors import FileFormatError, SlackoptError, SolverError, interrupt_cause
-from slackopt.instance import Instance, budget_bytes
+from slackopt.instance import Instance, budget_bytes, parse_budget
 from slackopt.solver import get_solver, registered_solvers, solver_name
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -96,7 +96,8 @@ SCHEMA: dict[str, str] = {
     "time_limit_s": "float64",       # NaN for none
     "status": "object",              # optimal, feasible, infeasible, timeout, error
     "message": "object",             # error / timeout text, or the evaluator's failure
-    # the Evaluation of the returned plan (step_time_s and throughput NaN unless feasible)
+    # the Evaluation of the returned plan: an infeasible plan has no step time (NaN) and
+    # throughput 0; both are NaN for a run without a plan (error, timeout)
     "feasible": "bool",
     "step_time_s": "float64",
     "throughput": "float64",
@@ -234,19 +235,10 @@ def _resolve_solvers(solvers: Iterable[SolverSpec] | str) -> list[tuple[str, dic
 
 
 def _requested_fraction(budget: Any, m: int, p: int) -> float:
-    """The fraction of P the user asked for, if the budget was a fraction; else M / P."""
-    value: Any = budget
-    if isinstance(budget, str):
-        try:
-            value = float(budget.strip())
-        except ValueError:
-            value = None
-        else:
-            txt = budget.strip().lower()
-            if "." not in txt and "e" not in txt and value > 10:
-                value = None
-    if isinstance(value, (float, np.floating)) and not isinstance(value, bool) \
-            and math.isfinite(value) and 0 <= value <= 10:
+    """The fraction of P the user asked for, if the budget was a fraction (0.5, "50%",
+    "1.2P"); else M / P."""
+    kind, value = parse_budget(budget)
+    if kind == "fraction":
         return float(value)
     return m / p if p else math.nan
 
@@ -354,7 +346,7 @@ def _execute(instance: Instance, task: _Task) -> dict[str, Any]:
     if ev is not None:
         row.update(feasible=bool(ev.feasible),
                    step_time_s=float(ev.step_time_s) if ev.feasible else math.nan,
-                   throughput=float(ev.throughput) if ev.feasible else math.nan,
+                   throughput=float(ev.throughput) if ev.feasible else 0.0,
                    stall_fwd_s=ev.stall_fwd_s, stall_bwd_s=ev.stall_bwd_s,
                    recompute_s=ev.recompute_s, d2h_bytes=int(ev.d2h_bytes),
                    h2d_bytes=int(ev.h2d_bytes), evictions=int(ev.evictions),

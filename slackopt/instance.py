@@ -779,56 +779,92 @@ class Instance:
                 f"T*={self.ideal_time_s * 1e3:.4g} ms)")
 
 
-def budget_bytes(instance: Instance, budget: float | int | str) -> int:
-    """Turn a budget into bytes.
+_SIZE_UNITS = {"b": 1, "kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12,
+               "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+BUDGET_FORMS = ("a fraction of P <= 1 (0.5), a percentage of P (50%), a multiple of P "
+                "with a P suffix (1.2P) or a size with a unit (11.5GB, 12GiB, 800MB)")
+"""The budget forms :func:`budget_bytes` accepts, for error messages."""
+
+
+def parse_budget(budget: float | int | str) -> tuple[str, float]:
+    """Read a budget without an instance: ``("fraction", f)`` (of P) or ``("bytes", b)``.
+
+    Forms: a float or bare number string is a fraction of P and must be <= 1 (a bare
+    "8" would be 8 x P, 185 GB on GPT-2 XL, which a user thinking in GB does not mean);
+    "50%" is a percentage of P; "1.2P" an explicit multiple of P (up to
+    :data:`MAX_FRACTION`); a string with a unit is a size (decimal KB/MB/GB/TB, binary
+    KiB/MiB/GiB/TiB, "B"); an int is bytes.
 
     Args:
-        instance: gives P for fractional budgets.
-        budget: a float in [0, 10] is a fraction of P; an int is bytes; a string is a
-            fraction ("0.5") or a size with a unit: "11.5GB", "800MB", "1.2e9B", "12GiB"
-            (decimal units KB/MB/GB/TB, binary KiB/MiB/GiB/TiB, "B" for bytes).
+        budget: the budget as given.
 
     Returns:
-        The budget M in bytes (int, >= 0).
+        (kind, value): kind "fraction" with value >= 0 (of P), or "bytes" with a value
+        >= 0 (not yet rounded).
 
     Raises:
-        BudgetError: if the budget is negative, not finite or cannot be parsed.
+        BudgetError: unparsable, negative, not finite, a bare number > 1, or more than
+            MAX_FRACTION x P; the message names the form to use instead.
     """
     from slackopt.errors import BudgetError
 
-    units = {"b": 1, "kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12,
-             "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
     if isinstance(budget, str):
         txt = budget.strip().lower().replace(" ", "")
         num, unit = txt, ""
-        for u in sorted(units, key=len, reverse=True):
+        for u in ("%", "p", *sorted(_SIZE_UNITS, key=len, reverse=True)):
             if txt.endswith(u) and txt[: -len(u)]:
                 num, unit = txt[: -len(u)], u
                 break
         try:
             value = float(num)
         except ValueError:
-            raise BudgetError(
-                f"budget '{budget}' is neither a fraction of P (0.5) nor a size (11.5GB)"
-            ) from None
+            raise BudgetError(f"budget '{budget}' is not {BUDGET_FORMS}") from None
         if not math.isfinite(value) or value < 0:
             raise BudgetError(f"budget '{budget}' must be finite and >= 0")
-        if unit:
-            return _checked(int(round(value * units[unit])), budget)
-        if value > MAX_FRACTION:
+        if unit in _SIZE_UNITS:
+            return "bytes", value * _SIZE_UNITS[unit]
+        frac = value / 100 if unit == "%" else value
+        if unit == "" and frac > 1:
             raise BudgetError(
-                f"budget '{budget}' has no unit: as a fraction of P it must be <= "
-                f"{MAX_FRACTION:g}; for bytes write a unit ('{budget}B', '{budget}GB')")
-        return int(math.floor(value * instance.P))
+                f"budget '{budget}' has no unit: a bare number is a fraction of P and must "
+                f"be <= 1. Fix: write '{budget}GB' (or another unit) for a size, or "
+                f"'{budget}P' for {budget} x P")
+        if frac > MAX_FRACTION:
+            raise BudgetError(f"budget '{budget}' is more than {MAX_FRACTION:g} x P; give a "
+                              "size with a unit (11.5GB) if you mean bytes")
+        return "fraction", frac
     if isinstance(budget, bool) or not _is_real(budget):
-        raise BudgetError(f"budget {budget!r} must be a number or a size string like '11.5GB'")
+        raise BudgetError(f"budget {budget!r} must be a number or a string: {BUDGET_FORMS}")
     if not math.isfinite(budget) or budget < 0:
         raise BudgetError(f"budget {budget!r} must be finite and >= 0")
     if isinstance(budget, (float, np.floating)):
-        if budget > MAX_FRACTION:
-            raise BudgetError(f"budget {budget!r} as a fraction of P must be <= "
-                              f"{MAX_FRACTION:g}; give bytes as an int or a size string")
-        return int(math.floor(budget * instance.P))
+        if budget > 1:
+            raise BudgetError(f"budget {budget!r}: a float is a fraction of P and must be "
+                              f"<= 1. Fix: give '{budget}P' for {budget} x P, or bytes as an "
+                              "int or a size string ('11.5GB')")
+        return "fraction", float(budget)
+    return "bytes", float(int(budget))
+
+
+def budget_bytes(instance: Instance, budget: float | int | str) -> int:
+    """Turn a budget into bytes.
+
+    Args:
+        instance: gives P for fractional budgets.
+        budget: any form :func:`parse_budget` reads: 0.5, "0.5", "50%", "1.2P", "11.5GB",
+            "800MB", "1.2e9B", "12GiB", or an int (bytes).
+
+    Returns:
+        The budget M in bytes (int, >= 0): floor(fraction x P) for fractions.
+
+    Raises:
+        BudgetError: as :func:`parse_budget`, or more than 2**62 bytes.
+    """
+    kind, value = parse_budget(budget)
+    if kind == "fraction":
+        return int(math.floor(value * instance.P))
+    if isinstance(budget, str):
+        return _checked(int(round(value)), budget)
     return _checked(int(budget), budget)
 
 
@@ -844,4 +880,4 @@ MAX_FRACTION = 10.0
 """Largest budget accepted as a fraction of P."""
 
 
-__all__ = ["Op", "Recipe", "Tensor", "Instance", "budget_bytes", "PHASES"]
+__all__ = ["Op", "Recipe", "Tensor", "Instance", "budget_bytes", "parse_budget", "PHASES"]

@@ -62,7 +62,7 @@ import typing
 import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NamedTuple
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -873,8 +873,51 @@ def load_plan(path: PathLike, instance: Instance) -> Plan:
     return plan_from_dict(_read_json(path), instance, source=str(path))
 
 
+class PlanFile(NamedTuple):
+    """A plan file read with its header.
+
+    Attributes:
+        plan: the Plan, aligned with the instance's saved tensors.
+        instance: the instance name the file says it was made for, or None.
+        budget_bytes: the budget M (bytes) the plan was made for (``meta.budget_bytes``,
+            which ``slackopt solve -o`` writes), or None if the file records none.
+        meta: the file's ``meta`` object (provenance).
+    """
+
+    plan: Plan
+    instance: str | None
+    budget_bytes: int | None
+    meta: dict[str, Any]
+
+
+def read_plan_file(path: PathLike, instance: Instance) -> PlanFile:
+    """Read a plan file for `instance` with its header (made-for instance, budget, meta).
+
+    Args:
+        path: the file.
+        instance: the instance the plan is for.
+
+    Returns:
+        A :class:`PlanFile`.
+
+    Raises:
+        FileFormatError: as :func:`load_plan`, or ``meta.budget_bytes`` that is not an
+            integer >= 0 (naming the field and the fix).
+    """
+    doc = _read_json(path)
+    plan = plan_from_dict(doc, instance, source=str(path))
+    meta = doc.get("meta") if isinstance(doc.get("meta"), dict) else {}
+    m = meta.get("budget_bytes")
+    if m is not None and (isinstance(m, bool) or not isinstance(m, int) or m < 0):
+        raise FileFormatError(str(path), "meta.budget_bytes", f"{m!r} is not an integer >= 0",
+                              "remove it, or give --budget to choose the budget")
+    made_for = doc.get("instance")
+    return PlanFile(plan, made_for if isinstance(made_for, str) else None, m, dict(meta))
+
+
 __all__ = [
     "INSTANCE_FORMAT", "INSTANCE_SCHEMA_VERSIONS", "OutputExistsError", "PLAN_FORMAT",
-    "PLAN_SCHEMA_VERSIONS", "instance_from_dict", "instance_to_dict", "load_instance",
-    "load_plan", "plan_from_dict", "plan_to_dict", "save_instance", "save_plan",
+    "PLAN_SCHEMA_VERSIONS", "PlanFile", "instance_from_dict", "instance_to_dict",
+    "load_instance", "load_plan", "plan_from_dict", "plan_to_dict", "read_plan_file",
+    "save_instance", "save_plan",
 ]
