@@ -1003,7 +1003,7 @@ def compare(
     Args:
         instances: Instance objects or instance file paths (one or many).
         solvers: registered names ("slackswap"), (name, params) pairs
-            (``("milp", {"backend": "cpsat"})``) or solver objects (their ``name`` and
+            (``("milp", {"backend": "highs"})``) or solver objects (their ``name`` and
             ``params`` attributes label the rows); one or many.
         budgets: memory budgets, each a fraction of P (0.5), bytes (int) or a size string
             ("11.5GB"); one or many.
