@@ -116,8 +116,8 @@ def check_output(shown: list[str], printed: str, measured: bool) -> None:
             wild = set(range(1, len(want)))
 
         def same(r: list[str], want: list[str] = want, wild: set[int] = wild) -> bool:
-            return len(r) == len(want) and all(k in wild or a == b
-                                               for k, (a, b) in enumerate(zip(r, want, strict=True)))
+            return len(r) == len(want) and all(
+                k in wild or a == b for k, (a, b) in enumerate(zip(r, want, strict=True)))
 
         assert any(same(r) for r in rows), f"no printed row matches {want}\nprinted:\n{printed}"
 
