@@ -491,8 +491,11 @@ class Genetic:
         Args:
             instance: the instance.
             budget_bytes: M (bytes, >= 0).
-            time_limit_s: wall-clock limit (s) for the whole run, seeding included; checked
-                between generations (generation 0 always completes).
+            time_limit_s: wall-clock limit (s) for the whole run, seeding included: the
+                seed solvers share at most :data:`SEEDING_SHARE` of it (each is given what
+                is left of that share; those not started when it is spent are skipped);
+                generations stop when the next one (estimated from the last) would end past
+                the limit. Generation 0 always completes.
             seed: random seed (None: the constructor's).
 
         Returns:
