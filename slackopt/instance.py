@@ -184,6 +184,72 @@ def _names(x: Any) -> bool:
     return isinstance(x, (tuple, list)) and all(isinstance(v, str) for v in x)
 
 
+def _printable_names(names: list[Any]) -> bool:
+    """All plain non-empty printable strings (checked in bulk)."""
+    return all(type(x) is str for x in names) and all(names) and "".join(names).isprintable()
+
+
+def _ops_pass_bulk_checks(ops: Sequence[Op]) -> tuple[dict[str, int], int] | None:
+    """(name -> index, scheduled count) if every op passes the per-op checks of
+    :meth:`Instance._validate_and_index`, tested in bulk on plain Python types; None if
+    any may fail (then the per-op loop finds it and names it)."""
+    names = [op.name for op in ops]
+    if not _printable_names(names) or not _printable_names([op.kind for op in ops]):
+        return None
+    index = {n: i for i, n in enumerate(names)}
+    if len(index) != len(names):
+        return None
+    phases = [op.phase for op in ops]
+    n_fwd, n_bwd = phases.count("fwd"), phases.count("bwd")
+    n_sched = n_fwd + n_bwd
+    if phases != ["fwd"] * n_fwd + ["bwd"] * n_bwd + ["rebuild"] * (len(ops) - n_sched):
+        return None
+    real = (int, float)
+    durs = [op.duration_s for op in ops]
+    flops = [op.flops for op in ops]
+    ws = [op.workspace_bytes for op in ops]
+    if not (all(type(x) in real for x in durs) and all(type(x) in real for x in flops)
+            and all(type(x) is int for x in ws)):
+        return None
+    if ops and not (0 <= min(durs) and max(durs) <= MAX_DURATION_S and min(flops) >= 0
+                    and math.isfinite(max(flops)) and 0 <= min(ws) and max(ws) <= MAX_BYTES):
+        return None
+    return index, n_sched
+
+
+def _tensors_pass_bulk_checks(tensors: Sequence[Tensor], op_index: Mapping[str, int],
+                              n_sched: int) -> dict[str, int] | None:
+    """name -> index if every tensor passes the per-tensor checks of
+    :meth:`Instance._validate_and_index` (names, sizes, categories, list fields, producer
+    and readers), tested in bulk; None if any may fail (the per-tensor loop names it)."""
+    names = [t.name for t in tensors]
+    if not _printable_names(names) or not _printable_names([t.category for t in tensors]):
+        return None
+    index = {n: j for j, n in enumerate(names)}
+    if len(index) != len(names):
+        return None
+    sizes = [t.size_bytes for t in tensors]
+    if not all(type(x) is int for x in sizes) or (sizes and not (0 <= min(sizes)
+                                                                 and max(sizes) <= MAX_BYTES)):
+        return None
+    if not all(type(t.readers) is tuple and all(type(r) is str for r in t.readers)
+               for t in tensors):
+        return None
+    if not all(t.recipe is None or (type(t.recipe.ops) is tuple and type(t.recipe.inputs)
+                                    is tuple and all(type(x) is str for x in t.recipe.ops)
+                                    and all(type(x) is str for x in t.recipe.inputs))
+               for t in tensors):
+        return None
+    for t in tensors:
+        p = op_index.get(t.producer, n_sched)
+        if p >= n_sched:
+            return None
+        rs = [op_index.get(r, n_sched) for r in t.readers]
+        if rs and (max(rs) >= n_sched or min(rs) <= p or len(set(rs)) != len(rs)):
+            return None
+    return index
+
+
 class Instance:
     """One profiled training iteration under one host link. Immutable once built.
 
@@ -268,10 +334,15 @@ class Instance:
             raise InstanceError(f"link '{link.name}': copy_latency_s must be finite, >= 0 and "
                                 f"<= {MAX_DURATION_S:g} s, got {link.copy_latency_s!r}")
 
-        op_index: dict[str, int] = {}
+        fast = _ops_pass_bulk_checks(ops)
+        if fast is not None:  # every op is valid: skip the loop that names the bad one
+            op_index, n_sched = fast
+            self._op_index = op_index
+            self.n_ops = n_sched
+        op_index = {} if fast is None else op_index
         last_phase = 0
-        n_sched = 0
-        for i, op in enumerate(ops):
+        n_sched = 0 if fast is None else n_sched
+        for i, op in enumerate(ops if fast is None else ()):
             if not _is_name(op.name):
                 raise InstanceError(f"op #{i}: name must be a non-empty printable string, "
                                     f"got {op.name!r}")
@@ -306,8 +377,9 @@ class Instance:
         self._op_index = op_index
         self.n_ops = n_sched
 
-        t_index: dict[str, int] = {}
-        for j, t in enumerate(tensors):
+        t_fast = _tensors_pass_bulk_checks(tensors, op_index, n_sched)
+        t_index: dict[str, int] = {} if t_fast is None else t_fast
+        for j, t in enumerate(tensors if t_fast is None else ()):
             if not _is_name(t.name):
                 raise InstanceError(f"tensor #{j}: name must be a non-empty printable string, "
                                     f"got {t.name!r}")
@@ -352,30 +424,17 @@ class Instance:
                 seen.add(rd)
         self._t_index = t_index
         for t in tensors:
-            self._check_storage_and_mutation(t)
+            if t.storage is not None or t.mutated_by != ():
+                self._check_storage_and_mutation(t)
         total = sum(int(t.size_bytes) for t in tensors) + sum(int(op.workspace_bytes)
                                                                for op in ops)
         if total > 2**62:
             raise InstanceError(f"the tensors and workspaces add up to {total} B, more than "
                                 "2**62 B; sizes are bytes, not bits or elements")
 
-        # Directed acyclic graph over scheduled ops (edges producer -> reader).
-        g = nx.DiGraph()
-        for op in ops[:n_sched]:
-            g.add_node(op.name, phase=op.phase, layer=op.layer, kind=op.kind,
-                       duration_s=op.duration_s)
-        for t in tensors:
-            for rd in t.readers:
-                if g.has_edge(t.producer, rd):
-                    g.edges[t.producer, rd]["tensors"].append(t.name)
-                else:
-                    g.add_edge(t.producer, rd, tensors=[t.name])
-        # Readers come after producers in the schedule, so the graph is acyclic by
-        # construction; the check guards that invariant against future edits.
-        if not nx.is_directed_acyclic_graph(g):  # pragma: no cover - implied above
-            cyc = nx.find_cycle(g)
-            raise InstanceError(f"op graph has a cycle through {cyc}")
-        self._graph = g
+        # The op graph (producer -> reader) is acyclic by construction: every reader was
+        # checked to run after its producer. It is built on first use (self.graph).
+        self._graph: nx.DiGraph | None = None
 
         # Ideal schedule.
         dur = np.array([op.duration_s for op in ops[:n_sched]], dtype=np.float64)
@@ -398,19 +457,25 @@ class Instance:
         first_bwd = np.full(nt, -1, dtype=np.int64)
         last_bwd = np.full(nt, -1, dtype=np.int64)
         size = np.empty(nt, dtype=np.int64)
-        reader_idx: list[np.ndarray] = []
-        for j, t in enumerate(tensors):
-            p = op_index[t.producer]
-            rs = np.array(sorted(op_index[x] for x in t.readers), dtype=np.int64)
-            reader_idx.append(rs)
-            prod[j] = p
-            size[j] = t.size_bytes
-            last[j] = rs[-1] if rs.size else p
-            fw = rs[rs < n_fwd]
-            bw = rs[rs >= n_fwd]
-            last_fwd[j] = fw[-1] if fw.size else p
-            if bw.size:
-                first_bwd[j], last_bwd[j] = bw[0], bw[-1]
+        prod[:] = [op_index[t.producer] for t in tensors]
+        size[:] = [t.size_bytes for t in tensors]
+        counts = np.fromiter((len(t.readers) for t in tensors), dtype=np.int64, count=nt)
+        owner = np.repeat(np.arange(nt, dtype=np.int64), counts)
+        flat = np.fromiter((op_index[x] for t in tensors for x in t.readers), dtype=np.int64,
+                           count=int(counts.sum()))
+        order = np.lexsort((flat, owner))  # by tensor, then schedule position
+        flat, owner = flat[order], owner[order]
+        reader_idx: list[np.ndarray] = np.split(flat, np.cumsum(counts)[:-1]) if nt else []
+        last[:] = prod
+        np.maximum.at(last, owner, flat)
+        last_fwd[:] = prod
+        fw = flat < n_fwd
+        np.maximum.at(last_fwd, owner[fw], flat[fw])
+        big = np.iinfo(np.int64).max
+        fb = np.full(nt, big, dtype=np.int64)
+        np.minimum.at(fb, owner[~fw], flat[~fw])
+        first_bwd[:] = np.where(fb == big, -1, fb)
+        np.maximum.at(last_bwd, owner[~fw], flat[~fw])
         self.tensor_producer_idx = prod
         self.tensor_last_reader_idx = last
         self.tensor_size = size
@@ -507,7 +572,7 @@ class Instance:
         # A recipe whose inputs chain back to an unrebuildable-through-recipe cycle cannot
         # happen: inputs are produced no later than the tensor, and a tensor cannot read
         # itself; equal production (two outputs of one op) is acyclic unless mutual.
-        self._check_recipe_cycles()
+        self._check_recipe_cycles(prod[saved])
 
         sv = saved
         # Ready: the op after which a saved tensor holds its final forward value (its
@@ -698,11 +763,16 @@ class Instance:
             return None
         return self._blockers.get(k, "it has no recipe")
 
-    def _check_recipe_cycles(self) -> None:
+    def _check_recipe_cycles(self, prod: np.ndarray) -> None:
+        # A recipe input is produced no later than the tensor it rebuilds (`prod`: producer
+        # index per saved position), so a cycle can only join tensors of one producer:
+        # only those edges are looked at.
+        prod = prod.tolist()
         g = nx.DiGraph()
         for k, ins in enumerate(self.recipe_inputs):
             for i in ins:
-                g.add_edge(k, i)
+                if prod[i] == prod[k]:
+                    g.add_edge(k, i)
         if not nx.is_directed_acyclic_graph(g):
             cyc = nx.find_cycle(g)
             names = " -> ".join(self.saved_names[a] for a, _ in cyc)
@@ -711,7 +781,23 @@ class Instance:
     # ------------------------------------------------------------------ access
     @property
     def graph(self) -> nx.DiGraph:
-        """The operator graph over scheduled ops (edge attribute ``tensors``). Do not mutate."""
+        """The operator graph over scheduled ops (edge attribute ``tensors``). Do not mutate.
+
+        Built on first use (a networkx graph of a 150k-layer file costs seconds that
+        loading does not need); acyclic because every reader runs after its producer.
+        """
+        if self._graph is None:
+            g = nx.DiGraph()
+            for op in self.ops[: self.n_ops]:
+                g.add_node(op.name, phase=op.phase, layer=op.layer, kind=op.kind,
+                           duration_s=op.duration_s)
+            for t in self.tensors:
+                for rd in t.readers:
+                    if g.has_edge(t.producer, rd):
+                        g.edges[t.producer, rd]["tensors"].append(t.name)
+                    else:
+                        g.add_edge(t.producer, rd, tensors=[t.name])
+            self._graph = g
         return self._graph
 
     @property

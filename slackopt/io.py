@@ -53,6 +53,7 @@ atomic (a temporary file renamed into place); an existing file is never replaced
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -62,13 +63,14 @@ import typing
 import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Annotated, Any, Literal, NamedTuple
+from typing import Annotated, Any, Literal, NamedTuple, NotRequired
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, Strict, TypeAdapter, ValidationError
+from typing_extensions import TypedDict, is_typeddict
 
 from slackopt.errors import FileFormatError, InstanceError, PlanError, SlackoptError
-from slackopt.hardware import COPY_LATENCY_S, DUPLEX_FACTOR, Link
+from slackopt.hardware import Link
 from slackopt.instance import Instance, Op, Recipe, Tensor
 from slackopt.plan import DECISION_NAMES, POLICIES, Plan, check_runtime_params
 
@@ -96,62 +98,78 @@ NonNegInt = Annotated[int, Field(ge=0)]
 NonNegFloat = Annotated[float, Field(ge=0)]
 
 
-class LinkModel(_Strict):
+# Instance files are validated as TypedDicts (plain dicts out, no model objects: a file
+# of 150k layers has about a million fields), with the same strict rules as the models.
+# Absent optional fields stay absent; the defaults are those of Op, Tensor, Recipe and
+# Link. Lists fail fast: the first bad op or tensor ends the validation.
+_STRICT = ConfigDict(strict=True, extra="forbid", allow_inf_nan=False)
+
+
+class LinkModel(TypedDict):
     """``link``: the host link."""
 
+    __pydantic_config__ = _STRICT  # type: ignore[misc]
     name: str
     bytes_per_s: Annotated[float, Field(gt=0)]
-    duplex_factor: Annotated[float, Field(gt=0, le=1)] = DUPLEX_FACTOR
-    copy_latency_s: NonNegFloat = COPY_LATENCY_S
+    duplex_factor: NotRequired[Annotated[float, Field(gt=0, le=1)]]
+    copy_latency_s: NotRequired[NonNegFloat]
 
 
-class OpModel(_Strict):
+class OpModel(TypedDict):
     """``ops[i]``: one operator."""
 
+    __pydantic_config__ = _STRICT  # type: ignore[misc]
     name: Name
     phase: Literal["fwd", "bwd", "rebuild"]
     duration_s: NonNegFloat
-    layer: int = -1
-    kind: str = "other"
-    workspace_bytes: NonNegInt = 0
-    flops: NonNegFloat = 0.0
-    never_recompute: bool = False
-    random: bool = False
+    layer: NotRequired[int]
+    kind: NotRequired[str]
+    workspace_bytes: NotRequired[NonNegInt]
+    flops: NotRequired[NonNegFloat]
+    never_recompute: NotRequired[bool]
+    random: NotRequired[bool]
 
 
-class RecipeModel(_Strict):
+class RecipeModel(TypedDict):
     """``tensors[j].recipe``: how to rebuild a dropped tensor."""
 
+    __pydantic_config__ = _STRICT  # type: ignore[misc]
     ops: list[Name]
-    inputs: list[Name] = []
-    transient_bytes: NonNegInt = 0
+    inputs: NotRequired[list[Name]]
+    transient_bytes: NotRequired[NonNegInt]
 
 
-class TensorModel(_Strict):
+class TensorModel(TypedDict):
     """``tensors[j]``: one tensor."""
 
+    __pydantic_config__ = _STRICT  # type: ignore[misc]
     name: Name
     size_bytes: NonNegInt
     producer: Name
-    readers: list[Name] = []
-    recipe: RecipeModel | None = None
-    category: str = "other"
-    storage: Name | None = None
-    mutated_by: list[Name] = []
+    readers: NotRequired[list[Name]]
+    recipe: NotRequired[RecipeModel | None]
+    category: NotRequired[str]
+    storage: NotRequired[Name | None]
+    mutated_by: NotRequired[list[Name]]
 
 
-class InstanceFileModel(_Strict):
+class InstanceFileModel(TypedDict):
     """An instance file (schema version 1)."""
 
+    __pydantic_config__ = _STRICT  # type: ignore[misc]
     format: Literal["slackopt-instance"]
-    schema_version: Literal[1]
+    # not Literal[1]: pydantic's JSON mode takes true and 1.0 for a literal 1
+    schema_version: Annotated[int, Strict(), Field(ge=1, le=1)]
     name: str
     link: LinkModel
-    rng_capture: bool = True
-    host_memory_bytes: NonNegInt | None = None
-    ops: list[OpModel]
-    tensors: list[TensorModel]
-    meta: dict[str, Any] = {}
+    rng_capture: NotRequired[bool]
+    host_memory_bytes: NotRequired[NonNegInt | None]
+    ops: Annotated[list[OpModel], Field(fail_fast=True)]
+    tensors: Annotated[list[TensorModel], Field(fail_fast=True)]
+    meta: NotRequired[dict[str, Any]]
+
+
+_INSTANCE_SCHEMA = TypeAdapter(InstanceFileModel)
 
 
 class PlanFileModel(_Strict):
@@ -277,6 +295,23 @@ def _normalize(obj: Any, path: str, loc: tuple[str | int, ...] = ()) -> Any:
                           "stored in JSON", "use numbers, strings, booleans, null, lists and dicts")
 
 
+def _read_bytes(path: PathLike) -> bytes:
+    """The file's bytes, or a FileFormatError naming what is wrong with the path."""
+    p = Path(path)
+    try:
+        return p.read_bytes()
+    except FileNotFoundError:
+        raise FileFormatError(p, "", "file not found", "check the path") from None
+    except IsADirectoryError:
+        raise FileFormatError(p, "", "is a directory, not a file", "give the path of a file") \
+            from None
+    except PermissionError:
+        raise FileFormatError(p, "", "permission denied", "make the file readable") from None
+    except OSError as e:
+        raise FileFormatError(p, "", f"cannot be read ({e.strerror or e})", "check the path") \
+            from None
+
+
 def _read_json(path: PathLike) -> Any:
     p = Path(path)
     try:
@@ -398,23 +433,32 @@ _FIXES = {
 }
 
 
-def _model_at(model: Any, loc: Sequence[str | int]) -> type[BaseModel] | None:
-    """The pydantic model that validates the object at `loc` (for listing its fields)."""
+def _fields(tp: Any) -> dict[str, Any] | None:
+    """Field name -> type of a pydantic model or a TypedDict, else None."""
+    if isinstance(tp, type) and issubclass(tp, BaseModel):
+        return {k: f.annotation for k, f in tp.model_fields.items()}
+    if is_typeddict(tp):
+        return typing.get_type_hints(tp)
+    return None
+
+
+def _model_at(model: Any, loc: Sequence[str | int]) -> Any:
+    """The model or TypedDict that validates the object at `loc` (for listing its fields)."""
     tp: Any = model
     for part in loc:
         tp = _unwrap(tp)
         if isinstance(part, str):
-            if not (isinstance(tp, type) and issubclass(tp, BaseModel)) \
-                    or part not in tp.model_fields:
+            fields = _fields(tp)
+            if fields is None or part not in fields:
                 return None
-            tp = tp.model_fields[part].annotation
+            tp = fields[part]
         else:
             args = typing.get_args(tp)
             if typing.get_origin(tp) is not list or not args:
                 return None
             tp = args[0]
     tp = _unwrap(tp)
-    return tp if isinstance(tp, type) and issubclass(tp, BaseModel) else None
+    return tp if _fields(tp) is not None else None
 
 
 def _unwrap(tp: Any) -> Any:
@@ -438,7 +482,7 @@ def _item_label(raw: Any, loc: Sequence[str | int]) -> str:
 
 
 def _pydantic_error(path: PathLike, err: ValidationError, raw: Any,
-                    top: type[BaseModel]) -> FileFormatError:
+                    top: Any) -> FileFormatError:
     errs = err.errors(include_url=False)
     e = errs[0]
     loc = [p for p in e["loc"] if isinstance(p, (str, int))]
@@ -458,7 +502,7 @@ def _pydantic_error(path: PathLike, err: ValidationError, raw: Any,
     fix = _FIXES.get(typ, "correct the value")
     if typ == "extra_forbidden":
         parent = _model_at(top, loc[:-1])
-        allowed = ", ".join(parent.model_fields) if parent else ""
+        allowed = ", ".join(_fields(parent) or {}) if parent is not None else ""
         fix = "remove it" + (f" (allowed fields: {allowed})" if allowed else "")
     elif typ == "missing":
         fix = f"add '{loc[-1]}'" if loc else fix
@@ -679,26 +723,43 @@ def instance_from_dict(d: Mapping[str, Any], source: str = "<dict>") -> Instance
     _check_header(source, d, INSTANCE_FORMAT, INSTANCE_SCHEMA_VERSIONS)
     raw = _normalize(d, source)
     try:
-        m = InstanceFileModel.model_validate(raw)
+        m = _INSTANCE_SCHEMA.validate_python(raw)
     except ValidationError as e:
         raise _pydantic_error(source, e, raw, InstanceFileModel) from None
-    link = Link(m.link.name, m.link.bytes_per_s, m.link.duplex_factor, m.link.copy_latency_s)
-    ops = [Op(o.name, o.phase, o.duration_s, o.layer, o.kind, o.workspace_bytes, o.flops,
-              o.never_recompute, o.random) for o in m.ops]
-    tensors = [Tensor(t.name, t.size_bytes, t.producer, tuple(t.readers),
-                      None if t.recipe is None else Recipe(tuple(t.recipe.ops),
-                                                           tuple(t.recipe.inputs),
-                                                           t.recipe.transient_bytes),
-                      t.category, t.storage, tuple(t.mutated_by)) for t in m.tensors]
+    return _build_instance(m, source)
+
+
+def _build_instance(m: Mapping[str, Any], source: str) -> Instance:
+    """The Instance of a validated document (defaults: those of Op, Tensor, Recipe, Link)."""
+    link = Link(**m["link"])
+    ops = [Op(**o) for o in m["ops"]]
+    tensors = [_tensor_from(t) for t in m["tensors"]]
     try:
-        return Instance(m.name, ops, tensors, link, meta=m.meta, rng_capture=m.rng_capture,
-                        host_memory_bytes=m.host_memory_bytes)
+        return Instance(m["name"], ops, tensors, link, meta=m.get("meta", {}),
+                        **{k: m[k] for k in ("rng_capture", "host_memory_bytes") if k in m})
     except InstanceError as e:
-        field, fix = _instance_error_field(raw, str(e))
+        field, fix = _instance_error_field(m, str(e))
         problem = str(e)
         if problem.endswith("; " + fix):   # the message already ends with the fix
             problem = problem[: -len(fix) - 2]
         raise FileFormatError(source, field, problem, fix) from None
+
+
+_TENSOR_DEFAULTS = {f.name: f.default for f in dataclasses.fields(Tensor)}
+_RECIPE_DEFAULTS = {f.name: f.default for f in dataclasses.fields(Recipe)}
+
+
+def _tensor_from(t: Mapping[str, Any], d: Mapping[str, Any] = _TENSOR_DEFAULTS,
+                 rd: Mapping[str, Any] = _RECIPE_DEFAULTS) -> Tensor:
+    rec = t.get("recipe")
+    return Tensor(t["name"], t["size_bytes"], t["producer"],
+                  tuple(t.get("readers", d["readers"])),
+                  None if rec is None else Recipe(tuple(rec["ops"]),
+                                                  tuple(rec.get("inputs", rd["inputs"])),
+                                                  rec.get("transient_bytes",
+                                                          rd["transient_bytes"])),
+                  t.get("category", d["category"]), t.get("storage", d["storage"]),
+                  tuple(t.get("mutated_by", d["mutated_by"])))
 
 
 def save_instance(instance: Instance, path: PathLike, *, overwrite: bool = False) -> Path:
@@ -723,6 +784,14 @@ def save_instance(instance: Instance, path: PathLike, *, overwrite: bool = False
 def load_instance(path: PathLike) -> Instance:
     """Read an instance file.
 
+    Fast path: the bytes are parsed and checked against the schema in one pass
+    (pydantic's JSON parser, TypedDicts, the first bad op or tensor ends it), then checks
+    that this parser does not make (repeated keys, ``meta``'s values) run on the result.
+    A file that fails any of these, or holds escapes that the repeated-key check cannot
+    see through, is read again by the exact path (Python's JSON parser and a full walk),
+    which names the first problem. Either way the messages name the file, the field and
+    the fix. ``python benchmarks/load_speed.py`` measures MB/s and peak memory.
+
     Args:
         path: the file.
 
@@ -734,7 +803,63 @@ def load_instance(path: PathLike) -> Instance:
             unreadable file, not JSON, NaN/Infinity tokens, wrong format or schema version,
             a missing/unknown/mistyped field, or a malformed instance.
     """
-    return instance_from_dict(_read_json(path), source=str(path))
+    source = str(path)
+    data = _read_bytes(path)
+    try:
+        m = _INSTANCE_SCHEMA.validate_json(data)
+    except ValidationError as e:
+        types_ = {err["type"] for err in e.errors(include_url=False)}
+        if any(t.startswith("json") or t == "finite_number" for t in types_) \
+                or not _escape_free(data):
+            return instance_from_dict(_read_json(path), source=source)  # exact message
+        import pydantic_core
+
+        raw = pydantic_core.from_json(data)
+        _check_header(source, raw, INSTANCE_FORMAT, INSTANCE_SCHEMA_VERSIONS)
+        raise _pydantic_error(source, e, raw, InstanceFileModel) from None
+    if not (_escape_free(data) and _no_repeated_keys(data, m)):
+        return instance_from_dict(_read_json(path), source=source)
+    if "meta" in m:
+        m["meta"] = _normalize(m["meta"], source, ("meta",))
+    return _build_instance(m, source)
+
+
+_SPACE_BEFORE_COLON = re.compile(rb'"\s+:')
+
+
+def _escape_free(data: bytes) -> bool:
+    """No \\u or \\/ escapes and no space between a key and its colon: then every key
+    ``K`` appears in the text exactly as ``json.dumps(K) + ":"``."""
+    return b"\\u" not in data and b"\\/" not in data \
+        and _SPACE_BEFORE_COLON.search(data) is None
+
+
+def _no_repeated_keys(data: bytes, m: Mapping[str, Any]) -> bool:
+    """Whether no object of the file repeats a key (a parser keeps the last value).
+
+    In :func:`_escape_free` text every key is written as ``"key":``, so the text holds
+    ``":`` at least once per key it writes, and more often than the parsed objects hold
+    keys exactly when a key is repeated (or a string holds an escaped quote before a
+    colon: then the exact path decides).
+    """
+    from collections import Counter
+    from itertools import chain
+
+    held: Counter[str] = Counter(m.keys())  # keys held, counted by name
+    held.update(m["link"].keys())
+    held.update(chain.from_iterable(map(dict.keys, m["ops"])))
+    held.update(chain.from_iterable(map(dict.keys, m["tensors"])))
+    held.update(chain.from_iterable(t["recipe"].keys() for t in m["tensors"]
+                                    if t.get("recipe") is not None))
+    stack = [m.get("meta")]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, dict):
+            held.update(x.keys())
+            stack.extend(x.values())
+        elif isinstance(x, list):
+            stack.extend(x)
+    return data.count(b'":') == sum(held.values())
 
 
 # ----------------------------------------------------------------------------- plans
