@@ -189,15 +189,21 @@ def _printable_names(names: list[Any]) -> bool:
     return all(type(x) is str for x in names) and all(names) and "".join(names).isprintable()
 
 
+def _unique_index(names: list[Any], labels: list[Any]) -> dict[str, int] | None:
+    """name -> position if the names are unique and names and labels (kinds, categories)
+    are all printable non-empty strings; else None."""
+    if not _printable_names(names) or not _printable_names(labels):
+        return None
+    index = {n: i for i, n in enumerate(names)}
+    return index if len(index) == len(names) else None
+
+
 def _ops_pass_bulk_checks(ops: Sequence[Op]) -> tuple[dict[str, int], int] | None:
     """(name -> index, scheduled count) if every op passes the per-op checks of
     :meth:`Instance._validate_and_index`, tested in bulk on plain Python types; None if
     any may fail (then the per-op loop finds it and names it)."""
-    names = [op.name for op in ops]
-    if not _printable_names(names) or not _printable_names([op.kind for op in ops]):
-        return None
-    index = {n: i for i, n in enumerate(names)}
-    if len(index) != len(names):
+    index = _unique_index([op.name for op in ops], [op.kind for op in ops])
+    if index is None:
         return None
     phases = [op.phase for op in ops]
     n_fwd, n_bwd = phases.count("fwd"), phases.count("bwd")
@@ -211,8 +217,10 @@ def _ops_pass_bulk_checks(ops: Sequence[Op]) -> tuple[dict[str, int], int] | Non
     if not (all(type(x) in real for x in durs) and all(type(x) in real for x in flops)
             and all(type(x) is int for x in ws)):
         return None
-    if ops and not (0 <= min(durs) and max(durs) <= MAX_DURATION_S and min(flops) >= 0
-                    and math.isfinite(max(flops)) and 0 <= min(ws) and max(ws) <= MAX_BYTES):
+    # sums are finite only without NaN or infinities (min/max skip a NaN)
+    if ops and not (math.isfinite(sum(durs)) and math.isfinite(sum(flops))
+                    and 0 <= min(durs) and max(durs) <= MAX_DURATION_S and min(flops) >= 0
+                    and 0 <= min(ws) and max(ws) <= MAX_BYTES):
         return None
     return index, n_sched
 
@@ -222,11 +230,8 @@ def _tensors_pass_bulk_checks(tensors: Sequence[Tensor], op_index: Mapping[str, 
     """name -> index if every tensor passes the per-tensor checks of
     :meth:`Instance._validate_and_index` (names, sizes, categories, list fields, producer
     and readers), tested in bulk; None if any may fail (the per-tensor loop names it)."""
-    names = [t.name for t in tensors]
-    if not _printable_names(names) or not _printable_names([t.category for t in tensors]):
-        return None
-    index = {n: j for j, n in enumerate(names)}
-    if len(index) != len(names):
+    index = _unique_index([t.name for t in tensors], [t.category for t in tensors])
+    if index is None:
         return None
     sizes = [t.size_bytes for t in tensors]
     if not all(type(x) is int for x in sizes) or (sizes and not (0 <= min(sizes)

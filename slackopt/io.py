@@ -315,20 +315,10 @@ def _read_bytes(path: PathLike) -> bytes:
 def _read_json(path: PathLike) -> Any:
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise FileFormatError(p, "", "file not found", "check the path") from None
-    except IsADirectoryError:
-        raise FileFormatError(p, "", "is a directory, not a file", "give the path of a file") \
-            from None
-    except PermissionError:
-        raise FileFormatError(p, "", "permission denied", "make the file readable") from None
+        text = _read_bytes(p).decode("utf-8")
     except UnicodeDecodeError as e:
         raise FileFormatError(p, "", f"not UTF-8 text (byte {e.start})",
                               "give a JSON file written by slackopt") from None
-    except OSError as e:
-        raise FileFormatError(p, "", f"cannot be read ({e.strerror or e})", "check the path") \
-            from None
     if not text.strip():
         raise FileFormatError(p, "", "file is empty", "give a JSON file written by slackopt")
     try:

@@ -138,3 +138,13 @@ def test_plan_round_trip_and_checks():
         Plan(np.zeros(3), inst.saved_names)
     with pytest.raises(PlanError, match="runtime policy"):
         Plan(np.zeros(2), inst.saved_names, "magic")
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -1.0])
+def test_a_bad_duration_after_good_ones_is_named(bad):
+    # The bulk checks (min/max over all ops) must not let a NaN through: min() and max()
+    # skip a NaN that is not first.
+    ops = [Op("f0", "fwd", 1.0), Op("f1", "fwd", 2.0), Op("f2", "fwd", bad),
+           Op("b0", "bwd", 1.0)]
+    with pytest.raises(InstanceError, match="op 'f2': duration_s"):
+        Instance("x", ops, [Tensor("t", 8, "f0", ("b0",))], Link("l", 1e9))
