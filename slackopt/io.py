@@ -53,7 +53,9 @@ atomic (a temporary file renamed into place); an existing file is never replaced
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import gc
 import json
 import math
 import os
@@ -61,7 +63,7 @@ import re
 import types
 import typing
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal, NamedTuple, NotRequired
 
@@ -719,14 +721,24 @@ def instance_from_dict(d: Mapping[str, Any], source: str = "<dict>") -> Instance
     return _build_instance(m, source)
 
 
+def _instance_of(m: Mapping[str, Any]) -> Instance:
+    """Instance(...) of a validated document whose ops and tensors are built."""
+    return Instance(m["name"], m["ops"], m["tensors"], Link(**m["link"]),
+                    meta=m.get("meta", {}),
+                    **{k: m[k] for k in ("rng_capture", "host_memory_bytes") if k in m})
+
+
+def _op_from(o: Mapping[str, Any]) -> Op:
+    return Op(**o)
+
+
 def _build_instance(m: Mapping[str, Any], source: str) -> Instance:
-    """The Instance of a validated document (defaults: those of Op, Tensor, Recipe, Link)."""
-    link = Link(**m["link"])
-    ops = [Op(**o) for o in m["ops"]]
-    tensors = [_tensor_from(t) for t in m["tensors"]]
+    """The Instance of a validated document (defaults: those of Op, Tensor, Recipe, Link);
+    an InstanceError becomes a FileFormatError naming the field (from `m`'s dicts)."""
+    built = {**m, "ops": [_op_from(o) for o in m["ops"]],
+             "tensors": [_tensor_from(t) for t in m["tensors"]]}
     try:
-        return Instance(m["name"], ops, tensors, link, meta=m.get("meta", {}),
-                        **{k: m[k] for k in ("rng_capture", "host_memory_bytes") if k in m})
+        return _instance_of(built)
     except InstanceError as e:
         field, fix = _instance_error_field(m, str(e))
         problem = str(e)
@@ -793,6 +805,24 @@ def load_instance(path: PathLike) -> Instance:
             unreadable file, not JSON, NaN/Infinity tokens, wrong format or schema version,
             a missing/unknown/mistyped field, or a malformed instance.
     """
+    with _gc_paused():
+        return _load_instance(path)
+
+
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """No cyclic garbage collection meanwhile: building a million objects that form no
+    cycles would otherwise trigger full collections that rescan all of them."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def _load_instance(path: PathLike) -> Instance:
     source = str(path)
     data = _read_bytes(path)
     try:
@@ -809,9 +839,19 @@ def load_instance(path: PathLike) -> Instance:
         raise _pydantic_error(source, e, raw, InstanceFileModel) from None
     if not (_escape_free(data) and _no_repeated_keys(data, m)):
         return instance_from_dict(_read_json(path), source=source)
+    del data  # memory: the bytes are no longer needed
     if "meta" in m:
         m["meta"] = _normalize(m["meta"], source, ("meta",))
-    return _build_instance(m, source)
+    # Each op and tensor replaces its dict as it is built (peak memory: one copy). An
+    # instance-level problem is then named by the exact path, which keeps the dicts.
+    for key, build in (("ops", _op_from), ("tensors", _tensor_from)):
+        items = m[key]
+        for i, x in enumerate(items):
+            items[i] = build(x)
+    try:
+        return _instance_of(m)
+    except InstanceError:
+        return instance_from_dict(_read_json(path), source=source)
 
 
 _SPACE_BEFORE_COLON = re.compile(rb'"\s+:')
