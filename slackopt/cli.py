@@ -660,8 +660,9 @@ def compare_cmd(
     output: Annotated[Path | None, typer.Option(
         "--out", "-o", help="Write the table: .csv, .json, .parquet or .sqlite.")] = None,
     store: Annotated[Path | None, typer.Option(
-        "--store", help="SQLite store of finished runs: a rerun resumes, adding only the "
-        "missing runs.")] = None,
+        "--store", help="SQLite store of finished runs: a rerun resumes, doing only the "
+        "missing runs and those that ended in error (an interrupted run is never stored).")
+    ] = None,
     workers: Annotated[int, typer.Option(
         "--workers", min=0, help="Local worker processes (0: one per CPU).")] = 1,
     scheduler: Annotated[str | None, typer.Option(

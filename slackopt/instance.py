@@ -470,7 +470,9 @@ class Instance:
                            count=int(counts.sum()))
         order = np.lexsort((flat, owner))  # by tensor, then schedule position
         flat, owner = flat[order], owner[order]
-        reader_idx: list[np.ndarray] = np.split(flat, np.cumsum(counts)[:-1]) if nt else []
+        ends = np.cumsum(counts).tolist()
+        reader_idx: list[np.ndarray] = [flat[a:b] for a, b in zip([0, *ends], ends,
+                                                                   strict=False)]
         last[:] = prod
         np.maximum.at(last, owner, flat)
         last_fwd[:] = prod
