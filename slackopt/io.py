@@ -872,24 +872,17 @@ def _no_repeated_keys(data: bytes, m: Mapping[str, Any]) -> bool:
     keys exactly when a key is repeated (or a string holds an escaped quote before a
     colon: then the exact path decides).
     """
-    from collections import Counter
-    from itertools import chain
-
-    held: Counter[str] = Counter(m.keys())  # keys held, counted by name
-    held.update(m["link"].keys())
-    held.update(chain.from_iterable(map(dict.keys, m["ops"])))
-    held.update(chain.from_iterable(map(dict.keys, m["tensors"])))
-    held.update(chain.from_iterable(t["recipe"].keys() for t in m["tensors"]
-                                    if t.get("recipe") is not None))
+    held = len(m) + len(m["link"]) + sum(map(len, m["ops"])) + sum(map(len, m["tensors"]))
+    held += sum(len(t["recipe"]) for t in m["tensors"] if t.get("recipe") is not None)
     stack = [m.get("meta")]
     while stack:
         x = stack.pop()
         if isinstance(x, dict):
-            held.update(x.keys())
+            held += len(x)
             stack.extend(x.values())
         elif isinstance(x, list):
             stack.extend(x)
-    return data.count(b'":') == sum(held.values())
+    return data.count(b'":') == held
 
 
 # ----------------------------------------------------------------------------- plans
