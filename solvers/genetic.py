@@ -47,6 +47,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 import math
 import multiprocessing as mp
+import os
 import random
 import threading
 import time
@@ -56,7 +57,9 @@ from typing import Any, NamedTuple
 import numpy as np
 from deap import algorithms, base, tools
 
+from slackopt.errors import interrupt_cause
 from slackopt.instance import Instance
+from slackopt.parentwatch import sigint_blocked
 from slackopt.plan import KEEP, RECOMP, SWAP, Plan
 from slackopt.simulate import simulate
 from slackopt.solver import SolveResult, get_solver, registered_solvers
@@ -68,6 +71,9 @@ UNBOUNDED_BUDGET_BYTES = 2**53
 NOT_CHEAP_SOLVERS = ("genetic", "milp")
 """Registered solvers never used as seeds by default: this one, and exact solvers whose
 planning time is not small (any name starting with one of these)."""
+
+SEEDING_SHARE = 0.5
+"""Under a time limit, the seed solvers share at most this fraction of it."""
 
 _RANDOM_LOCK = threading.Lock()
 _IDEAL_RTOL = 1e-12
@@ -115,10 +121,17 @@ def score(instance: Instance, plan: Plan, budget_bytes: int) -> Score:
     Raises:
         PlanError: the plan does not fit the instance. BudgetError: M < 0.
     """
-    ev = simulate(instance, plan, budget_bytes)
-    if ev.feasible:
-        return Score(True, 0, float(ev.step_time_s), float(ev.throughput), int(ev.peak_bytes), 1)
-    un = simulate(instance, plan, UNBOUNDED_BUDGET_BYTES)
+    try:
+        ev = simulate(instance, plan, budget_bytes)
+        if ev.feasible:
+            return Score(True, 0, float(ev.step_time_s), float(ev.throughput),
+                         int(ev.peak_bytes), 1)
+        un = simulate(instance, plan, UNBOUNDED_BUDGET_BYTES)
+    except SystemError as e:  # Ctrl-C that landed inside the compiled evaluator
+        cause = interrupt_cause(e)
+        if cause is not None:
+            raise cause from None
+        raise
     return Score(False, max(0, int(un.peak_bytes) - int(budget_bytes)), float(un.step_time_s),
                  0.0, int(un.peak_bytes), 2)
 
@@ -128,15 +141,39 @@ def score(instance: Instance, plan: Plan, budget_bytes: int) -> Score:
 _CTX: dict[str, Any] = {}
 
 
-def _init_worker(instance: Instance, budget_bytes: int) -> None:
+def _init_worker(instance: Instance, budget_bytes: int, parent_pid: int | None = None) -> None:
+    """Keep the instance and M for :func:`_score_key`; in a pool worker (`parent_pid`
+    given) also leave Ctrl-C to the parent and end with it."""
     _CTX["instance"] = instance
     _CTX["M"] = int(budget_bytes)
+    if parent_pid is not None:
+        from slackopt.parentwatch import exit_with_parent, worker_ignores_sigint
+
+        worker_ignores_sigint()
+        exit_with_parent(parent_pid)
 
 
 def _score_key(key: bytes) -> Score:
     inst = _CTX["instance"]
     plan = Plan(np.frombuffer(key, dtype=np.int8), inst.saved_names)
     return score(inst, plan, _CTX["M"])
+
+
+def _progress_line(g: int, evaluations: int, best: Score, ideal_s: float, elapsed_s: float,
+                   time_limit_s: float | None) -> None:
+    """One progress line on stderr: generation, plans scored, the incumbent (best plan),
+    the bound T* and the gap to it, time used."""
+    import sys
+
+    if best.feasible:
+        inc = (f"best {best.step_time_s * 1e3:.4g} ms ({best.throughput:.2%} of ideal), "
+               f"bound T* {ideal_s * 1e3:.4g} ms, gap {best.step_time_s / ideal_s - 1:.2%}")
+    else:
+        inc = f"no feasible plan yet (best {best.over_bytes / 1e6:.4g} MB over budget)"
+    limit = f" of {time_limit_s:g} s" if time_limit_s is not None else ""
+    sys.stderr.write(f"genetic: generation {g}, {evaluations} plans scored, {inc}, "
+                     f"{elapsed_s:.1f} s{limit}\n")
+    sys.stderr.flush()
 
 
 # --------------------------------------------------------------------------- DEAP types
@@ -323,6 +360,10 @@ class Genetic:
             "forkserver"), None for the platform default ("spawn" and "forkserver"
             re-import the caller's ``__main__``: guard scripts with ``if __name__ ==
             "__main__"``).
+        progress_s: a solve that runs longer than this (s) writes one line to stderr every
+            `progress_s` seconds (generation, plans scored, best step and throughput
+            (the incumbent), the lower bound T* and the gap to it, time used); 0 after
+            every generation, None never.
         seed: random seed used when :meth:`solve` gets none.
 
     Raises:
@@ -338,7 +379,7 @@ class Genetic:
                  seeding: str = "slackswap+baselines",
                  seed_solvers: Sequence[str] | None = None, seed_time_limit_s: float = 10.0,
                  unique: bool = True, workers: int = 1, mp_start_method: str | None = None,
-                 seed: int = 0) -> None:
+                 progress_s: float | None = 10.0, seed: int = 0) -> None:
         if int(population) < 2:
             raise ValueError("population must be >= 2")
         if int(tournament_size) < 1:
@@ -360,6 +401,8 @@ class Genetic:
             raise ValueError("workers must be >= 1")
         if not seed_time_limit_s > 0:
             raise ValueError("seed_time_limit_s must be > 0")
+        if progress_s is not None and not float(progress_s) >= 0:
+            raise ValueError("progress_s must be >= 0 or None")
         self.population = int(population)
         self.tournament_size = int(tournament_size)
         self.crossover_rate = float(crossover_rate)
@@ -374,6 +417,7 @@ class Genetic:
         self.unique = bool(unique)
         self.workers = int(workers)
         self.mp_start_method = mp_start_method
+        self.progress_s = None if progress_s is None else float(progress_s)
         self.seed = int(seed)
 
     @property
@@ -397,17 +441,31 @@ class Genetic:
 
     def _seed_plans(self, inst: Instance, M: int, seed: int,
                     deadline: float | None) -> tuple[list[tuple[str, bytes]], list[dict]]:
+        """Plans of the seed solvers; with a `deadline` (perf_counter time), seeding gets
+        :data:`SEEDING_SHARE` of the time left, each solver at most what remains of it,
+        and solvers not started by then are skipped (logged with ``skipped``)."""
         plans: list[tuple[str, bytes]] = []
         log: list[dict[str, Any]] = []
+        seed_end = None
+        if deadline is not None:
+            seed_end = time.perf_counter() + SEEDING_SHARE * max(0.0, deadline -
+                                                                 time.perf_counter())
         for nm in self.seed_solver_names():
             limit = self.seed_time_limit_s
-            if deadline is not None:
-                limit = max(1e-3, min(limit, deadline - time.perf_counter()))
+            if seed_end is not None:
+                left = seed_end - time.perf_counter()
+                if left <= 0 and plans:
+                    log.append({"solver": nm, "skipped": "no time left for seeding"})
+                    continue
+                limit = max(1e-3, min(limit, left))
             entry: dict[str, Any] = {"solver": nm}
             ts = time.perf_counter()
             try:
                 res = get_solver(nm).solve(inst, M, time_limit_s=limit, seed=seed)
             except Exception as e:  # a broken seed solver must not sink the search
+                cause = interrupt_cause(e)
+                if cause is not None:  # Ctrl-C inside the compiled evaluator
+                    raise cause from None
                 entry["error"] = f"{type(e).__name__}: {e}"
                 log.append(entry)
                 continue
@@ -433,8 +491,11 @@ class Genetic:
         Args:
             instance: the instance.
             budget_bytes: M (bytes, >= 0).
-            time_limit_s: wall-clock limit (s) for the whole run, seeding included; checked
-                between generations (generation 0 always completes).
+            time_limit_s: wall-clock limit (s) for the whole run, seeding included: the
+                seed solvers share at most :data:`SEEDING_SHARE` of it (each is given what
+                is left of that share; those not started when it is spent are skipped);
+                generations stop when the next one (estimated from the last) would end past
+                the limit. Generation 0 always completes.
             seed: random seed (None: the constructor's).
 
         Returns:
@@ -480,7 +541,8 @@ class Genetic:
         if self.workers > 1:
             ctx = mp.get_context(self.mp_start_method)
             pool = cf.ProcessPoolExecutor(max_workers=self.workers, mp_context=ctx,
-                                          initializer=_init_worker, initargs=(inst, M))
+                                          initializer=_init_worker,
+                                          initargs=(inst, M, os.getpid()))
 
         def evaluate(inds: list[Individual]) -> None:
             todo: list[bytes] = []
@@ -492,7 +554,9 @@ class Genetic:
                     todo.append(k)
             if pool is not None and len(todo) > 1:
                 chunk = max(1, math.ceil(len(todo) / (4 * self.workers)))
-                scores = list(pool.map(_score_key, todo, chunksize=chunk))
+                with sigint_blocked():  # workers start with Ctrl-C blocked
+                    it = pool.map(_score_key, todo, chunksize=chunk)
+                scores = list(it)
             else:
                 scores = [_score_key(k) for k in todo]
             for k, sc in zip(todo, scores, strict=True):
@@ -547,7 +611,19 @@ class Genetic:
                     "feasible_evaluations": counters["feasible"],
                 })
 
+            last_report = [t0]
+
+            def report(g: int) -> None:
+                now = time.perf_counter()
+                if self.progress_s is None or now - t0 < self.progress_s \
+                        or now - last_report[0] < self.progress_s:
+                    return
+                last_report[0] = now
+                _progress_line(g, len(cache), cache[hof[0].key()], ideal, now - t0,
+                               time_limit_s)
+
             record(0)
+            report(0)
             gen_times: list[float] = []
             stopped_by = "generations"
             g = 0
@@ -580,6 +656,7 @@ class Genetic:
                 hof.update(offspring)
                 record(g)
                 gen_times.append(time.perf_counter() - tg)
+                report(g)
         finally:
             if pool is not None:
                 pool.shutdown(wait=True, cancel_futures=True)
