@@ -400,3 +400,30 @@ def test_genetic_seed_is_a_param_and_cross_rules_name_the_keys() -> None:
         Genetic(population=4, elites=5)
     res = Genetic(population=6, generations=1, seed=3, seeding="random").solve(inst, int(inst.P))
     assert res.seed == 3  # the constructor's seed, reported
+
+
+def test_slackopt_imports_no_solver_module() -> None:
+    """The arrow is solvers -> slackopt: no module of slackopt imports a solver module."""
+    import ast
+
+    offenders = []
+    for f in sorted((ROOT / "slackopt").rglob("*.py")):
+        for node in ast.walk(ast.parse(f.read_text())):
+            mods = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            offenders += [f"{f.name}: {m}" for m in mods
+                          if m == "solvers" or m.startswith(("solvers.", "slackopt.solvers"))]
+    assert offenders == []
+
+
+def test_reproduce_gets_fixed_plans_from_the_registered_solvers() -> None:
+    from slackopt.reproduce import _checkpoint_plan, _vdnn_plan
+    from slackopt.workloads import make
+    from solvers.baselines import checkpoint_plan
+    from solvers.vdnn import vdnn_plan
+
+    inst = make("tiny")
+    for k in range(len(inst.blocks) + 2):
+        assert _checkpoint_plan(inst, k) == checkpoint_plan(inst, k)
+    for cfg in ("none", "conv", "all"):
+        assert _vdnn_plan(inst, cfg, int(0.1 * inst.P)) == vdnn_plan(inst, cfg)
