@@ -584,14 +584,47 @@ def as_input_tuple(example_inputs: Any) -> tuple[Any, ...]:
         return (example_inputs,)
     if isinstance(example_inputs, (list, tuple)):
         return tuple(example_inputs)
-    raise ProfileError(f"example_inputs must be a tensor or a sequence of arguments, got "
+    raise ProfileError(f"example_inputs must be a tensor, a sequence of arguments, a dict of "
+                       f"keyword arguments or a callable returning one, got "
                        f"{type(example_inputs).__name__}")
 
 
-def run_loss(model: Any, inputs: tuple[Any, ...], loss_fn: Callable[..., Any] | None) -> Any:
-    """``loss_fn(model(*inputs), *inputs)`` checked to be a scalar tensor that needs grad."""
-    out = model(*inputs)
-    loss = (loss_fn or default_loss)(out, *inputs)
+def as_model_inputs(example_inputs: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The model's call arguments as (positional tuple, keyword dict).
+
+    Accepts one tensor, a list or tuple of positional arguments, a dict of keyword
+    arguments (a Hugging Face batch: ``{"input_ids": ..., "attention_mask": ...,
+    "labels": ...}``), or a callable with no arguments returning one of those (called
+    once per step).
+
+    Raises:
+        ProfileError: anything else (names the type).
+    """
+    if callable(example_inputs) and not isinstance(example_inputs, torch.Tensor):
+        example_inputs = example_inputs()
+    if isinstance(example_inputs, Mapping):
+        if not all(isinstance(k, str) for k in example_inputs):
+            raise ProfileError("a dict of example inputs must have str keys (keyword "
+                               "argument names)")
+        return (), dict(example_inputs)
+    return as_input_tuple(example_inputs), {}
+
+
+def run_loss(model: Any, inputs: Any, loss_fn: Callable[..., Any] | None,
+             kwargs: Mapping[str, Any] | None = None) -> Any:
+    """``loss_fn(model(*inputs, **kwargs), *inputs, **kwargs)`` checked to be a scalar
+    tensor that needs grad. `inputs` may also be anything :func:`as_model_inputs` takes
+    (then `kwargs` must be None). Without a loss_fn, an output with a scalar ``loss``
+    attribute or key (a Hugging Face model given ``labels``) gives that loss, else
+    :func:`default_loss`."""
+    if kwargs is None:
+        inputs, kwargs = as_model_inputs(inputs)
+    out = model(*inputs, **kwargs)
+    if loss_fn is None:
+        hf = _output_loss(out)
+        loss = hf if hf is not None else default_loss(out, *inputs)
+    else:
+        loss = loss_fn(out, *inputs, **kwargs)
     if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
         raise ProfileError("loss_fn must return a tensor with one element, got "
                            f"{type(loss).__name__}"
@@ -601,6 +634,14 @@ def run_loss(model: Any, inputs: tuple[Any, ...], loss_fn: Callable[..., Any] | 
         raise ProfileError("the loss does not require grad: is the model in no_grad mode, "
                            "or are all parameters frozen?")
     return loss
+
+
+def _output_loss(out: Any) -> Any:
+    """The ``loss`` entry of a model output (Hugging Face ``ModelOutput``), or None."""
+    loss = out.get("loss") if isinstance(out, Mapping) else getattr(out, "loss", None)
+    if isinstance(loss, torch.Tensor) and loss.numel() == 1:
+        return loss
+    return None
 
 
 class _StepState:
@@ -647,13 +688,13 @@ def _module_tracker(model: Any, stack: list[str]) -> Iterator[None]:
             h.remove()
 
 
-def _trace(model: Any, inputs: tuple[Any, ...], loss_fn: Callable[..., Any] | None,
-           timing: str, g: GPU | None) -> _Recorder:
+def _trace(model: Any, inputs: tuple[Any, ...], kwargs: dict[str, Any],
+           loss_fn: Callable[..., Any] | None, timing: str, g: GPU | None) -> _Recorder:
     stack: list[str] = []
     rec = _Recorder(timing, g, stack)
     with _module_tracker(model, stack), rec:
         with torch.autograd.graph.saved_tensors_hooks(rec.pack, rec.unpack):
-            loss = run_loss(model, inputs, loss_fn)
+            loss = run_loss(model, inputs, loss_fn, kwargs)
         rec.phase = "bwd"
         loss.backward()
         if rec.pending_unpacks and rec.ops and rec.ops[-1].phase == "bwd":
@@ -729,19 +770,20 @@ def profile_step(
     if timing == "roofline" and g is None:
         raise ProfileError("timing='roofline' needs a GPU preset (gpu='a100', ...)")
     lk = _resolve_link(link, g)
-    inputs = as_input_tuple(example_inputs)
+    inputs, kwargs = as_model_inputs(example_inputs)
+    _refuse_compiled(model)
 
     state = _StepState(model) if restore else None
     try:
         for _ in range(warmup):
-            loss = run_loss(model, inputs, loss_fn)
+            loss = run_loss(model, inputs, loss_fn, kwargs)
             loss.backward()
             del loss
             if state is not None:
                 state.restore()
         runs = []
         for _ in range(repeat):
-            runs.append(_trace(model, inputs, loss_fn, timing, g))
+            runs.append(_trace(model, inputs, kwargs, loss_fn, timing, g))
             if state is not None:
                 state.restore()
     finally:
@@ -759,7 +801,8 @@ def profile_step(
 
     param_keys = {p.untyped_storage()._cdata for p in model.parameters()}
     buffer_keys = {b.untyped_storage()._cdata for b in model.buffers()} - param_keys
-    input_keys = {s._cdata for x in tree_flatten(inputs)[0] if (s := storage_of(x)) is not None}
+    input_keys = {s._cdata for x in tree_flatten((inputs, kwargs))[0]
+                  if (s := storage_of(x)) is not None}
     meta = {
         "generator": GENERATOR,
         "params": {"timing": timing, "warmup": warmup, "repeat": repeat,
@@ -770,8 +813,12 @@ def profile_step(
                          for x in inputs],
         "input_dtypes": [str(x.dtype).removeprefix("torch.") if isinstance(x, torch.Tensor)
                          else type(x).__name__ for x in inputs],
+        "input_kwargs": {k: ([list(v.shape), str(v.dtype).removeprefix("torch.")]
+                             if isinstance(v, torch.Tensor) else type(v).__name__)
+                         for k, v in kwargs.items()},
+        "spread": _spread(runs),
         "torch_version": str(torch.__version__),
-        "device": _device_of(model, inputs),
+        "device": _device_of(model, (inputs, kwargs)),
         "timing": timing,
         "gpu": g.name if g is not None else None,
         "link": lk.name,
@@ -781,7 +828,36 @@ def profile_step(
                           buffer_keys=buffer_keys, input_keys=input_keys, n_packs=rec.n_packs)
 
 
-def _device_of(model: Any, inputs: tuple[Any, ...]) -> str:
+def _spread(runs: Sequence[_Recorder]) -> dict[str, Any]:
+    """How much the repeated measurements disagree: per-step totals (forward, backward;
+    seconds) and the median over ops of (max - min) / median of each op's duration."""
+    fwd = [sum(op.duration_s for op in r.ops if op.phase == "fwd") for r in runs]
+    bwd = [sum(op.duration_s for op in r.ops if op.phase == "bwd") for r in runs]
+    rel = []
+    for i in range(len(runs[-1].ops)):
+        ds = [r.ops[i].duration_s for r in runs]
+        med = statistics.median(ds)
+        if med > 0:
+            rel.append((max(ds) - min(ds)) / med)
+    return {"repeats": len(runs), "forward_s": fwd, "backward_s": bwd,
+            "op_relative_range_median": float(statistics.median(rel)) if rel else 0.0}
+
+
+def _refuse_compiled(model: Any) -> None:
+    """``torch.compile`` output is refused: its step is not the eager step the profile and
+    the runtime see (they would silently run eager)."""
+    mods = [model] + (list(model.modules()) if hasattr(model, "modules") else [])
+    for m in mods:
+        if type(m).__name__ == "OptimizedModule" or hasattr(m, "_orig_mod") \
+                or hasattr(getattr(m, "forward", None), "_torchdynamo_orig_callable"):
+            raise ProfileError(
+                "the model is a torch.compile'd module: slackopt profiles and runs the eager "
+                "step, whose kernels and saved tensors differ from the compiled one. Pass the "
+                "module before torch.compile (model._orig_mod), plan it, and compile after "
+                "if you do not run the plan")
+
+
+def _device_of(model: Any, inputs: Any) -> str:
     for x in [*model.parameters(), *tree_flatten(inputs)[0]]:
         if isinstance(x, torch.Tensor):
             return str(x.device)

@@ -33,6 +33,7 @@ from slackopt import KEEP, RECOMP, SWAP, Plan, io, solve  # noqa: E402
 from slackopt.cli import main  # noqa: E402
 from slackopt.errors import PlanError  # noqa: E402
 from slackopt.hardware import LAUNCH_S  # noqa: E402
+from slackopt.instance import budget_bytes  # noqa: E402
 from slackopt.profile import (  # noqa: E402
     GENERATOR,
     ProfileError,
@@ -42,6 +43,7 @@ from slackopt.profile import (  # noqa: E402
     profile_step,
     run_loss,
 )
+from slackopt.simulate import TaskList, simulate  # noqa: E402
 from slackopt.solver import registered_solvers  # noqa: E402
 from slackopt.torch_runtime import PlanRuntimeError, execute_plan, measure_plan  # noqa: E402
 
@@ -85,7 +87,7 @@ def profiled(request):
     return request.param, case, inst
 
 
-def step_grads(case: Case, inst=None, plan=None, seed: int = 7):
+def step_grads(case: Case, inst=None, plan=None, seed: int = 7, budget=None):
     """Gradients of one step (unplanned when `plan` is None) and the runtime report."""
     case.model.zero_grad(set_to_none=True)
     torch.manual_seed(seed)
@@ -93,7 +95,7 @@ def step_grads(case: Case, inst=None, plan=None, seed: int = 7):
     if plan is None:
         run_loss(case.model, case.inputs, case.loss_fn).backward()
     else:
-        rep = execute_plan(case.model, case.inputs, case.loss_fn, inst, plan)
+        rep = execute_plan(case.model, case.inputs, case.loss_fn, inst, plan, budget)
     grads = [p.grad.detach().clone() for p in case.model.parameters()]
     return grads, rep
 
@@ -104,21 +106,32 @@ def recomputes_random(inst, plan) -> bool:
                for k, n in enumerate(inst.saved_names))
 
 
-def check_step(case: Case, inst, plan, ref) -> Any:
-    """Run `plan`, compare gradients with `ref`, check the report against the plan."""
-    got, rep = step_grads(case, inst, plan)
+def check_step(case: Case, inst, plan, ref, budget=None) -> Any:
+    """Run `plan` at `budget`, compare gradients with `ref`, check the report against the
+    evaluator's run of the same plan and budget."""
+    got, rep = step_grads(case, inst, plan, budget=budget)
     if recomputes_random(inst, plan):
         for a, b in zip(ref, got, strict=True):
             torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-6)
     else:
         for a, b in zip(ref, got, strict=True):
             assert torch.equal(a, b), (a - b).abs().max()
-    by = plan.bytes_by_decision(inst)
+    m = budget_bytes(inst, inst.P if budget is None else budget)
+    ev = simulate(inst, plan, m, engine="reference")
     counts = plan.counts()
     assert rep.matches_plan(), rep.to_dict()
-    assert rep.d2h_bytes == rep.h2d_bytes == by["swap"]
-    assert rep.swapped == rep.fetched == counts["swap"]
-    assert rep.rebuilt == counts["recomp"]
+    assert (rep.d2h_bytes, rep.h2d_bytes, rep.evictions) == (ev.d2h_bytes, ev.h2d_bytes,
+                                                             ev.evictions)
+    assert rep.off_schedule == [] and rep.unmanaged == []
+    # Op by op, the saved bytes the runtime held equal the evaluator's, and stay within M.
+    assert len(rep.memory_timeline) == len(TaskList(inst, plan.decisions).task_op)
+    assert rep.memory_timeline == rep.simulated_timeline
+    assert max(rep.memory_timeline, default=0) <= min(m, ev.peak_bytes)
+    # Every swapped tensor was offloaded unless its D2H was dropped (rule 2).
+    assert rep.swapped + rep.dropped_d2h >= counts["swap"] - sum(
+        1 for k, n in enumerate(inst.saved_names)
+        if plan.decisions[k] == SWAP and inst.s[k] == 0)
+    assert rep.rebuilt == sum(1 for t in TaskList(inst, plan.decisions).task_t if t >= 0)
     assert rep.kept == counts["keep"]
     assert rep.unplanned_saves == 0
     assert rep.still_resident == [], "dropped tensors are still held outside autograd"
@@ -361,9 +374,9 @@ def test_profile_file_solve_execute(profiled, solver, tmp_path):
     ev = res.evaluation
     assert ev.feasible, ev.failure
     ref, _ = step_grads(case)
-    rep = check_step(case, loaded, res.plan, ref)
-    assert rep.d2h_bytes == ev.d2h_bytes  # what the evaluator moves out, the runtime moved
-    assert rep.h2d_bytes <= ev.h2d_bytes  # the evaluator may also count re-fetches
+    rep = check_step(case, loaded, res.plan, ref, 0.5)
+    assert rep.d2h_bytes == ev.d2h_bytes and rep.h2d_bytes == ev.h2d_bytes
+    assert rep.evictions == ev.evictions
 
 
 def test_measure_plan_puts_measured_beside_simulated(profiled):
