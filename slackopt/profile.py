@@ -80,6 +80,7 @@ import contextlib
 import re
 import statistics
 import time
+import warnings
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -91,9 +92,9 @@ from slackopt.hardware import (
     GEMM_EFF,
     GPU,
     Link,
+    resolve_gpu,
     roofline_s,
 )
-from slackopt.hardware import gpu as gpu_preset
 from slackopt.hardware import link as link_preset
 from slackopt.instance import Instance, Op, Recipe, Tensor
 
@@ -519,7 +520,8 @@ class _Recorder(StepTracer):
             eff = GEMM_EFF
             if rec.kind == "attention":
                 eff = ATTN_FWD_EFF if rec.phase == "fwd" else ATTN_BWD_EFF
-            rec.duration_s = roofline_s(self.gpu, rec.flops, rec.bytes_moved, eff)
+            rec.duration_s = roofline_s(self.gpu, rec.flops, rec.bytes_moved, eff,
+                                        _compute_dtype(args, kwargs, out))
         if rec.phase == "bwd" and self.pending_unpacks:
             for k in self.pending_unpacks:
                 s = self.storages[k]
@@ -548,6 +550,16 @@ class _Recorder(StepTracer):
         if k is not None and not self.storages[k].persistent:
             self.pending_unpacks.append(k)
         return t
+
+
+def _compute_dtype(args: Any, kwargs: Any, out: Any) -> str | None:
+    """The dtype a kernel computes in: that of its first floating-point input, else of its
+    first floating-point output ("float32", "bfloat16"); None without one."""
+    for group in ((args, kwargs), out):
+        for t in tree_flatten(group)[0]:
+            if isinstance(t, torch.Tensor) and t.is_floating_point():
+                return str(t.dtype).removeprefix("torch.")
+    return None
 
 
 def _cuda_device(args: Any, kwargs: Any) -> Any | None:
@@ -772,6 +784,9 @@ def profile_step(
     lk = _resolve_link(link, g)
     inputs, kwargs = as_model_inputs(example_inputs)
     _refuse_compiled(model)
+    note = _check_timing(timing, _device_of(model, (inputs, kwargs)), g, lk)
+    if note is not None:
+        warnings.warn(note, UserWarning, stacklevel=2)
 
     state = _StepState(model) if restore else None
     try:
@@ -817,6 +832,7 @@ def profile_step(
                              if isinstance(v, torch.Tensor) else type(v).__name__)
                          for k, v in kwargs.items()},
         "spread": _spread(runs),
+        "timing_note": note,
         "torch_version": str(torch.__version__),
         "device": _device_of(model, (inputs, kwargs)),
         "timing": timing,
@@ -868,9 +884,31 @@ def _resolve_gpu(g: GPU | str | None) -> GPU | None:
     if g is None or isinstance(g, GPU):
         return g
     try:
-        return gpu_preset(str(g))
+        return resolve_gpu(str(g))
     except KeyError as e:
         raise ProfileError(str(e.args[0])) from None
+    except ValueError as e:
+        raise ProfileError(str(e)) from None
+
+
+CPU_TIMING_NOTE = (
+    "the durations are measured on the CPU but copies are timed on a GPU host link "
+    "({link}): CPU kernels are far slower than a GPU's, so swapping looks almost free "
+    "and the plan is not one for a GPU. Profile on the GPU (model and inputs on cuda), or "
+    "use timing='roofline' with gpu=PRESET or a JSON file of peaks (--timing roofline "
+    "--gpu a100)")
+
+
+def _check_timing(timing: str, device: str, g: GPU | None, lk: Link) -> str | None:
+    """Measured CPU timing paired with a GPU: refused (gpu given) or a warning text."""
+    if timing != "measure" or not device.startswith("cpu"):
+        return None
+    if g is not None:
+        raise ProfileError(
+            f"gpu='{g.name}' with timing='measure' on the CPU would pair CPU durations with "
+            f"the {g.name}'s link; use timing='roofline' with that GPU, or profile on the "
+            "GPU itself (then no gpu is needed)")
+    return CPU_TIMING_NOTE.format(link=lk.name)
 
 
 def _resolve_link(lk: Link | str | None, g: GPU | None) -> Link:
@@ -1121,6 +1159,9 @@ def load_factory(target: str) -> Callable[..., Any]:
             if spec is None or spec.loader is None:
                 raise ProfileError(f"cannot import '{mod_name}' as a Python file")
             module = importlib.util.module_from_spec(spec)
+            here = str(path.resolve().parent)  # sibling imports work as for `python file`
+            if here not in sys.path:
+                sys.path.insert(0, here)
             sys.modules[spec.name] = module
             spec.loader.exec_module(module)
         else:
@@ -1140,6 +1181,50 @@ def load_factory(target: str) -> Callable[..., Any]:
     if not callable(obj):
         raise ProfileError(f"'{target}' is not callable")
     return obj
+
+
+def resolve_factory(target: str) -> str:
+    """`target` in a form that loads from any working directory: a ``.py`` path made
+    absolute, a top-level module found in the current directory turned into its absolute
+    file path; a dotted or installed module is kept as it is (importable anywhere).
+
+    Raises:
+        ProfileError: malformed target.
+    """
+    import importlib.util
+    import os
+    from pathlib import Path
+
+    mod_name, sep, attr = target.rpartition(":")
+    if not sep or not mod_name or not attr:
+        raise ProfileError(f"'{target}' is not MODULE:FACTORY (for example mymodels:make_gpt)")
+    if mod_name.endswith(".py") or os.sep in mod_name or "/" in mod_name:
+        return f"{Path(mod_name).resolve()}:{attr}"
+    if "." not in mod_name:
+        local = Path.cwd() / f"{mod_name}.py"
+        if local.is_file():
+            return f"{local.resolve()}:{attr}"
+    try:
+        spec = importlib.util.find_spec(mod_name)
+    except (ImportError, ValueError):
+        spec = None
+    if spec is not None and spec.origin and "." not in mod_name \
+            and Path(spec.origin).parent == Path.cwd():
+        return f"{Path(spec.origin).resolve()}:{attr}"
+    return target
+
+
+def vocab_size(model: Any) -> int | None:
+    """The vocabulary size of a language model: ``model.config.vocab_size`` (Hugging Face),
+    else ``num_embeddings`` of its first ``nn.Embedding``; None if it has neither."""
+    cfg = getattr(model, "config", None)
+    v = getattr(cfg, "vocab_size", None)
+    if isinstance(v, int) and v > 0:
+        return v
+    for m in model.modules():
+        if isinstance(m, torch.nn.Embedding):
+            return int(m.num_embeddings)
+    return None
 
 
 def make_inputs(shapes: Sequence[tuple[int, ...]], dtypes: Sequence[Any], device: Any,
@@ -1177,17 +1262,18 @@ def build_from_factory(
     input_shapes: Sequence[str | Sequence[int]] = (),
     *,
     input_dtypes: Sequence[str] = ("float32",),
-    input_high: int = 2,
+    input_high: int | None = None,
     params: Mapping[str, Any] | None = None,
     device: str = "cpu",
     seed: int = 0,
-) -> tuple[Any, tuple[Any, ...], Callable[..., Any] | None]:
+) -> tuple[Any, Any, Callable[..., Any] | None]:
     """Build ``(model, inputs, loss_fn)`` from a user's factory, as ``slackopt profile`` does.
 
     The factory contract: ``FACTORY(**params)`` returns either a ``torch.nn.Module`` or a
     dict with ``"model"`` (the module) and optionally ``"loss_fn"``
     (``loss_fn(output, *inputs) -> scalar tensor``; default :func:`default_loss`) and
-    ``"make_inputs"`` (``make_inputs(shapes, device) -> sequence of tensors``; default
+    ``"make_inputs"`` (``make_inputs(shapes, device) ->`` a sequence of tensors or a dict
+    of keyword arguments, e.g. a Hugging Face batch with ``labels``; default
     :func:`make_inputs` from `input_shapes`, `input_dtypes` and `input_high`). The model is
     moved to `device` and put in ``train()`` mode; ``torch.manual_seed(seed)`` runs before
     the factory is called and again before the inputs are made, so the same arguments give
@@ -1197,13 +1283,16 @@ def build_from_factory(
         target: ``MODULE:FACTORY`` (see :func:`load_factory`).
         input_shapes: one shape per positional model input ("4x128" or a tuple).
         input_dtypes: one dtype name for all inputs or one per input.
-        input_high: exclusive upper bound of integer inputs.
+        input_high: exclusive upper bound of integer inputs; default the model's
+            vocabulary (:func:`vocab_size`), required for integer inputs of a model
+            without one.
         params: keyword arguments for the factory.
         device: "cpu", "cuda", "cuda:1", ...
         seed: the torch seed.
 
     Returns:
-        The module, the input tuple and the loss function (None: the default loss).
+        The module, the inputs (a tuple, or a dict of keyword arguments from make_inputs)
+        and the loss function (None: the default loss).
 
     Raises:
         ProfileError: a bad target, factory result, shape, dtype or device.
@@ -1244,7 +1333,9 @@ def build_from_factory(
     torch.manual_seed(seed)
     if inputs_fn is not None:
         try:
-            inputs = as_input_tuple(inputs_fn(shapes, dev))
+            made_in = inputs_fn(shapes, dev)
+            inputs = (dict(made_in) if isinstance(made_in, Mapping)
+                      else as_input_tuple(made_in))
         except SlackoptError:
             raise
         except Exception as e:
@@ -1254,7 +1345,14 @@ def build_from_factory(
         if not shapes:
             raise ProfileError("give the model's input shapes (--input-shape 4x128, once per "
                                "positional input) or a make_inputs in the factory's dict")
-        inputs = make_inputs(shapes, dtypes, dev, input_high)
+        if input_high is None and any(not (d.is_floating_point or d.is_complex)
+                                      and d != torch.bool for d in dtypes):
+            input_high = vocab_size(model)
+            if input_high is None:
+                raise ProfileError(
+                    "integer inputs need --input-high N (token ids are drawn from [0, N)): "
+                    "the model has no config.vocab_size and no nn.Embedding to take it from")
+        inputs = make_inputs(shapes, dtypes, dev, input_high or 2)
     return model, inputs, loss_fn
 
 
@@ -1263,7 +1361,7 @@ def profile_factory(
     input_shapes: Sequence[str | Sequence[int]] = (),
     *,
     input_dtypes: Sequence[str] = ("float32",),
-    input_high: int = 2,
+    input_high: int | None = None,
     params: Mapping[str, Any] | None = None,
     device: str = "cpu",
     seed: int = 0,
@@ -1278,7 +1376,9 @@ def profile_factory(
             repeat, max_recipe_ops).
 
     Returns:
-        The instance; ``meta`` also records ``factory``, ``factory_params`` and ``seed``.
+        The instance; ``meta`` also records ``factory`` (resolved by
+        :func:`resolve_factory`, so :func:`build_from_factory` finds it from any directory),
+        ``factory_params``, ``seed`` and ``input_high``.
 
     Raises:
         ProfileError: a bad target, factory result, shape, dtype or device, or the model
@@ -1293,10 +1393,11 @@ def profile_factory(
         raise
     except Exception as e:
         shown = ", ".join("x".join(map(str, x.shape)) if isinstance(x, torch.Tensor) else
-                          type(x).__name__ for x in inputs)
+                          type(x).__name__ for x in tree_flatten(inputs)[0])
         raise ProfileError(f"the model from '{target}' failed on inputs of shapes [{shown}]: "
                            f"{type(e).__name__}: {e}") from None
-    inst.meta["factory"] = target
+    inst.meta["factory"] = resolve_factory(target)
+    inst.meta["input_high"] = input_high if input_high is not None else vocab_size(model)
     inst.meta["factory_params"] = {str(k): v for k, v in (params or {}).items()}
     inst.meta["seed"] = seed
     return inst
@@ -1304,8 +1405,8 @@ def profile_factory(
 
 __all__ = [
     "GENERATOR", "MissingTorchError", "OpRec", "ProfileError", "StepTracer", "StorageRec",
-    "as_input_tuple", "build_from_factory", "build_instance", "default_loss",
+    "as_input_tuple", "as_model_inputs", "build_from_factory", "build_instance", "default_loss",
     "is_never_recompute", "is_random_op", "is_view_op", "load_factory", "make_inputs",
     "op_kind", "op_label", "parse_dtype", "parse_shape", "profile_factory", "profile_step",
-    "run_loss", "storage_of", "written_tensors",
+    "resolve_factory", "run_loss", "storage_of", "vocab_size", "written_tensors",
 ]
