@@ -733,3 +733,31 @@ def test_core_imports_without_torch(tmp_path):
                        timeout=120, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stdout + r.stderr
     assert "slackopt[torch]" in r.stderr
+
+
+def test_hugging_face_gpt2_and_llama_from_configs():
+    """The README's Hugging Face path: GPT-2 and Llama built from tiny configs (random
+    weights, no download), called with a batch dict (input_ids, attention_mask, labels),
+    the loss taken from the output: profile -> solve at 0.5 P -> execute; token ids from
+    the vocabulary; gradients equal the unplanned step (bit for bit: dropout is off)."""
+    transformers = pytest.importorskip("transformers")  # CI installs it ([dev] extra)
+    cfgs = [transformers.GPT2Config(vocab_size=97, n_positions=32, n_embd=32, n_layer=2,
+                                    n_head=4, resid_pdrop=0.0, embd_pdrop=0.0,
+                                    attn_pdrop=0.0),
+            transformers.LlamaConfig(vocab_size=97, hidden_size=32, intermediate_size=64,
+                                     num_hidden_layers=2, num_attention_heads=4,
+                                     num_key_value_heads=2, max_position_embeddings=32)]
+    for cfg in cfgs:
+        torch.manual_seed(0)
+        model = transformers.AutoModelForCausalLM.from_config(cfg).train()
+        ids = torch.randint(0, cfg.vocab_size, (2, 16))
+        mask = torch.ones_like(ids)
+        mask[1, -4:] = 0
+        batch = {"input_ids": ids, "attention_mask": mask, "labels": ids}
+        inst = profile_step(model, batch, warmup=0, repeat=1)
+        assert inst.n_saved > 0 and inst.meta["input_kwargs"]["labels"] == [[2, 16], "int64"]
+        case = Case(model, batch, None, False)
+        ref, _ = step_grads(case)
+        res = solve(inst, "slackswap", 0.5)
+        assert res.evaluation.feasible, res.evaluation.failure
+        check_step(case, inst, res.plan, ref, 0.5)
