@@ -416,8 +416,8 @@ class HostPool:
     when the device is CUDA), reused by every step that is given the pool.
 
     First fit over ``[0, capacity)`` with 512-byte aligned slices. On CUDA a freed slice
-    remembers the event of the last copy that read it; the next D2H into it waits for that
-    event on its stream.
+    remembers the events of the copies that last used it (merged blocks keep all of them);
+    the next D2H into it waits for those events on its stream.
 
     Args:
         capacity: bytes (>= 0): the host pinned-memory limit of the instance when it has
@@ -434,33 +434,34 @@ class HostPool:
     def __init__(self, capacity: int, *, pin: bool = False) -> None:
         self.capacity = int(capacity)
         self.buffer = torch.empty(self.capacity, dtype=torch.uint8, pin_memory=pin)
-        self._free: list[list[Any]] = [[0, self.capacity, None]]  # offset, size, event
+        self._free: list[list[Any]] = [[0, self.capacity, []]]  # offset, size, events
 
-    def take(self, nbytes: int) -> tuple[Any, int, Any]:
-        """A slice of `nbytes`: (byte tensor view, offset, event to wait for or None)."""
+    def take(self, nbytes: int) -> tuple[Any, int, list[Any]]:
+        """A slice of `nbytes`: (byte tensor view, offset, CUDA events to wait for)."""
         need = -(-int(nbytes) // self.ALIGN) * self.ALIGN
         for i, (off, size, ev) in enumerate(self._free):
             if size >= need:
                 if size == need:
                     self._free.pop(i)
                 else:
-                    self._free[i] = [off + need, size - need, ev]
+                    self._free[i] = [off + need, size - need, list(ev)]
                 return self.buffer[off: off + int(nbytes)], off, ev
         raise PlanRuntimeError(
             f"the host pool ({self.capacity} B) has no free {need} B slice: the plan holds "
             "more host bytes at once than the pool was made for (pass a larger HostPool)")
 
     def give(self, offset: int, nbytes: int, event: Any = None) -> None:
-        """Return a slice (`event`: the last copy reading it, or None)."""
+        """Return a slice (`event`: the CUDA event of the last copy using it, or None)."""
         need = -(-int(nbytes) // self.ALIGN) * self.ALIGN
         if need == 0:
             return
-        bisect.insort(self._free, [offset, need, event])
+        bisect.insort(self._free, [offset, need, [event] if event is not None else []],
+                      key=lambda blk: blk[0])
         merged: list[list[Any]] = []
         for blk in self._free:
             if merged and merged[-1][0] + merged[-1][1] == blk[0]:
                 merged[-1][1] += blk[1]
-                merged[-1][2] = merged[-1][2] or blk[2]
+                merged[-1][2] = merged[-1][2] + blk[2]
             else:
                 merged.append(blk)
         self._free = merged
@@ -541,7 +542,7 @@ def _bytes_of(st: Any) -> Any:
 # "CUDA semantics" documentation (streams, events, record_stream, pinned memory and
 # non_blocking copies); the CPU test suite does not run them (no GPU in CI);
 # benchmarks/gpu_check.py does, on a CUDA machine.
-def _copy_d2h(src_st: Any, host: Any, stream: Any, wait: Any) -> Any:
+def _copy_d2h(src_st: Any, host: Any, stream: Any, wait: list[Any]) -> Any:
     """Copy a device storage into a host slice; returns the CUDA event of the copy's end
     (None on CPU)."""
     src = _bytes_of(src_st)
@@ -551,8 +552,8 @@ def _copy_d2h(src_st: Any, host: Any, stream: Any, wait: Any) -> Any:
     ready = torch.cuda.Event()
     ready.record(torch.cuda.current_stream(src.device))
     stream.wait_event(ready)
-    if wait is not None:
-        stream.wait_event(wait)
+    for ev in wait:  # copies that last used this host slice
+        stream.wait_event(ev)
     with torch.cuda.stream(stream):
         host.copy_(src, non_blocking=True)
         done = torch.cuda.Event()
