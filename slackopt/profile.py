@@ -35,9 +35,13 @@ How the step is read
   data; they are not instance ops (a read through a view is a read of its storage).
 - **Durations** (``timing="measure"``): ``time.perf_counter`` around each CPU call; a pair
   of CUDA events around each call on a GPU (resolved after one synchronisation at the end).
-  ``timing="roofline"``: :func:`slackopt.hardware.roofline_s` of the GPU preset from the
-  op's FLOPs (``torch.utils.flop_counter``'s formulas, plus CPU flash attention) and the
-  bytes it reads and writes. FLOPs are recorded in both modes (``Op.flops``).
+  The per-op median of the repeated steps is kept, and their spread in ``meta["spread"]``.
+  Measured CPU durations are not a GPU's: paired with a GPU preset they are refused, and
+  alone they come with a warning (``meta["timing_note"]``).
+  ``timing="roofline"``: :func:`slackopt.hardware.roofline_s` of the GPU (a preset or a
+  JSON file of peaks), at the peak of the op's dtype, from the op's FLOPs
+  (``torch.utils.flop_counter``'s formulas, plus CPU flash attention) and the bytes it
+  reads and writes. FLOPs are recorded in both modes (``Op.flops``).
 - **Tensors** are storages. Identity is the storage object (its ``StorageImpl``), held by a
   weak reference for the whole step, so an address that the allocator reuses after a free
   is a new tensor, and all views of one storage are one tensor of the storage's size.
@@ -745,12 +749,19 @@ def profile_step(
     Args:
         model: a ``torch.nn.Module`` (any callable whose parameters are reachable through
             ``.parameters()`` and ``.named_modules()``).
-        example_inputs: one tensor or a sequence of positional arguments for the model.
-        loss_fn: ``loss_fn(output, *example_inputs) -> scalar tensor``; default
-            :func:`default_loss` (mean of squares of the floating-point outputs).
+        example_inputs: one tensor, a sequence of positional arguments, a dict of keyword
+            arguments (a Hugging Face batch) or a callable returning one of those
+            (:func:`as_model_inputs`; called once).
+        loss_fn: ``loss_fn(output, *args, **kwargs) -> scalar tensor``; default the
+            output's ``loss`` (Hugging Face, given ``labels``), else :func:`default_loss`
+            (mean of squares of the floating-point outputs).
         timing: "measure" (perf_counter on CPU, CUDA events on a GPU; seconds) or
             "roofline" (:func:`slackopt.hardware.roofline_s` of `gpu` from FLOPs and bytes).
-        gpu: GPU preset or name ("a100"); needed for "roofline"; also picks the default link.
+        gpu: GPU preset ("a100"), path of a JSON file of peaks
+            (:func:`slackopt.hardware.gpu_from_file`) or a GPU; needed for "roofline"
+            (which uses the peak of each op's dtype); also picks the default link. Refused
+            with "measure" on the CPU (CPU durations with a GPU's link); a measured CPU
+            profile without it warns and records ``meta["timing_note"]``.
         link: host link (a :class:`~slackopt.hardware.Link` or preset name); default the
             GPU's link, else "pcie4".
         name: instance name (default ``<model class>-profile``).
@@ -768,7 +779,8 @@ def profile_step(
         bytes, recipe statistics).
 
     Raises:
-        ProfileError: unknown timing mode or preset, roofline without a GPU, bad inputs, a
+        ProfileError: unknown timing mode or preset, a bad GPU file, roofline without a
+            GPU, a GPU with measured CPU timing, bad inputs, a ``torch.compile``d module, a
             loss that is not a scalar needing grad, repeats whose op sequences differ.
         MissingTorchError: PyTorch is not installed (at import).
     """

@@ -696,6 +696,11 @@ def test_cli_profile_errors(capsys, tmp_path):
         ([f"{MODELS}:encoder_factory", "-i", "2x8x32", "--input-dtype", "complex7"],
          "dtype"),
         ([f"{MODELS}:encoder_factory", "-i", "2x8x32", "--timing", "roofline"], "GPU preset"),
+        ([f"{MODELS}:encoder_factory", "-i", "2x8x32", "--gpu", "h100"], "roofline"),
+        ([f"{MODELS}:encoder_factory", "-i", "2x8x32", "--timing", "roofline", "--gpu",
+          str(tmp_path / "nope.json")], "nope.json"),
+        ([f"{MODELS}:encoder_factory", "-i", "2x8", "--input-dtype", "int64"],
+         "input-high"),
     ]
     for args, words in cases:
         rc, out, err = run_cli(capsys, "profile", *args, "-o", out_path, "--repeat", "1")
