@@ -45,8 +45,8 @@ still run, and the compute stream waits for it (``torch.cuda.max_memory_allocate
 then exceed the bookkeeping by the blocks whose copies are still in flight).
 ``benchmarks/gpu_check.py`` runs these paths on a CUDA machine; the CPU test suite cannot.
 
-Limits: the forward pass runs under a Python dispatch mode, which adds tens of
-microseconds per ATen call; a model that installs its own saved-tensor hooks
+Limits: both passes run under a Python dispatch mode, which adds tens of microseconds
+per ATen call (visible on small models, small next to large GPU kernels); a model that installs its own saved-tensor hooks
 (``torch.utils.checkpoint``, ``save_on_cpu``) overrides these for its region.
 
 Gradients: swapped and recomputed tensors come back bit for bit (copies of the same bytes;
@@ -741,7 +741,7 @@ class PlanRuntime:
                 raise PlanRuntimeError(
                     f"the plan is infeasible at M = {budget_bytes} B: "
                     f"{sched.evaluation.failure}. Solve for this budget, or pass force=True "
-                    "(--force) to run it without the memory limit")
+                    "to run it without the memory limit")
             sched = runtime_schedule(instance, plan, 2**62)
             self.forced = True
         self.schedule = sched
