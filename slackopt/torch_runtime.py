@@ -46,8 +46,9 @@ then exceed the bookkeeping by the blocks whose copies are still in flight).
 ``benchmarks/gpu_check.py`` runs these paths on a CUDA machine; the CPU test suite cannot.
 
 Limits: both passes run under a Python dispatch mode, which adds tens of microseconds
-per ATen call (visible on small models, small next to large GPU kernels); a model that installs its own saved-tensor hooks
-(``torch.utils.checkpoint``, ``save_on_cpu``) overrides these for its region.
+per ATen call (visible on small models, small next to large GPU kernels); a model that
+installs its own saved-tensor hooks (``torch.utils.checkpoint``, ``save_on_cpu``)
+overrides these for its region.
 
 Gradients: swapped and recomputed tensors come back bit for bit (copies of the same bytes;
 the same kernels on the same inputs, strides and RNG state), so on CPU a planned step gives
