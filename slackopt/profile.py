@@ -801,8 +801,17 @@ def profile_step(
         warnings.warn(note, UserWarning, stacklevel=2)
 
     state = _StepState(model) if restore else None
+    params = list(model.parameters())
+
+    def fresh_grads() -> None:
+        # Every profiled step starts without .grad: accumulation into an existing gradient
+        # is not part of the step (the runtime recognises and skips it).
+        for p in params:
+            p.grad = None
+
     try:
         for _ in range(warmup):
+            fresh_grads()
             loss = run_loss(model, inputs, loss_fn, kwargs)
             loss.backward()
             del loss
@@ -810,6 +819,7 @@ def profile_step(
                 state.restore()
         runs = []
         for _ in range(repeat):
+            fresh_grads()
             runs.append(_trace(model, inputs, kwargs, loss_fn, timing, g))
             if state is not None:
                 state.restore()

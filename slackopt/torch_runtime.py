@@ -93,6 +93,7 @@ from slackopt.profile import (
     op_label,
     run_loss,
     storage_of,
+    written_tensors,
 )
 from slackopt.simulate._engine import _DEV, _FETCH, _FWD, Engine
 
@@ -132,9 +133,9 @@ class RuntimeReport:
         off_schedule: places where the step left the schedule (a reader needed a tensor
             the schedule had not brought, a backward op that differs); empty when it
             followed it.
-        extra_backward_ops: backward ATen calls that are not the profiled op at that place
-            (accumulation into a ``.grad`` that existed before the step, when the profile
-            ran without one); they are not tasks and move nothing.
+        extra_backward_ops: backward ATen calls that write into a ``.grad`` that existed
+            before the step (gradient accumulation; the profile runs without it); they are
+            not tasks and move nothing.
         step_time_s: wall time of the forward and backward pass (s; GPU synchronised).
         peak_bytes: peak device memory allocated during the step above the allocation
             before it (``torch.cuda.max_memory_allocated``; bytes; CUDA only, else None).
@@ -683,7 +684,12 @@ class _BackwardCursor(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         if not self.rt.paused and not is_view_op(func):
-            self.rt.before_backward_op(op_label(func))
+            grads = self.rt.grad_storages
+            if grads and any((st := storage_of(t)) is not None and st._cdata in grads
+                             for t in written_tensors(func, args, kwargs)):
+                self.rt.stats.extra_backward_ops += 1  # accumulation into an existing .grad
+            else:
+                self.rt.before_backward_op(op_label(func))
         return func(*args, **kwargs)
 
 
@@ -771,6 +777,7 @@ class PlanRuntime:
         self.cursor = 0            # next task of the task list
         self._ev = 0               # next schedule event
         self.paused = False
+        self.grad_storages: set[int] = set()
         self.lock = threading.RLock()
         self._streams: dict[tuple[str, Any], Any] = {}
         self._tracer: _RuntimeTracer | None = None
@@ -810,7 +817,7 @@ class PlanRuntime:
             getattr(self, "_do_" + kind)(self.records[t])
 
     def _do_d2h(self, rec: _Record) -> None:
-        src = rec.orig
+        src = rec.orig if rec.orig is not None else rec.dev  # dev: claimed before its D2H
         if src is None:
             raise PlanRuntimeError(f"internal: the device copy of '{rec.name}' is gone before "
                                    "its D2H")
@@ -842,8 +849,8 @@ class PlanRuntime:
         self.stats.fetched += 1
 
     def _do_claim(self, rec: _Record) -> None:
-        rec.dev = rec.orig
-        self.stats.claimed += 1
+        rec.dev, rec.orig = rec.orig, None  # the device copy is now the readers' (and may
+        self.stats.claimed += 1             # be evicted like a prefetched one)
 
     def _do_evict(self, rec: _Record) -> None:
         rec.dev = None
@@ -988,13 +995,13 @@ class PlanRuntime:
                 sched = self.schedule
                 k = self.cursor
                 if k >= len(sched.task_op):
-                    self.stats.extra_backward_ops += 1
+                    self.stats.off_schedule.append(f"backward op {label} after the last "
+                                                   "task")
                     return
                 name = self.op_names[sched.task_op[k]]
                 if name.split(".", 1)[1] != label:
-                    # Not the profiled op: gradient accumulation into an existing .grad
-                    # (the profile ran with the gradients it found, None after restore).
-                    self.stats.extra_backward_ops += 1
+                    self.stats.off_schedule.append(f"backward op {label} where the profile "
+                                                   f"has {name}")
                     return
                 self.advance(k)
                 self._task_done()
@@ -1034,9 +1041,17 @@ class PlanRuntime:
         return torch.device(self.stats.device)
 
     @contextlib.contextmanager
-    def backward(self) -> Iterator[None]:
+    def backward(self, params: Any = ()) -> Iterator[None]:
         """Context for ``loss.backward()``: numbers the backward ops, replays the rest of
-        the schedule when it returns."""
+        the schedule when it returns.
+
+        Args:
+            params: the model's parameters; ATen calls that write into a ``.grad`` they
+                already hold (gradient accumulation, which the profile does not have) are
+                not tasks (counted in ``extra_backward_ops``).
+        """
+        self.grad_storages = {p.grad.untyped_storage()._cdata for p in params
+                              if p.grad is not None}
         with _BackwardCursor(self):
             yield
         with self.lock:
@@ -1114,7 +1129,7 @@ def execute_plan(
     t0 = time.perf_counter()
     with rt.forward():
         loss = run_loss(model, args, loss_fn, kwargs)
-    with rt.backward():
+    with rt.backward(model.parameters()):
         loss.backward()
     if cuda:
         torch.cuda.synchronize()

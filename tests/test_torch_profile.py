@@ -501,6 +501,34 @@ def test_runtime_evicts_where_the_evaluator_does():
     assert rep.evictions == res.evaluation.evictions
 
 
+@pytest.mark.parametrize("kind", ["encoder", "gpt"])
+def test_random_plans_follow_the_evaluator(kind):
+    """Random keep/swap/recomp mixes, two links (offloads lagging or not), two budgets:
+    every plan the evaluator finds feasible runs exactly as simulated (copies, claims,
+    drops, evictions, rebuilds, saved bytes after every task) with the unplanned
+    gradients. The model holds gradients when it is profiled (the profile ignores them),
+    and one step runs on top of existing gradients (their accumulation ops are skipped)."""
+    case = make_case(kind)
+    ref, _ = step_grads(case)            # leaves .grad set before profiling
+    runs = 0
+    for w in (1e5, 1e9):
+        inst = profile_step(case.model, case.inputs, case.loss_fn, timing="roofline",
+                            gpu="a100", link=Link("test-link", w), warmup=0, repeat=1)
+        rng = np.random.default_rng(int(w))
+        for _ in range(2):
+            dec = rng.choice(3, inst.n_saved, p=[0.2, 0.6, 0.2]).astype(np.int8)
+            dec[(dec == RECOMP) & ~np.isfinite(inst.c)] = KEEP
+            plan = Plan(dec, inst.saved_names)
+            for budget in (0.6, 0.5):
+                if simulate(inst, plan, budget_bytes(inst, budget)).feasible:
+                    check_step(case, inst, plan, ref, budget)
+                    runs += 1
+    assert runs >= 4
+    torch.manual_seed(7)
+    rep = execute_plan(case.model, case.inputs, case.loss_fn, inst, plan, 1.0)
+    assert rep.matches_plan() and rep.extra_backward_ops > 0
+
+
 def test_infeasible_plan_is_refused_unless_forced(profiled):
     _, case, inst = profiled
     plan = Plan.keep_all(inst)
