@@ -1055,15 +1055,18 @@ def profile_cmd(
     input_dtype: Annotated[list[str] | None, typer.Option(
         "--input-dtype", help="dtype of the inputs (float32, bf16, int64, ...): once for all "
         "or once per input.")] = None,
-    input_high: Annotated[int, typer.Option(
-        "--input-high", min=1, help="Integer inputs are drawn from [0, N) (token ids: the "
-        "vocabulary size).")] = 2,
+    input_high: Annotated[int | None, typer.Option(
+        "--input-high", min=1, help="Integer inputs are drawn from [0, N) (token ids; "
+        "default: the model's vocabulary, config.vocab_size or its first nn.Embedding).")
+    ] = None,
     device: Annotated[str, typer.Option(help="Where to run the step: cpu, cuda, cuda:1.")
                       ] = "cpu",
     timing: Annotated[str, typer.Option(help="measure (timed on the device) or roofline "
                                         "(from FLOPs and bytes on --gpu).")] = "measure",
-    gpu: Annotated[str | None, typer.Option(help=f"GPU preset for roofline timing and the "
-                                            f"default link: {', '.join(GPUS)}.")] = None,
+    gpu: Annotated[str | None, typer.Option(help=f"GPU preset ({', '.join(GPUS)}) or a "
+                                            "JSON file of peaks, for roofline timing and "
+                                            "the default link. Refused with measure timing "
+                                            "on the CPU.")] = None,
     link: Annotated[str | None, typer.Option(help=f"Host-link preset: {', '.join(LINKS)} "
                                              "(default: the GPU's, else pcie4).")] = None,
     seed: Annotated[int, typer.Option(help="torch seed for the factory and the inputs.")] = 0,
