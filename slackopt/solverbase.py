@@ -394,8 +394,9 @@ class BaseSolver:
         Outcome's, else the evaluated step time of a feasible plan. On an "infeasible"
         status without ``info["min_budget_bytes"]``, the minimum budget is searched by
         :func:`min_budget_by_bisection` over :meth:`feasible_at` (when the
-        ``min_budget_search`` hyperparameter or class attribute is true; else None).
-        ``planning_time_s`` covers all of it (perf_counter).
+        ``min_budget_search`` hyperparameter or class attribute is true; else None); the
+        search stops at the time limit, leaving None and ``info["min_budget_note"]``.
+        ``planning_time_s`` covers all of it (perf_counter); ``seed`` is ``run.seed``.
 
         Args:
             instance: the problem.
