@@ -91,7 +91,7 @@ SCHEMA: dict[str, str] = {
     "params": "object",              # the solver's hyperparameters, canonical JSON text
     "seed": "Int64",                 # <NA> for no seed
     "time_limit_s": "float64",       # NaN for none
-    "status": "object",              # optimal, feasible, infeasible, timeout, error
+    "status": "object",              # optimal, bounded, feasible, infeasible, timeout, error
     "message": "object",             # error / timeout text, or the evaluator's failure
     # the Evaluation of the returned plan (step_time_s and throughput NaN unless feasible)
     "feasible": "bool",

@@ -19,12 +19,12 @@ from helpers import build
 
 from slackopt.plan import KEEP, RECOMP, SWAP, Plan
 from slackopt.simulate import simulate
-from slackopt.solver import get_solver
+from slackopt.solver import OPTIMAL_REL_TOL, get_solver
 from slackopt.solver import solve as run_solve
 from slackopt.workloads import make
 from solvers.milp import MILP, build_model, lp_relaxation, model_floor
 
-TIME_LIMIT_S = 30.0
+TIME_LIMIT_S = 90.0
 
 
 def hand_instance():
@@ -99,7 +99,7 @@ def test_bound_valid_and_plan_optimal(key, frac):
     # the returned plan is the enumerated optimum (within 1%); here it is proven
     assert ev.step_time_s <= best * 1.01
     assert res.info["plan_proven_optimal"]
-    assert res.info["gap"] <= 1e-4 * (1 + 1e-6)
+    assert res.info["gap"] <= OPTIMAL_REL_TOL
 
 
 @pytest.mark.parametrize("key,frac", [("chain5", 0.8), ("hand", 0.6), ("unet1", 0.75),
@@ -180,7 +180,7 @@ def test_infeasible_below_floor_reports_the_floor(key):
                    inst.saved_names)
     assert simulate(inst, allswap, floor).feasible
     r2 = MILP(time_limit_s=TIME_LIMIT_S).solve(inst, floor)
-    assert r2.status in ("optimal", "feasible") and r2.plan is not None
+    assert r2.status in ("optimal", "bounded") and r2.plan is not None
     assert simulate(inst, r2.plan, floor).feasible
 
 
