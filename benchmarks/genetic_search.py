@@ -4,8 +4,8 @@ Run: python benchmarks/genetic_search.py [--time-limit 45] [--workers 1] [--seed
      [--max-plans 14000] [--population 48] [--runs seeded50,random20,random50]
      [--instance instances/paper/gpt2-xl_a100-pcie4.json]
 
-Reproduces the genetic-search figures of the SlackSwap paper, section 4.4
-(../shared/papers/slackswap-2026.txt): "Seeded with SlackSwap and the baselines, it
+Reproduces the genetic-search figures of the SlackSwap paper (2026), section 4.4:
+"Seeded with SlackSwap and the baselines, it
 improves on SlackSwap by at most 0.45%. Started from random plans [...] it finds no
 feasible plan at 20% within 45 s and trails SlackSwap at 50%", with 6,600-14,000 plans
 evaluated in 45 s. Runs:

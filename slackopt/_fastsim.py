@@ -82,6 +82,19 @@ def _heap_push(hk, ht, n, key, t):
 
 
 @njit(cache=True)
+def _heap_push_grow(hk, ht, n, key, t):
+    # _heap_push, doubling the arrays when they are full; returns (hk, ht, n).
+    if n == hk.shape[0]:
+        hk2 = np.empty(2 * n, dtype=np.int64)
+        ht2 = np.empty(2 * n, dtype=np.int64)
+        hk2[:n] = hk[:n]
+        ht2[:n] = ht[:n]
+        hk = hk2
+        ht = ht2
+    return hk, ht, _heap_push(hk, ht, n, key, t)
+
+
+@njit(cache=True)
 def _heap_pop(hk, ht, n):
     n -= 1
     hk[0] = hk[n]
@@ -155,7 +168,10 @@ def build_tasks(n_fwd, n_ops, rd_ptr, rd_idx, ri_ptr, ri_idx, dec):
 def run_barrier_free(n_fwd, op_dur, op_alloc, op_free, rd_ptr, rd_idx, out_ptr, out_idx,
                      fr_ptr, fr_idx, s, c, rb_extra, ri_ptr, ri_idx, rdy_ptr, rdy_idx, dec, M,
                      W, duplex, lat, host_limit):
-    """One iteration under the barrier-free runtime (see slackopt.simulate).
+    """One iteration under the barrier-free runtime (see slackopt.simulate), with its
+    runtime rules: the H2D heap holds only queued tensors whose host copy is complete (no
+    head-of-line blocking), a queued D2H is dropped when its tensor's last backward reader
+    ends, and a task claims every lagging device copy it reads before it waits.
 
     `host_limit` is the host pinned-memory limit (bytes), -1 for unlimited; `rdy_ptr`,
     `rdy_idx` list per op the saved tensors ready when it ends (D2H queued then).
@@ -245,11 +261,13 @@ def run_barrier_free(n_fwd, op_dur, op_alloc, op_free, rd_ptr, rd_idx, out_ptr, 
     hk = np.empty(cap, dtype=np.int64)
     ht = np.empty(cap, dtype=np.int64)
     hn = 0
+    # H2D queue: qkey[t] >= 0 while queued; the heap holds queued tensors on the host
+    # (pushed when their host copy is complete: no head-of-line blocking).
     for t in range(ns):
         if dec[t] == SWAP and ncnt[t] > 0:
             qkey[t] = nd_idx[nd_ptr[t]]
-            hn = _heap_push(hk, ht, hn, qkey[t], t)
     d2hq = np.empty(ns + 1, dtype=np.int64)
+    d2h_q = np.zeros(ns, dtype=np.bool_)  # queued and not started (False: dropped)
     qh = 0
     qt = 0
     h2d_end = np.full(ns, -1.0)
@@ -305,8 +323,8 @@ def run_barrier_free(n_fwd, op_dur, op_alloc, op_free, rd_ptr, rd_idx, out_ptr, 
                     if dec[t] != SWAP:
                         return (INTERNAL_NOT_RESIDENT, now, 0.0, 0.0, 0.0, 0, 0, 0, 0, 0, k, t,
                                 0, h2d_stall, task_op, task_t)
-                    missing = t
-                    break
+                    if missing < 0:
+                        missing = t
                 if missing < 0:
                     if wait_since >= 0.0 and now > wait_since:
                         last = -1
@@ -351,6 +369,8 @@ def run_barrier_free(n_fwd, op_dur, op_alloc, op_free, rd_ptr, rd_idx, out_ptr, 
                         progressed = True
                 elif wait_since < 0.0:
                     wait_since = now
+            while qh < qt and not d2h_q[d2hq[qh]]:
+                qh += 1
             if d_t < 0 and qh < qt:
                 t = d2hq[qh]
                 if not host_held[t]:
@@ -363,45 +383,45 @@ def run_barrier_free(n_fwd, op_dur, op_alloc, op_free, rd_ptr, rd_idx, out_ptr, 
                     host_held[t] = True
                     host_used += s[t]
                 qh += 1
+                d2h_q[t] = False
                 d_t = t
                 d_lat = now + lat
                 d_rem = float(s[t])
                 d2h_bytes += s[t]
                 progressed = True
             if h_t < 0 and fwd_finished:
-                while hn > 0 and qkey[ht[0]] != hk[0]:
+                while hn > 0 and (qkey[ht[0]] != hk[0] or state[ht[0]] != HOST):
                     hn = _heap_pop(hk, ht, hn)
                 if hn > 0:
                     t = ht[0]
-                    if state[t] == HOST:
-                        waiting = False
-                        if not comp_busy and k < nt:
-                            for p in range(tr_ptr[k], tr_ptr[k + 1]):
-                                if tr_idx[p] == t:
-                                    waiting = True
-                                    break
-                        if waiting:
-                            extra = 0
+                    waiting = False
+                    if not comp_busy and k < nt:
+                        for p in range(tr_ptr[k], tr_ptr[k + 1]):
+                            if tr_idx[p] == t:
+                                waiting = True
+                                break
+                    if waiting:
+                        extra = 0
+                    else:
+                        k0 = k + 1 if comp_busy else k
+                        k0 = min(k0, nt)
+                        extra = cum[min(k0 + 3, nt)] - cum[k0]
+                    if used + s[t] + extra <= M:
+                        hn = _heap_pop(hk, ht, hn)
+                        qkey[t] = -1
+                        used += s[t]
+                        if used > peak:
+                            peak = used
+                        h2d_bytes += s[t]
+                        if s[t] == 0:
+                            state[t] = DEV
+                            h2d_end[t] = now
                         else:
-                            k0 = k + 1 if comp_busy else k
-                            k0 = min(k0, nt)
-                            extra = cum[min(k0 + 3, nt)] - cum[k0]
-                        if used + s[t] + extra <= M:
-                            hn = _heap_pop(hk, ht, hn)
-                            qkey[t] = -1
-                            used += s[t]
-                            if used > peak:
-                                peak = used
-                            h2d_bytes += s[t]
-                            if s[t] == 0:
-                                state[t] = DEV
-                                h2d_end[t] = now
-                            else:
-                                state[t] = FETCH
-                                h_t = t
-                                h_lat = now + lat
-                                h_rem = float(s[t])
-                            progressed = True
+                            state[t] = FETCH
+                            h_t = t
+                            h_lat = now + lat
+                            h_rem = float(s[t])
+                        progressed = True
 
         if code != OK:
             break
@@ -419,7 +439,7 @@ def run_barrier_free(n_fwd, op_dur, op_alloc, op_free, rd_ptr, rd_idx, out_ptr, 
             h_ev = h_lat if now < h_lat else now + h_rem / h_rate
             ev = min(ev, h_ev)
         if ev == INF:
-            while hn > 0 and qkey[ht[0]] != hk[0]:
+            while hn > 0 and (qkey[ht[0]] != hk[0] or state[ht[0]] != HOST):
                 hn = _heap_pop(hk, ht, hn)
             missing_input = False
             for p in range(tr_ptr[k], tr_ptr[k + 1]):
@@ -465,14 +485,7 @@ def run_barrier_free(n_fwd, op_dur, op_alloc, op_free, rd_ptr, rd_idx, out_ptr, 
                     freed += s[t]
                     evictions += 1
                     qkey[t] = nxt
-                    if hn == hk.shape[0]:
-                        hk2 = np.empty(2 * hn, dtype=np.int64)
-                        ht2 = np.empty(2 * hn, dtype=np.int64)
-                        hk2[:hn] = hk[:hn]
-                        ht2[:hn] = ht[:hn]
-                        hk = hk2
-                        ht = ht2
-                    hn = _heap_push(hk, ht, hn, nxt, t)
+                    hk, ht, hn = _heap_push_grow(hk, ht, hn, nxt, t)
                 used -= freed
                 continue
             code = FAIL_H2D if missing_input else FAIL_ALLOC
@@ -494,6 +507,8 @@ def run_barrier_free(n_fwd, op_dur, op_alloc, op_free, rd_ptr, rd_idx, out_ptr, 
             if state[t] == FWD and fwd_done[t]:
                 state[t] = HOST
                 used -= s[t]
+                if qkey[t] >= 0:
+                    hk, ht, hn = _heap_push_grow(hk, ht, hn, qkey[t], t)
             if host_rel[t] and host_held[t]:
                 host_held[t] = False
                 host_used -= s[t]
@@ -517,6 +532,7 @@ def run_barrier_free(n_fwd, op_dur, op_alloc, op_free, rd_ptr, rd_idx, out_ptr, 
                         else:
                             d2hq[qt] = t
                             qt += 1
+                            d2h_q[t] = True
                 for p in range(fr_ptr[op], fr_ptr[op + 1]):
                     t = fr_idx[p]
                     d = dec[t]
@@ -528,6 +544,8 @@ def run_barrier_free(n_fwd, op_dur, op_alloc, op_free, rd_ptr, rd_idx, out_ptr, 
                         if d2h_done[t] and state[t] == FWD:
                             state[t] = HOST
                             used -= s[t]
+                            if qkey[t] >= 0:
+                                hk, ht, hn = _heap_push_grow(hk, ht, hn, qkey[t], t)
                 if op == n_fwd - 1:
                     fwd_finished = True
             else:
@@ -535,6 +553,7 @@ def run_barrier_free(n_fwd, op_dur, op_alloc, op_free, rd_ptr, rd_idx, out_ptr, 
                     need_ptr[tr_idx[p]] += 1
             for p in range(rcnt[k], rcnt[k + 1]):
                 t = rl_idx[p]
+                d2h_q[t] = False  # no reader left: a D2H not started yet is dropped
                 host_rel[t] = True
                 if host_held[t] and d2h_done[t]:
                     host_held[t] = False

@@ -26,7 +26,7 @@ plans: a solver's own objective is reported, never used for the gaps.
   ``planning_time_s`` is the same.
 - **Gaps.** ``best_lower_bound_s`` is the largest lower bound known for the instance and
   budget: the rows' ``lower_bound_s``, a references file's ``lower_bound_s``, and the
-  ideal step T* (every plan's step is >= T*, semantics.md invariant 2). ``best_step_s``
+  ideal step T* (every plan's step is >= T*, docs/model.md invariant 2). ``best_step_s``
   is the smallest feasible step among the rows and the references' ``best_step_s``.
 
 The references file (``instances/small/references.json``, written with the exact MILP)::

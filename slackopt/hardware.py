@@ -1,6 +1,6 @@
 """GPU and host-link presets and the roofline operator-time model.
 
-Source: ../shared/spec/workloads.md ("Hardware") and section 4.1 of the SlackSwap paper.
+Source: docs/workloads.md ("Hardware") and section 4.1 of the SlackSwap paper.
 Operator time = launch + max(FLOPs / (efficiency * peak), bytes / (0.85 * HBM bandwidth)).
 Units: FLOP/s, bytes/s, seconds, bytes.
 """
@@ -69,7 +69,7 @@ GPUS: dict[str, GPU] = {
     "a100": GPU("a100", 312e12, 2.039e12, 2, "pcie4"),
     "h100": GPU("h100", 989.4e12, 3.35e12, 2, "pcie5"),
 }
-"""GPU presets of spec/workloads.md (datasheet peaks)."""
+"""GPU presets of docs/workloads.md (datasheet peaks)."""
 
 LINKS: dict[str, float] = {
     "pcie3": 12e9,

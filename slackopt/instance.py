@@ -14,7 +14,7 @@ by at least one backward op), in production order:
 - ``rho`` ``c / s`` (s/B), ``inf`` for zero-byte or unrebuildable tensors
 
 and the keep-all peak ``P`` (bytes) and the ideal step time ``ideal_time_s`` (T*).
-Semantics: ../shared/spec/semantics.md ("Instance"). Lifetimes used for the memory profile:
+Semantics: docs/model.md ("Instance"). Lifetimes used for the memory profile:
 a tensor is allocated when its producer starts and, unless a plan frees it earlier, freed
 when its last reader ends; an op's workspace is held while it runs.
 
@@ -22,7 +22,7 @@ Ops with phase ``"rebuild"`` are not part of the schedule: they exist only to be
 recipes (for example regenerating a dropout mask from its RNG state, which is cheaper
 than re-running the dropout).
 
-Extensions of ../shared/spec/semantics.md ("Instance") that real training steps need:
+Extensions of docs/model.md ("Instance") that real training steps need:
 
 - **Storage aliasing** (``Tensor.storage``). Several tensors may be views of one storage
   (a tensor and its transpose, a slice of a buffer). Memory is counted once per storage,

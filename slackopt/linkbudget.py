@@ -1,7 +1,7 @@
 """The link-budget model: how much of a workload's saved activations the host link can hide.
 
-Source: SlackSwap paper (../shared/papers/slackswap-2026.txt), section 2.2 "How much can
-the link hide?", Eq. 1 and Table 1; totals in ../shared/spec/workloads.md ("Totals").
+Source: SlackSwap paper (2026), section 2.2 "How much can
+the link hide?", Eq. 1 and Table 1; totals in docs/workloads.md ("Totals").
 
 A swapped byte is hidden if its device-to-host copy overlaps the forward pass, so the link
 can hide at most W * T_F bytes (W: link bandwidth per direction, B/s; T_F: forward time, s).

@@ -3,7 +3,7 @@
 A :class:`Plan` is aligned with ``Instance.saved`` (saved tensors in production order).
 Decision codes: ``KEEP = 0``, ``SWAP = 1`` (offload D2H after production, prefetch H2D
 before the first backward need), ``RECOMP = 2`` (drop after the last forward reader,
-rebuild before the first backward need). Semantics: ../shared/spec/semantics.md.
+rebuild before the first backward need). Semantics: docs/model.md.
 
 Views (``Tensor.storage``, see :mod:`slackopt.instance`): each saved view has its own
 decision slot, but the views of one storage share one device copy, so they must share one
@@ -33,7 +33,7 @@ POLICIES = ("barrier_free", "layer_barriers", "on_demand")
 section 3.4 of the paper), ``layer_barriers`` (vDNN's per-layer synchronization, Rhu et al.
 2016) and ``on_demand`` (an eviction cache, as in SuperNeurons, Wang et al. 2018, and
 SwapAdvisor, Huang et al. 2020); sections 2.1 and 4.1 of the paper and
-../shared/spec/semantics.md ("Other runtimes")."""
+docs/model.md ("Other runtimes")."""
 
 HEAVY_KINDS = ("gemm", "attention", "conv")
 """Op kinds that count as compute-heavy operators (GEMMs, attention, convolutions)."""

@@ -3,8 +3,8 @@
 Every function returns a :class:`matplotlib.figure.Figure` built without pyplot (no global
 state, safe in scripts, threads and notebooks; in Jupyter a returned figure shows inline
 once ``%matplotlib inline`` is active) with axis labels that carry units, a legend and a
-title. :func:`save` writes PNG, SVG or PDF. The figures of the SlackSwap paper
-(../shared/papers/slackswap-2026.txt) they redraw:
+title. :func:`save` writes PNG, SVG or PDF. The figures of the SlackSwap paper (2026)
+that they redraw:
 
 - :func:`link_budget`: hideable fraction per GPU generation (Figure 1);
 - :func:`cost_per_byte`: recompute cost per byte against an exposed copy (Figure 2);

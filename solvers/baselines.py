@@ -1,10 +1,10 @@
 """Classic baselines: keep everything, recompute everything, block checkpointing and
 Chen et al.'s sqrt(n) checkpointing.
 
-Paper: ../shared/papers/slackswap-2026.txt, section 4.1 ("Baselines": Checkpoint, the
+Paper: the SlackSwap paper (2026), section 4.1 ("Baselines": Checkpoint, the
 fewest blocks recomputed from their inputs that fit, as in ZeRO-Offload and Megatron-LM)
 and section 2.3 / 5 (Chen et al., 2016, "Training Deep Nets with Sublinear Memory Cost":
-checkpoint every sqrt(n) layers); exact rules in ../shared/spec/semantics.md
+checkpoint every sqrt(n) layers); exact rules in docs/model.md
 ("Checkpoint baseline"). None of these policies uses the host link.
 """
 
@@ -31,7 +31,7 @@ output (the head's input, which the head's backward reads and no block rebuilds)
 class KeepAll:
     """Keep every saved tensor (the unlimited-memory reference).
 
-    Feasible iff M >= P (semantics.md, invariant 1); otherwise the status is
+    Feasible iff M >= P (docs/model.md, invariant 1); otherwise the status is
     "infeasible" with ``info["min_budget_bytes"] = P``. The keep-all plan is returned
     either way, so the evaluator can report where it fails.
     """
@@ -64,7 +64,7 @@ def checkpoint_blocks(instance: Instance) -> list[int]:
 
 
 def checkpoint_plan(instance: Instance, k: int) -> Plan:
-    """Block checkpointing of the bottom `k` blocks (semantics.md, "Checkpoint baseline").
+    """Block checkpointing of the bottom `k` blocks (docs/model.md, "Checkpoint baseline").
 
     In each of the first k blocks (forward order) every saved tensor is recomputed except
     the block boundaries (categories "block_input" and "block_output": the input of the
@@ -280,7 +280,7 @@ def sqrt_checkpoint_plan(instance: Instance, segment: int | None = None) -> Plan
     back to the previous checkpoint; tensors that cannot be rebuilt (c = inf) and those
     outside the blocks (embedding, head) are kept.
 
-    In the transformer workloads a block input cannot be rebuilt (spec/workloads.md:
+    In the transformer workloads a block input cannot be rebuilt (docs/workloads.md:
     "block input x, rebuilt by nothing"), so every block input stays and the segments
     collapse to single blocks: the plan equals block checkpointing of all blocks
     (``checkpoint_plan(instance, L)``). On chains (``make("chain")``) it keeps every

@@ -2,7 +2,7 @@
 
 The paper bounds what its greedy planner leaves on the table with "a genetic search over
 per-tensor keep/swap/recomp decisions, POET's search space with SwapAdvisor's search
-method, using the simulator as fitness" (../shared/papers/slackswap-2026.txt, sec. 4.4).
+method, using the simulator as fitness" (SlackSwap paper (2026), sec. 4.4).
 
 - Search space (POET, Patil et al. 2022, "POET: Training Neural Networks on Tiny Devices
   with Integrated Rematerialization and Paging", ICML): one decision per saved tensor,

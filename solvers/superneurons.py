@@ -1,7 +1,7 @@
 """SuperNeurons (Wang et al., 2018, "SuperNeurons: Dynamic GPU Memory Management for
 Training Deep Neural Networks"), as the SlackSwap paper runs it.
 
-Paper: ../shared/papers/slackswap-2026.txt, sections 2.1 ("recomputes cheap layers,
+Paper: the SlackSwap paper (2026), sections 2.1 ("recomputes cheap layers,
 offloads convolution outputs through an LRU tensor cache when memory runs out, and
 prefetches one checkpoint ahead") and 4.1 ("recomputes LayerNorm, GeLU and dropout
 outputs, evicts GEMM and attention outputs on demand in LRU order, and prefetches for the

@@ -1,7 +1,7 @@
 """SwapAdvisor (Huang et al., 2020, "SwapAdvisor: Pushing Deep Learning Beyond the GPU
 Memory Limit via Smart Swapping"), as the SlackSwap paper runs it.
 
-Paper: ../shared/papers/slackswap-2026.txt, sections 2.1 ("evicts the tensor whose next
+Paper: the SlackSwap paper (2026), sections 2.1 ("evicts the tensor whose next
 use is furthest away (Belady, 1966), issues copies as early as possible, and searches
 operator orders and memory-pool layouts with a genetic algorithm") and 4.1 ("Belady
 eviction on the planned schedule with as-early-as-possible swaps; we omit its genetic
@@ -9,7 +9,7 @@ search over operator order and memory pools, which has little room on these near
 graphs with our allocator").
 
 Planning (:func:`belady_victims`): walk the planned schedule (the instance's op order,
-no recomputation: SwapAdvisor only swaps) with the memory profile of semantics.md. At
+no recomputation: SwapAdvisor only swaps) with the memory profile of docs/model.md. At
 each op, the saved tensors it allocates or reads are resident; while memory exceeds M,
 evict the resident saved tensor with the furthest next use among those the op does not
 read and whose forward readers are done (an evicted tensor comes back at its next use and

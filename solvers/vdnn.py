@@ -1,7 +1,7 @@
 """vDNN (Rhu et al., 2016, "vDNN: Virtualized Deep Neural Networks for Scalable,
 Memory-Efficient Neural Network Design"), as the SlackSwap paper runs it.
 
-Paper: ../shared/papers/slackswap-2026.txt, sections 2.1 ("vDNN offloads the inputs of
+Paper: the SlackSwap paper (2026), sections 2.1 ("vDNN offloads the inputs of
 every layer (vDNNall) or of convolutions (vDNNconv), overlapping each copy with the layer
 that reads it and holding the next layer until the copy ends; in the backward pass it
 prefetches the closest preceding offloaded layer") and 4.1 ("the dynamic policy (no

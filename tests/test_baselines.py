@@ -1,4 +1,4 @@
-"""Baselines: keep-all and block checkpointing (paper sec. 4.1, semantics.md)."""
+"""Baselines: keep-all and block checkpointing (paper sec. 4.1, docs/model.md)."""
 
 from __future__ import annotations
 

@@ -396,9 +396,9 @@ def test_host_limit_refuses_the_d2h_that_would_exceed_it():
 
 
 def _release_instance(limit):
-    # f1, f2, f3 make a (100 B), b (500 B), c (100 B); bA, bB, bC read them.
+    # f1, f2, f3 make a (100 B), b (500 B), c (100 B); bA, bB, bC (2 s) read them.
     # W = 100 B/s, duplex 1.0 (no slowdown), no latency.
-    inst = build([("f1", 1), ("f2", 1), ("f3", 1)], [("bA", 1), ("bB", 1), ("bC", 1)],
+    inst = build([("f1", 1), ("f2", 1), ("f3", 1)], [("bA", 1), ("bB", 1), ("bC", 2)],
                  [("a", 100, "f1", ["bA"], None), ("b", 500, "f2", ["bB"], None),
                   ("c", 100, "f3", ["bC"], None)], duplex=1.0)
     return with_flags(inst, host_memory_bytes=limit)
@@ -407,16 +407,18 @@ def _release_instance(limit):
 def test_host_memory_is_released_after_the_last_backward_use():
     """Swap a, b, c. D2H a [1, 2]; D2H b [2, 7] (500 B): host 600 B from t = 2. H2D a
     [3, 4]; bA [4, 5] (stall 1 s) ends a's last use: host 500. bB at 5 uses b's device copy
-    (its D2H lags) [5, 6]; b's host copy is held until its D2H ends at 7: host 0. bC [6, 7]
-    uses c's device copy; c's D2H is queued behind b's and starts at 7 with 0 + 100 B.
-    Host peak 600 B: a limit of 600 is feasible (T = 7, stall 1 s, 700 B copied out); 599
-    fails at b's D2H (t = 2 s, 100 B in use). Without releases c would need 700 B."""
+    (its D2H lags) [5, 6]; b's host copy is held until its D2H ends at 7: host 0. bC [6, 8]
+    uses c's device copy; c's D2H is queued behind b's and starts at 7 (bC still reads c, so
+    it is not dropped) with 0 + 100 B, [7, 8]. Host peak 600 B: a limit of 600 is feasible
+    (T = 8, stall 1 s, 700 B copied out); 599 fails at b's D2H (t = 2 s, 100 B in use).
+    Without releases c would need 700 B. (With bC lasting 1 s, c's reader would end at 7,
+    before its D2H could start, and the D2H would be dropped.)"""
     for limit, ok in ((600, True), (599, False)):
         inst = _release_instance(limit)
         ev = both_engines(inst, Plan.uniform(inst, 1), 10_000)
         assert ev.feasible is ok
         if ok:
-            assert ev.step_time_s == 7.0 and ev.stall_bwd_s == 1.0 and ev.d2h_bytes == 700
+            assert ev.step_time_s == 8.0 and ev.stall_bwd_s == 1.0 and ev.d2h_bytes == 700
         else:
             assert ev.step_time_s == 2.0 and "'b' (500 B)" in ev.failure
             assert "100 B of host_memory_bytes = 599 B in use" in ev.failure

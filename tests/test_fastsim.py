@@ -26,7 +26,8 @@ def test_random_small_instances(case):
 
 
 @pytest.mark.parametrize("workload, params", [
-    ("tiny", {}), ("chain", {"n_layers": 12}), ("gpt2-xl", {"layers": 4}),
+    ("tiny", {}), ("chain", {"n_layers": 12}), ("chain", {"n_layers": 16, "link": "pcie3"}),
+    ("gpt2-xl", {"layers": 4}),
     ("bert-large", {"layers": 3}), ("llama-7b", {"layers": 2}), ("vgg16", {}),
 ])
 def test_random_plans_on_workloads(workload, params):
@@ -41,6 +42,38 @@ def test_random_plans_on_workloads(workload, params):
         feasible += ev.feasible
         infeasible += not ev.feasible
     assert feasible and infeasible  # both paths exercised
+
+
+@pytest.mark.parametrize("name", ["hol_instance", "drop_instance", "claim_a_first",
+                                  "claim_b_first"])
+def test_engines_agree_where_the_runtime_rules_fire(name):
+    """Every plan of the hand instances of tests/test_runtime_rules.py (each built so that
+    one rule fires: no head-of-line blocking, dropped D2H, lagging inputs claimed together),
+    at budgets from nothing to twice the peak."""
+    import itertools
+
+    import test_runtime_rules as rules
+
+    inst = (rules.claim_instance(name == "claim_a_first") if name.startswith("claim")
+            else getattr(rules, name)())
+    for dec in itertools.product((0, 1, 2), repeat=inst.n_saved):
+        d = np.array(dec, dtype=np.int8)
+        if ((d == 2) & ~np.isfinite(inst.c)).any():
+            continue
+        for frac in (0.3, 0.6, 0.8, 0.9, 1.0, 2.0):
+            same(inst, Plan(d, inst.saved_names), int(frac * inst.P))
+
+
+def test_engines_agree_on_alternating_plans_of_chain16_on_pcie3():
+    """The issue's case (lagging D2Hs, dropped D2Hs, H2Ds past copies still in flight), at
+    budgets where memory binds and where it does not."""
+    import test_runtime_rules as rules
+
+    inst, plan = rules._chain16_alternating()
+    flipped = Plan((1 - plan.decisions).astype(np.int8), inst.saved_names)
+    for p in (plan, flipped):
+        for frac in (0.4, 0.6, 0.8, 1.0, 2.0):
+            same(inst, p, int(frac * inst.P))
 
 
 def test_engines_agree_on_the_slackswap_plan_of_gpt2_xl():

@@ -1,4 +1,4 @@
-"""Link-budget model (paper section 2.2, Eq. 1) against spec/workloads.md's totals."""
+"""Link-budget model (paper section 2.2, Eq. 1) against docs/workloads.md's totals."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from slackopt.linkbudget import (
 from slackopt.workloads import make
 from slackopt.workloads.synthetic import chain
 
-# spec/workloads.md, "Totals": hideable f and forward link budget 0.98 W T_F (bytes).
+# docs/workloads.md, "Totals": hideable f and forward link budget 0.98 W T_F (bytes).
 TARGETS = {
     "gpt2-xl": (0.152, 3.33e9),
     "bert-large": (0.109, 0.75e9),

@@ -1,6 +1,6 @@
 """Hand-computed timelines of the layer_barriers and on_demand runtimes.
 
-semantics.md ("Other runtimes"), slackopt/simulate/layer_barriers.py and on_demand.py.
+docs/model.md ("Other runtimes"), slackopt/simulate/layer_barriers.py and on_demand.py.
 Every expected number is worked out in the comment beside it. Instances: W = 100 B/s, no
 copy latency, no duplex slowdown unless stated; every op lasts 1 s.
 """
@@ -70,10 +70,16 @@ def test_same_plan_barrier_free_is_faster():
     plan = Plan.from_mapping(inst, {"a": "swap", "b": "swap"})
     ev = simulate(inst, plan, 10_000, trace=True)
     # No barriers: D2H a [1,3] and b (queued at f2's end, FIFO) [3, 3.5]; forward ends at 3.
-    # H2D in need order from 3, after each D2H: b [3.5, 4], a [4, 6]; b3 [3,4], b2 [4,5],
-    # b1 waits for a until 6: T = 7 (one stall of 1 s instead of two).
-    assert lane(ev, "h2d")["a"] == (approx(4.0), approx(6.0))
-    assert ev.step_time_s == approx(7.0) and ev.stall_fwd_s == 0 and ev.stall_bwd_s == approx(1)
+    # At 3 only a's host copy is complete: b's D2H does not hold up the H2D queue (no
+    # head-of-line blocking), so a is fetched first although b is needed earlier: H2D a
+    # [3, 5]. b's device copy is freed when its D2H ends at 3.5; its H2D waits for the
+    # engine: [5, 5.5]. b3 [3,4]; b2 waits for b: [5.5, 6.5] (stall 1.5); b1 [6.5, 7.5]:
+    # T = 7.5, still faster than the barriers' 8. (Blocking the queue behind b, as the
+    # runtime did before the rule, would give H2D b [3.5, 4], a [4, 6] and T = 7.)
+    assert lane(ev, "h2d")["a"] == (approx(3.0), approx(5.0))
+    assert lane(ev, "h2d")["b"] == (approx(5.0), approx(5.5))
+    assert ev.step_time_s == approx(7.5) and ev.stall_fwd_s == 0
+    assert ev.stall_bwd_s == approx(1.5) and ev.h2d_stall_s == {"b": approx(1.5)}
 
 
 def test_runtime_layers_group_consecutive_ops_of_one_kind_and_block():
@@ -282,7 +288,7 @@ RUNTIME_SETTINGS = [
     ("gpt2-xl", {"layers": 2}, 3), ("bert-large", {"layers": 2}, 11),
     ("vgg16", {"batch": 4}, 5), ("chain", {"n_layers": 8}, 7)])
 def test_invariants_on_random_plans(workload, params, seed):
-    # semantics.md invariants under every runtime setting: keep-all at M = P is ideal;
+    # docs/model.md invariants under every runtime setting: keep-all at M = P is ideal;
     # peak <= M; T = T* + stalls + recompute; deterministic; an infeasible plan says why.
     # (bert-large, seed 11 once left a barrier waiting behind an ungated prefetch.)
     import numpy as np

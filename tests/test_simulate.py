@@ -1,4 +1,4 @@
-"""Hand-computed timelines, one per rule of ../shared/spec/semantics.md.
+"""Hand-computed timelines, one per rule of docs/model.md.
 
 Every expected number below is worked out by hand in the comment beside it.
 """

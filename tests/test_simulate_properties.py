@@ -1,4 +1,4 @@
-"""Invariants of ../shared/spec/semantics.md as property tests on random small instances."""
+"""Invariants of docs/model.md as property tests on random small instances."""
 
 from __future__ import annotations
 

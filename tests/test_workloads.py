@@ -1,5 +1,5 @@
-"""Workload generators against spec/workloads.md (totals, per-tensor rho, per-layer bytes)
-and the structural conventions of spec/semantics.md ("Transient buffers")."""
+"""Workload generators against docs/workloads.md (totals, per-tensor rho, per-layer bytes)
+and the structural conventions of docs/model.md ("Transient buffers")."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from slackopt.instance import Instance
 from slackopt.workloads import WORKLOADS, WorkloadError, make
 from slackopt.workloads.synthetic import chain
 
-# spec/workloads.md, "Totals the generators should land on (A100, PCIe 4.0)":
+# docs/workloads.md, "Totals (A100, PCIe 4.0)":
 # T_F (s), ideal step (s), A (B), P (B), f, 0.98 W T_F (B).
 TARGETS = {
     "gpt2-xl": (135.8e-3, 401e-3, 22.3e9, 23.1e9, 0.152, 3.33e9),
@@ -54,7 +54,7 @@ def test_transformer_peak_is_saved_plus_logits_gradient(paper, w):
     assert peak_op.name == "loss.bwd"
 
 
-# spec/workloads.md, "Saved tensors per layer": (tensor suffix, B/token, rho ps/B).
+# docs/workloads.md, "Saved tensors per layer": (tensor suffix, B/token, rho ps/B).
 PER_LAYER = {
     "gpt2-xl": (54_500, [("x", 3200, math.inf), ("ln1_out", 3200, 1.345),
                          ("qkv_out", 9600, 6.901), ("attn_out", 3300, 5.318),

@@ -2,7 +2,7 @@
 
 One entry point, :func:`simulate`, scores every plan under the runtime policy the plan
 names (``Plan.policy``, with ``Plan.runtime_params``), and returns one result type,
-:class:`Evaluation`. Semantics: ../shared/spec/semantics.md.
+:class:`Evaluation`. Semantics: docs/model.md.
 
 - ``barrier_free`` (SlackSwap's runtime, section 3.4 of the paper; "Plan semantics under
   the barrier-free runtime"): :mod:`slackopt.simulate._engine`, also compiled with numba
@@ -78,7 +78,7 @@ def simulate(instance: Instance, plan: Plan, budget_bytes: int, *,
     end, or their D2H end if later) above the limit ends the run infeasible; the
     failure names the tensor, the host bytes in use and the limit.
 
-    Source: ../shared/spec/semantics.md; SlackSwap paper sections 2.1, 3.4 and 4.1.
+    Source: docs/model.md; SlackSwap paper sections 2.1, 3.4 and 4.1.
     """
     plan.check(instance)
     if instance.saved_unit is not None:

@@ -1,6 +1,6 @@
 """The discrete-event loop shared by every runtime policy (private).
 
-:class:`Engine` is the barrier-free runtime (../shared/spec/semantics.md, "Plan semantics
+:class:`Engine` is the barrier-free runtime (docs/model.md, "Plan semantics
 under the barrier-free runtime"; SlackSwap paper section 3.4). The other runtimes
 (:mod:`.layer_barriers`, :mod:`.on_demand`) subclass it and override the hooks marked
 "hook" below; the loop itself, the copy engines, memory accounting, stall accounting and
@@ -18,16 +18,22 @@ tracked in bytes against M and never exceeds it. Per saved tensor the loop keeps
 - ``_DEV``: resident on the device;
 - ``_EVICT``: resident, chosen as an eviction victim, freed when its D2H ends (on_demand).
 
-H2D copies are served from one queue ordered by next need (task index), head first; the
-head starts only after the forward pass has ended and the tensor's D2H has ended, and is
-admitted when used + size + the allocations of the next three compute tasks not yet
-started fit in M, or, when the compute stream already waits for it, when used + size fits.
+H2D copies are served from one queue ordered by next need (task index). A queued tensor
+enters the heap only once its host copy is complete (state ``_HOST``), so a copy whose D2H
+has not ended never holds up the others (no head-of-line blocking); the head starts only
+after the forward pass has ended, and is admitted when used + size + the allocations of
+the next three compute tasks not yet started fit in M, or, when the compute stream already
+waits for it, when used + size fits. D2H copies run one at a time in queue order (FIFO); a
+queued D2H whose tensor has no reader left (its last backward reader or rebuild has ended)
+is dropped and moves no bytes, while one in flight runs to its end. A task claims every
+input whose device copy is still resident (a lagging D2H) when it is considered, whatever
+the order of its inputs and even if another input is still missing.
 Runtimes differ in when a tensor enters that queue, when a D2H is queued, what gates the
 compute stream and what happens when an allocation does not fit.
 
 A copy costs ``link.copy_latency_s`` then its bytes at W, or at ``duplex_factor * W``
 while a copy in the other direction is in flight (its latency phase included).
-Host pinned memory (``Instance.host_memory_bytes``, an extension of semantics.md): a
+Host pinned memory (``Instance.host_memory_bytes``, an extension of docs/model.md): a
 swapped tensor occupies host memory from the start of its D2H until its last backward
 reader ends (or its D2H ends, if that is later); a D2H whose start would raise occupancy
 above the limit ends the run as infeasible at that instant (no waiting: host memory is
@@ -86,8 +92,11 @@ class Engine:
         self.fwd_done = [False] * n_saved
         self.need_ptr = [0] * n_saved
         self.qkey = [-1] * n_saved          # H2D queue key while queued, else -1
-        self.h2dq: list[tuple[int, int]] = []  # heap of (next need task, saved position)
+        # Heap of (next need task, saved position) of queued tensors on the host; an entry
+        # is stale once qkey or the state has changed.
+        self.h2dq: list[tuple[int, int]] = []
         self.d2hq: deque[int] = deque()
+        self.d2h_queued = [False] * n_saved  # in d2hq and not started (False: dropped)
         # Clock, compute stream, memory.
         self.now = 0.0
         self.used = 0
@@ -116,13 +125,12 @@ class Engine:
 
     # ================================================================== hooks
     def init_queues(self) -> None:
-        """hook: barrier-free queues every swapped tensor's H2D by first need up front."""
-        dec, need, qkey, h2dq = self.dec, self.need, self.qkey, self.h2dq
+        """hook: barrier-free queues every swapped tensor's H2D by first need up front
+        (each enters the heap when its host copy is complete)."""
+        dec, need, qkey = self.dec, self.need, self.qkey
         for t, d in enumerate(dec):
             if d == SWAP and need[t]:
                 qkey[t] = need[t][0]
-                h2dq.append((qkey[t], t))
-        heapq.heapify(h2dq)
 
     def gate_open(self, k: int) -> bool:
         """hook: may task k start as far as copies are concerned (barriers)?"""
@@ -140,22 +148,23 @@ class Engine:
         if self.st.s[t] == 0:
             self.d2h_done[t] = True
         else:
-            self.d2hq.append(t)
+            self.queue_d2h(t)
 
     def on_swap_fwd_released(self, t: int) -> None:
         """hook: the last forward reader of swapped tensor t has ended."""
         self.fwd_done[t] = True
         if self.d2h_done[t] and self.state[t] == _FWD:
-            self.state[t] = _HOST
-            self.used -= self.st.s[t]
+            self.to_host(t)
 
     def on_d2h_done(self, t: int) -> None:
         """hook: the D2H copy of t has ended."""
         self.d2h_done[t] = True
         if self.state[t] == _FWD and self.fwd_done[t]:
-            self.state[t] = _HOST
-            self.used -= self.st.s[t]
+            self.to_host(t)
             self.mem_sample()
+
+    def on_d2h_dropped(self, t: int) -> None:
+        """hook: t's queued D2H was dropped (no reader of t is left)."""
 
     def on_arrived(self, t: int) -> None:
         """hook: t's H2D has ended (or moved no bytes); t is on the device."""
@@ -199,9 +208,24 @@ class Engine:
 
     # ================================================================== helpers
     def push_h2d(self, t: int, key: int) -> None:
-        """Queue t's H2D copy with priority `key` (the task that needs it next)."""
+        """Queue t's H2D copy with priority `key` (the task that needs it next); it can
+        be chosen once t is on the host (at once if it is there already)."""
         self.qkey[t] = key
-        heapq.heappush(self.h2dq, (key, t))
+        if self.state[t] == _HOST:
+            heapq.heappush(self.h2dq, (key, t))
+
+    def to_host(self, t: int) -> None:
+        """Free t's device copy (its host copy is complete); a queued H2D becomes
+        eligible."""
+        self.state[t] = _HOST
+        self.used -= self.st.s[t]
+        if self.qkey[t] >= 0:
+            heapq.heappush(self.h2dq, (self.qkey[t], t))
+
+    def queue_d2h(self, t: int) -> None:
+        """Queue t's D2H copy (FIFO)."""
+        self.d2hq.append(t)
+        self.d2h_queued[t] = True
 
     def next_need(self, t: int) -> int:
         """Index of the next backward task that reads t (n_tasks if none)."""
@@ -226,9 +250,10 @@ class Engine:
         return self._head()
 
     def _head(self) -> int:
-        """Saved position at the head of the H2D queue (stale entries dropped), or -1."""
-        h2dq, qkey = self.h2dq, self.qkey
-        while h2dq and qkey[h2dq[0][1]] != h2dq[0][0]:
+        """Saved position of the earliest-need queued tensor on the host (stale entries
+        dropped), or -1."""
+        h2dq, qkey, state = self.h2dq, self.qkey, self.state
+        while h2dq and (qkey[h2dq[0][1]] != h2dq[0][0] or state[h2dq[0][1]] != _HOST):
             heapq.heappop(h2dq)
         return h2dq[0][1] if h2dq else -1
 
@@ -240,7 +265,7 @@ class Engine:
         state, dec, qkey = self.state, self.dec, self.qkey
         rk = self.reads[k]
         missing = -1
-        for t in rk:
+        for t in rk:  # every input is looked at: lagging copies are claimed all at once
             stt = state[t]
             if stt == _DEV:
                 continue
@@ -256,8 +281,8 @@ class Engine:
             if dec[t] != SWAP:  # keep/recomp inputs are resident by construction
                 raise RuntimeError(f"internal: '{self.st.saved_names[t]}' is not resident "
                                    f"for task '{self.task_name(k)}'")
-            missing = t
-            break
+            if missing < 0:
+                missing = t
         now = self.now
         if missing >= 0:
             if self.wait_inputs_since < 0.0:
@@ -316,7 +341,7 @@ class Engine:
 
     def _try_start_h2d(self) -> bool:
         t = self._head()
-        if t < 0 or self.state[t] != _HOST:
+        if t < 0:
             return False
         s, M = self.st.s, self.M
         if self.waits_for(t):
@@ -356,8 +381,11 @@ class Engine:
             progressed = False
             if not self.comp_busy and self.k < self.n_tasks and self._try_start_compute():
                 progressed = True
-            if self.d2h is None and self.d2hq:
-                t = self.d2hq[0]
+            d2hq = self.d2hq
+            while d2hq and not self.d2h_queued[d2hq[0]]:
+                d2hq.popleft()               # dropped: no reader left
+            if self.d2h is None and d2hq:
+                t = d2hq[0]
                 s = self.st.s[t]
                 if not self.host_held[t]:
                     if 0 <= self.host_limit < self.host_used + s:
@@ -366,7 +394,8 @@ class Engine:
                         return
                     self.host_held[t] = True
                     self.host_used += s
-                self.d2hq.popleft()
+                d2hq.popleft()
+                self.d2h_queued[t] = False
                 self.d2h = [t, self.now + self.inst.link.copy_latency_s, float(s), self.now]
                 self.d2h_bytes += s
                 progressed = True
@@ -467,6 +496,9 @@ class Engine:
                 need_ptr[t] += 1
         qkey = self.qkey
         for t in self.release[k]:
+            if self.d2h_queued[t]:           # no reader left: the D2H is not needed
+                self.d2h_queued[t] = False
+                self.on_d2h_dropped(t)
             self.host_released[t] = True
             if self.host_held[t] and self.d2h_done[t]:
                 self.host_held[t] = False

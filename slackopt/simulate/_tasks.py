@@ -5,7 +5,7 @@ the event loops; the compiled engine, slackopt._fastsim, reads the same lists);
 :func:`build_tasks` orders the compute stream's tasks of a plan; :class:`TaskList` derives
 what every runtime needs from that order: per-task durations, allocations, frees and
 saved-tensor reads, the backward tasks that need each saved tensor and where it is
-released. Semantics: ../shared/spec/semantics.md ("Instance", "Plan semantics").
+released. Semantics: docs/model.md ("Instance", "Plan semantics").
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The ``layer_barriers`` runtime: vDNN's per-layer synchronization (Rhu et al., 2016).
 
-../shared/spec/semantics.md ("Other runtimes") and sections 2.1 and 4.1 of the SlackSwap
+docs/model.md ("Other runtimes") and sections 2.1 and 4.1 of the SlackSwap
 paper: "a layer's offloaded inputs are copied while the layer runs and the next layer
 starts only when the copy has ended; in the backward pass the closest preceding offloaded
 layer is prefetched one layer ahead and its layer waits for it". Pinned here:
@@ -31,7 +31,7 @@ layer is prefetched one layer ahead and its layer waits for it". Pinned here:
   fit then the plan is infeasible (vDNN's dynamic policy rejects a configuration whose
   trial iteration fails an allocation), with no eviction fallback.
 
-With the workloads of ../shared/spec/workloads.md this reproduces the paper's check on
+With the workloads of docs/workloads.md this reproduces the paper's check on
 VGG-16 with vDNN's Titan X parameters (3.4% overhead for vDNNconv, 22% for vDNNall).
 """
 
@@ -158,8 +158,11 @@ class LayerBarriers(Engine):
                 self.gate_list.clear()
 
     def _queue_d2h(self, t: int) -> None:
-        self.d2hq.append(t)
+        self.queue_d2h(t)
         self._gate(t)
+
+    def on_d2h_dropped(self, t: int) -> None:
+        self._ungate(t)
 
     def _issue(self, r: int, gate: bool) -> None:
         """Queue the H2D copies of offloaded backward layer r's fetch set (allocating

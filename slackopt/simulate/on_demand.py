@@ -1,6 +1,6 @@
 """The ``on_demand`` runtime: an eviction cache over swappable tensors.
 
-../shared/spec/semantics.md ("Other runtimes"): "no pre-planned offload; when an
+docs/model.md ("Other runtimes"): "no pre-planned offload; when an
 allocation does not fit, victims are evicted (LRU or furthest next use) and the compute
 stream waits for their D2H copies; prefetch rules as each baseline describes". This is
 the runtime of SuperNeurons (Wang et al., 2018: an LRU tensor cache, prefetching one
@@ -191,7 +191,7 @@ class OnDemand(Engine):
                 freed = True
             else:
                 if state[t] == _DEV:         # not offloaded yet: copy it out now
-                    self.d2hq.append(t)
+                    self.queue_d2h(t)
                 state[t] = _EVICT
                 self.pending += s[t]
         if freed:

@@ -10,7 +10,7 @@ iteration from a workload name, a GPU and a host link.
 
 Registered workloads (:data:`WORKLOADS`): "gpt2-xl", "bert-large", "llama-7b", "vgg16",
 "tiny" (a 2-layer GPT-style transformer) and "chain" (a seeded synthetic chain).
-Parameters and the totals they land on: ../shared/spec/workloads.md.
+Parameters and the totals they land on: docs/workloads.md.
 """
 
 from __future__ import annotations

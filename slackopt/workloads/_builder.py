@@ -5,8 +5,8 @@ tensors with mutable reader lists, then freezes them into an :class:`Instance`.
 :func:`resolve_hardware` turns GPU/link names into presets and :func:`instance_name` /
 :func:`make_meta` give every generated instance the same naming and provenance.
 
-Source: ../shared/spec/workloads.md ("Hardware", "Operator conventions") and
-../shared/spec/semantics.md ("Instance", "Transient buffers").
+Source: docs/workloads.md ("Hardware", "Operator conventions") and
+docs/model.md ("Instance", "Transient buffers").
 """
 
 from __future__ import annotations
@@ -21,11 +21,11 @@ from slackopt.hardware import link as _link
 from slackopt.instance import Instance, Op, Recipe, Tensor
 
 MASK_BYTES_PER_ELEMENT = 1
-"""A dropout mask stores one byte per element (workloads.md, GPT-2 table: mask = h B/token)."""
+"""A dropout mask stores one byte per element (docs/workloads.md, GPT-2: mask = h B/token)."""
 
 RNG_STATE_BYTES = 8
 """Bytes of the RNG state (seed + offset) a dropout saves to regenerate its mask
-(semantics.md, "Transient buffers")."""
+(docs/model.md, "Transient buffers")."""
 
 LSE_BYTES_PER_HEAD = 4
 """FlashAttention saves one FP32 logsumexp per head and token (GPT-2: 25 heads -> 100 B/token)."""

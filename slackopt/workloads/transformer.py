@@ -4,8 +4,8 @@ One shared builder (:class:`_TransformerBuilder`) emits every architecture; the
 differences are flags of :class:`Arch`: pre- or post-LN, LayerNorm or RMSNorm, dropout or
 not, GeLU MLP or fused SwiGLU, causal or bidirectional attention, LM head or BERT's MLM head.
 
-Source of every convention and number: ../shared/spec/workloads.md ("Operator
-conventions", "Saved tensors per layer", "Totals") and ../shared/spec/semantics.md
+Source of every convention and number: docs/workloads.md ("Operator
+conventions", "Saved tensors per layer", "Totals") and docs/model.md
 ("Transient buffers"). Units: bytes, FLOPs, seconds. Per-token byte counts below are for
 BF16 (dtype 2 B); they scale with ``dtype_bytes`` except dropout masks (1 B/element), RNG
 states (8 B) and the FlashAttention logsumexp (FP32, 4 B per head and token).
@@ -31,7 +31,7 @@ Operator model (all ops timed by :func:`slackopt.hardware.roofline_s`):
   RNG state. The mask's recipe re-runs a rebuild-only ``.regen`` op (launch + mask bytes
   written, rho 0.958 ps/B on the A100) that reads the RNG state.
 
-Memory (semantics.md, "Transient buffers"): tensors live from their producer's start to
+Memory (docs/model.md, "Transient buffers"): tensors live from their producer's start to
 their last reader's end, readers set by data flow. Forward temporaries are read by the
 next op; each backward op writes its input's gradient (category "grad"); a
 residual-gradient buffer of 2 x [N, h] is written by the backward op that produces the
@@ -116,7 +116,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "tiny": dict(layers=2, hidden=64, heads=4, ffn=None, seq=32, batch=2, vocab=512,
                  dtype_bytes=None),
 }
-"""Default parameters per architecture (spec/workloads.md). ``dtype_bytes=None`` takes the
+"""Default parameters per architecture (docs/workloads.md). ``dtype_bytes=None`` takes the
 GPU's training dtype; ``ffn=None`` means 4 x hidden."""
 
 
@@ -405,7 +405,7 @@ class _TransformerBuilder:
         gb = b.mem_op("mlm.gelu.bwd", "bwd", kind="gelu", layer=-1, bytes_moved=3 * hN,
                       reads=["d_mlm.gelu_out", "mlm.dense_out"])
         b.tensor("d_mlm.dense_out", hN, gb, category="grad")
-        # The residual-gradient buffer is 2 x [N, h] (semantics.md, "Transient buffers").
+        # The residual-gradient buffer is 2 x [N, h] (docs/model.md, "Transient buffers").
         self.gemm_bwd("mlm.dense", -1, self.h, self.h, "d_mlm.dense_out", x, "d_residual",
                       grad_out_bytes=2 * hN)
         return "d_residual"
@@ -564,7 +564,7 @@ def gpt2_xl(*, gpu: str | GPU = "a100", link: str | Link | None = None, layers: 
             (None: the GPU's training dtype, BF16 = 2).
 
     Returns:
-        The instance; defaults land on spec/workloads.md's totals (A100: A 22.3 GB,
+        The instance; defaults land on docs/workloads.md's totals (A100: A 22.3 GB,
         P 23.1 GB, T_F 135.8 ms, ideal step 401 ms; 54,500 saved B/token per layer).
 
     Raises:
@@ -588,7 +588,7 @@ def bert_large(*, gpu: str | GPU = "a100", link: str | Link | None = None, layer
         mlm_fraction: share of tokens scored by the MLM decoder and loss (0, 1].
 
     Returns:
-        The instance; defaults land on spec/workloads.md's totals (A100: A 7.02 GB,
+        The instance; defaults land on docs/workloads.md's totals (A100: A 7.02 GB,
         P 7.10 GB, T_F 30.7 ms, ideal step 89.6 ms; 34,880 saved B/token per layer).
 
     Raises:
@@ -610,7 +610,7 @@ def llama_7b(*, gpu: str | GPU = "a100", link: str | Link | None = None, layers:
             (ffn is the SwiGLU width; gate|up is 2 x ffn).
 
     Returns:
-        The instance; defaults land on spec/workloads.md's totals (A100: A 35.2 GB,
+        The instance; defaults land on docs/workloads.md's totals (A100: A 35.2 GB,
         P 35.7 GB, T_F 532.5 ms, ideal step 1639 ms; 131,712 saved B/token per layer).
 
     Raises:

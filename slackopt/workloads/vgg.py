@@ -1,6 +1,6 @@
 """VGG training iteration (VGG-16 by default; 11, 13 and 19 also available).
 
-Source: ../shared/spec/workloads.md ("VGG-16", "Totals"), Simonyan and Zisserman (2015),
+Source: docs/workloads.md ("Saved tensors per layer", "Totals"), Simonyan and Zisserman (2015),
 configurations A/B/D/E. Units: bytes, FLOPs, seconds. Element size is the GPU's training
 dtype unless ``dtype_bytes`` is given (A100: BF16, 2 B; Titan X: FP32, 4 B).
 
@@ -17,7 +17,7 @@ Operator model (all ops timed by :func:`slackopt.hardware.roofline_s`):
   conv + ReLU from the previous saved tensor; the rebuild writes the convolution's output
   into the rebuilt tensor's own buffer and applies the ReLU there, so it holds no
   intermediate (``transient_bytes`` = 0). In the forward schedule the allocator of
-  semantics.md has no aliasing, so the convolution output is a temporary that lives
+  docs/model.md has no aliasing, so the convolution output is a temporary that lives
   until the ReLU ends (the ReLU kernel briefly holds input and output, as the
   transformers' dropout and add do: conservative by one output for one kernel); A and P
   are unaffected. Separate ReLU kernels are what make the forward time come out at
@@ -32,7 +32,7 @@ Operator model (all ops timed by :func:`slackopt.hardware.roofline_s`):
 - Backward ReLU: reads its output and the incoming gradient and writes the gradient
   (3 x size), in place like the forward (Caffe/cuDNN semantics, vDNN's setting): the
   convolution's backward then reads the same gradient buffer. Gradients otherwise follow
-  semantics.md: each backward op writes its input's gradient, freed after its last reader.
+  docs/model.md: each backward op writes its input's gradient, freed after its last reader.
 
 Saved per image (BF16, VGG-16): image 301 KB, 13 conv ReLU outputs, 5 pool outputs,
 fc6/fc7 ReLU outputs, logits = 30.5 MB; conv1_1 + conv1_2 hold 42.1%.
@@ -71,7 +71,7 @@ CONFIGS: dict[int, tuple[tuple[int, ...], ...]] = {
 """Convolution output channels per stage for VGG-11/13/16/19 (configurations A, B, D, E)."""
 
 DEFAULTS: dict[str, Any] = dict(depth=16, batch=128, image=224, classes=1000, dtype_bytes=None)
-"""Default parameters (spec/workloads.md: VGG-16, batch 128, 224 x 224 images)."""
+"""Default parameters (docs/workloads.md: VGG-16, batch 128, 224 x 224 images)."""
 
 
 def vgg16(*, gpu: str | GPU = "a100", link: str | Link | None = None, depth: int = 16,
