@@ -51,7 +51,7 @@ class SolveResult:
             "error": the solver failed.
         objective_s: the solver's own model value (s), reported, never used to rank.
         lower_bound_s: a lower bound on the step time of every plan under this budget
-            (s), valid for the evaluator's semantics (spec/semantics.md), or None.
+            (s), valid for the evaluator's semantics (docs/model.md), or None.
         planning_time_s: wall-clock planning time (s).
         seed: the seed used, or None.
         info: solver-specific details. Infeasible results put the smallest budget the

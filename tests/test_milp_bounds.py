@@ -26,6 +26,7 @@ from slackopt.plan import SWAP
 from slackopt.simulate import simulate
 from slackopt.solver import OPTIMAL_REL_TOL
 from solvers.milp import MILP, _ScipBackend, build_model, model_floor
+from solvers.slackswap import SlackSwap
 
 US = 1e-6
 
@@ -54,6 +55,12 @@ def check_solve(inst, M, times, **params):
     assert r.plan is not None, tag
     ev = simulate(inst, r.plan, M)
     assert ev.feasible and ev.step_time_s == pytest.approx(r.info["upper_bound_s"], rel=1e-12)
+    if params.get("warm_start", True):
+        # never slower than the seed it was given
+        ss = SlackSwap(min_budget_search=False).solve(inst, M).plan
+        ss_ev = simulate(inst, ss, M)
+        if ss_ev.feasible:
+            assert ev.step_time_s <= ss_ev.step_time_s, tag
     if r.status == "optimal":
         assert ev.step_time_s <= opt * (1 + OPTIMAL_REL_TOL) + 1e-15, tag
     else:
@@ -64,7 +71,7 @@ def check_solve(inst, M, times, **params):
 
 # ---------------------------------------------------------------- the recorded case
 def case_milp_bound_above_optimum():
-    """../shared/cases/milp-bound-above-optimum.py (copied): 4 saved tensors, a 1 GB/s
+    """The case milp-bound-above-optimum (copied from its case file): 4 saved tensors, a 1 GB/s
     link with duplex factor 0.5 and 1 ms latency. A D2H that straddles the end of the
     forward pass runs at the duplex rate; the full tier once costed its forward-step
     share at the full-bandwidth duration, so its work-conserving and lagging rows cut off

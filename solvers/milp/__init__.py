@@ -86,7 +86,7 @@ fixed, which the no-good loop below relies on. Row by row:
   costed at the longest a copy can last, ``dmax = latency + s / (duplex W)``:
   ``overlap = share x duration <= share x dmax`` whatever part of the copy ran at the
   duplex rate. (Costing a forward step's share at ``w`` cut off real traces: a D2H that
-  straddles T_F runs at the duplex rate after it; ../shared/cases/milp-bound-above-optimum.py,
+  straddles T_F runs at the duplex rate after it: the case milp-bound-above-optimum,
   now tests/test_milp_bounds.py.) R2: a swapped tensor produced before step K whose D2H
   has neither ended by the end of K nor lags is queued (a D2H is dropped only once its
   tensor has no reader left, i.e. only a lagging one) through the whole step, and a
@@ -103,7 +103,7 @@ fixed, which the no-good loop below relies on. Row by row:
   dropped, and from its H2D start; a lagging swap, read from its device copy, until its
   last reader); leaving bytes out only admits more.
 
-The places where the model is *looser* than ../shared/spec/semantics.md (each admits more
+The places where the model is *looser* than docs/model.md (each admits more
 traces, never fewer, so the bound stays valid):
 
 1. Copies are preemptive and fractional within and across steps; in the exact and

@@ -502,7 +502,7 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
     # which is at most dmax (latency + s / (duplex W)) in every step. A copy that runs
     # wholly in the forward pass lasts w, but one that straddles T_F runs at the duplex
     # rate after it, and its share in a forward step is overlap / (its whole duration):
-    # w would undercount that overlap (../shared/cases/milp-bound-above-optimum.py).
+    # w would undercount that overlap (case milp-bound-above-optimum, tests/test_milp_bounds.py).
     def d2h_busy(t: int, K: int) -> list[tuple[int, float]]:
         return d2h_share(t, K, float(dmax[t]))
 
