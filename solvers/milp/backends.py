@@ -38,7 +38,7 @@ class _Backend(ABC):
     """Solve a _Lin, possibly several times with rows added in between."""
 
     name = "?"
-    pool_size = 20
+    pool_size = 100
 
     def __init__(self, lin: _Lin, *, threads: int, seed: int, rel_gap: float,
                  verbose: bool = False) -> None:

@@ -13,7 +13,8 @@ from solvers.milp.model import _rebuild_gaps
 
 # =========================================================================== CP-SAT incumbent
 def recompute_only_incumbent(inst: Instance, M: int, time_limit_s: float = 5.0,
-                             seed: int = 0) -> np.ndarray | None:
+                             seed: int = 0, deterministic_time: float | None = None
+                             ) -> np.ndarray | None:
     """The best keep/recomp plan (no copies) under the model's memory rows, with CP-SAT.
 
     With no copies the model's step time is T* + the recompute time and every quantity is
@@ -22,9 +23,17 @@ def recompute_only_incumbent(inst: Instance, M: int, time_limit_s: float = 5.0,
     rebuild starts, rebuild positions as in the evaluator). The result is an incumbent for
     the MILP loop, checked by the evaluator; it proves nothing by itself.
 
+    Args:
+        inst, M: the instance and the budget (bytes).
+        time_limit_s: wall-clock limit (s).
+        seed: CP-SAT's random seed (one worker: deterministic for a seed).
+        deterministic_time: CP-SAT's work limit in its deterministic time units, or None;
+            with it the result does not depend on machine speed (unless the wall-clock
+            limit ends the search first).
+
     Returns:
-        The decisions (int8 array over saved tensors), or None if CP-SAT finds none in
-        ``time_limit_s`` seconds (or none exists).
+        The decisions (int8 array over saved tensors), or None if CP-SAT finds none
+        within its limits (or none exists).
     """
     from ortools.sat.python import cp_model
 
@@ -129,6 +138,8 @@ def recompute_only_incumbent(inst: Instance, M: int, time_limit_s: float = 5.0,
     cm.Minimize(sum(cns[u] * xr[u] for u in range(nS) if xr[u] is not None))
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = float(max(0.1, time_limit_s))
+    if deterministic_time is not None:
+        solver.parameters.max_deterministic_time = float(deterministic_time)
     solver.parameters.num_workers = 1
     solver.parameters.random_seed = int(seed) % 2**31
     st = solver.Solve(cm)

@@ -28,6 +28,9 @@ FULL_MAX_SAVED, FULL_MAX_OPS = 10, 48
 """The "auto" tier uses the full model up to this many saved tensors and ops..."""
 EXACT_MAX_SAVED, EXACT_MAX_OPS = 128, 320
 """... one step per op (binary decisions only) up to this size, else aggregated steps."""
+CPSAT_WORK = 5.0
+"""CP-SAT's work limit for the recompute-only seed, in its deterministic time units
+(about seconds), so that the seed does not depend on machine speed."""
 EXACT_LP_MAX_NONZEROS = 150_000
 """The exact tier solves the LP relaxation first (GLOP, for its rounding) only up to this
 many nonzeros: on chain63 (290k) GLOP needed over 30 s and the MILP then ran out of time
@@ -80,8 +83,9 @@ class MILP:
         backend: "scip" (default), "highs" or "pulp".
         time_limit_s: default wall-clock limit (s) when ``solve`` gets none: 55 s (so
             that a command-line solve, interpreter start and imports included, ends
-            within 60 s), or 300 s in the aggregated tier (the GPT-2 XL solve at 0.5 P
-            ends at 294 s: every backend call gets 97% of the time left, less 0.5 s).
+            within 60 s), or 300 s in the aggregated tier. The solve ends within the
+            limit plus the backend's overrun past its own limit (each backend call gets
+            90% of the time left, less 0.3 s).
         rel_gap: relative gap at which a MILP solve stops (the backend's gap, and the
             objective cutoff U / (1 + rel_gap)). Status "optimal" needs
             (U - L) / L <= ``OPTIMAL_REL_TOL`` (1e-4) whatever rel_gap is.
@@ -288,8 +292,8 @@ class MILP:
             except Exception as e:  # noqa: BLE001 - a warm start must not break the solve
                 info["warm_start_error"] = repr(e)
             if tier != "aggregated" and deadline - time.perf_counter() > 0.5:
-                dec = recompute_only_incumbent(
-                    inst, M, min(5.0, 0.1 * limit, deadline - time.perf_counter()), seed)
+                dec = recompute_only_incumbent(inst, M, deadline - time.perf_counter() - 0.2,
+                                               seed, deterministic_time=CPSAT_WORK)
                 if dec is not None:
                     inc.consider(dec, "cpsat_recompute_only")
         mark("seeds")
@@ -298,7 +302,10 @@ class MILP:
             return result("optimal", T_star, T_star, iterations=0,
                           reason="a seed plan runs at the ideal step time T*")
 
-        # (2) Local search around the incumbent (fixed work, deterministic).
+        # (2) Local search around the incumbent (fixed work, deterministic). No phase
+        # gets a share of the time left: each runs to its own work limit, and the
+        # deadline only ends the last one, so a longer limit replays the same phases
+        # and adds to them (anytime by construction, module docstring).
         if self.local_search and inc.dec is not None:
             improve(inc, self.search_calls, seed, deadline)
             mark("local_search")
@@ -324,8 +331,7 @@ class MILP:
             # candidate plan (exact tier; a large LP would only take the time the MILP,
             # whose root bound is as strong, needs)
             tl = time.perf_counter()
-            share = 0.6 if tier == "aggregated" else 0.15
-            lp, xlp = lp_relaxation(model.lin, max(0.05, share * (deadline - tl) - 0.2))
+            lp, xlp = lp_relaxation(model.lin, max(0.05, deadline - tl - 0.3))
             entry: dict[str, Any] = {"iteration": "lp",
                                      "seconds": round(time.perf_counter() - tl, 4)}
             if lp is not None:
@@ -333,6 +339,8 @@ class MILP:
                 lower = max(lower, lp * to_s * (1.0 - 1e-9))
                 val = inc.consider(model.decode(xlp), "lp_rounding")
                 entry["simulated_s"] = None if val == _INF else val
+                if self.local_search and val < _INF and val <= inc.step_s:
+                    entry["search_calls"] = improve(inc, self.search_calls, seed, deadline)
             entry["lower_s"] = lower
             log.append(entry)
             mark("lp")
@@ -415,8 +423,7 @@ class MILP:
                 entry["pool"] = len(sol.pool)
                 if (it == 0 and sol.status == "optimal" and tier != "aggregated"
                         and sol.objective is not None):
-                    dl = self._least_traffic(inst, model, sol.objective, seed,
-                                             min(deadline, time.perf_counter() + 0.25 * left))
+                    dl = self._least_traffic(inst, model, sol.objective, seed, deadline)
                     if dl is not None:
                         v2 = inc.consider(dl, "milp:least_traffic")
                         entry["least_traffic_s"] = None if v2 == _INF else v2
