@@ -22,10 +22,9 @@ from slackopt.simulate import simulate
 
 _INF = float("inf")
 SUBSETS_ALL = 400
-"""The large-neighbourhood step tries every k-subset of tensors when there are at most
-this many..."""
-SUBSETS_SAMPLED = 200
-"""... and this many sampled k-subsets otherwise."""
+"""The large-neighbourhood step tries every 2- and 3-subset of tensors when there are at
+most this many 3-subsets (up to 14 tensors), else draws subsets until the call budget
+ends."""
 
 
 class Incumbent:
@@ -78,10 +77,10 @@ def improve(inc: Incumbent, calls: int, seed: int, deadline: float) -> int:
     Rounds of (1) first-improvement 1-flip descent: each tensor in turn tries the other
     decisions (keep, swap, recomp where rebuildable); the first faster plan becomes the
     incumbent and the scan restarts there; (2) once no flip helps, a large-neighbourhood
-    step: every joint decision of k = 2, then 3 tensors (all k-subsets when there are at
-    most ``SUBSETS_ALL`` of them, else ``SUBSETS_SAMPLED`` drawn from
-    ``numpy.random.default_rng(seed)``, half of them k tensors adjacent in production
-    order). Tight budgets need these: freeing one tensor's bytes pays for keeping
+    step: every joint change of k = 2 or 3 tensors (all subsets on small instances,
+    ``SUBSETS_ALL``; else subsets drawn from ``numpy.random.default_rng(seed)`` until
+    the budget ends, half of them k tensors adjacent in production order). Tight
+    budgets need these: freeing one tensor's bytes pays for keeping
     another (unet2 at 0.8 P: the optimum is three changes away from SlackSwap's plan, and
     no single or paired change improves it). An improvement restarts the descent.
 
@@ -104,36 +103,39 @@ def improve(inc: Incumbent, calls: int, seed: int, deadline: float) -> int:
     def options(t: int) -> tuple[int, ...]:
         return (KEEP, SWAP, RECOMP) if ok_rec[t] else (KEEP, SWAP)
 
-    def subsets(k: int) -> list[tuple[int, ...]]:
-        if len(live) < k:
-            return []
-        if math.comb(len(live), k) <= SUBSETS_ALL:
-            return list(itertools.combinations(live, k))
-        out = []
-        for i in range(SUBSETS_SAMPLED):
-            if i % 2 == 0:
+    def subsets() -> Iterator[tuple[int, ...]]:
+        """Every 2-subset then every 3-subset when there are at most SUBSETS_ALL of
+        them; else an endless draw, alternating k = 2 and 3, half of the draws k
+        tensors adjacent in production order (the call budget ends it)."""
+        if math.comb(len(live), 3) <= SUBSETS_ALL:
+            yield from itertools.combinations(live, 2)
+            yield from itertools.combinations(live, 3)
+            return
+        i = 0
+        while True:
+            k = 2 + i % 2
+            if (i // 2) % 2 == 0:
                 j = int(rng.integers(len(order) - k + 1))
-                out.append(tuple(order[j:j + k]))
+                yield tuple(order[j:j + k])
             else:
-                out.append(tuple(sorted(rng.choice(live, size=k, replace=False).tolist())))
-        return out
+                yield tuple(sorted(rng.choice(live, size=k, replace=False).tolist()))
+            i += 1
 
     def neighbours(base: np.ndarray) -> Iterator[np.ndarray]:
-        """1-flips, then every joint change of k = 2, 3 tensors of the subsets."""
+        """1-flips, then every joint change of the tensors of each subset."""
         for t in live:
             for d in options(t):
                 if d != base[t]:
                     nd = base.copy()
                     nd[t] = d
                     yield nd
-        for k in (2, 3):
-            for sub in subsets(k):
-                for ds in itertools.product(*(options(t) for t in sub)):
-                    if any(d == base[t] for t, d in zip(sub, ds, strict=True)):
-                        continue    # fewer than k changes: seen at a smaller k
-                    nd = base.copy()
-                    nd[list(sub)] = ds
-                    yield nd
+        for sub in subsets():
+            for ds in itertools.product(*(options(t) for t in sub)):
+                if any(d == base[t] for t, d in zip(sub, ds, strict=True)):
+                    continue    # fewer changes: a smaller subset has them
+                nd = base.copy()
+                nd[list(sub)] = ds
+                yield nd
 
     while made < calls and time.perf_counter() < deadline:
         cur = inc.step_s
