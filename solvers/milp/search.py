@@ -17,7 +17,7 @@ from slackopt.simulate import simulate
 from slackopt.solver import OPTIMAL_REL_TOL, SolveResult, bool_param, int_param, real_param
 from solvers.milp.backends import _BACKEND_CLASSES, BACKENDS, lp_relaxation
 from solvers.milp.incumbent import recompute_only_incumbent
-from solvers.milp.model import _INF, _Model, build_model, model_floor
+from solvers.milp.model import _INF, build_model, model_floor
 from solvers.milp.primal import Incumbent, improve
 
 TIERS = ("auto", "full", "exact", "aggregated")
@@ -421,13 +421,6 @@ class MILP:
                     inc.consider(dp, f"milp:{it}:pool")
                     add_cut(dp)
                 entry["pool"] = len(sol.pool)
-                if (it == 0 and sol.status == "optimal" and tier != "aggregated"
-                        and sol.objective is not None):
-                    dl = self._least_traffic(inst, model, sol.objective, seed, deadline)
-                    if dl is not None:
-                        v2 = inc.consider(dl, "milp:least_traffic")
-                        entry["least_traffic_s"] = None if v2 == _INF else v2
-                        add_cut(dl)
                 if self.local_search and val < _INF and val <= inc.step_s:
                     entry["search_calls"] = improve(inc, self.search_calls, seed + it + 1,
                                                     deadline)
@@ -465,34 +458,6 @@ class MILP:
         if inc.dec is None:
             return result("timeout", lower, objective)
         return result("bounded", lower, objective)
-
-    def _least_traffic(self, inst: Instance, model: _Model, optimum: float, seed: int,
-                       deadline: float) -> np.ndarray | None:
-        """Among the model's optimal solutions, the decisions that move and recompute the
-        least: a second solve (lexicographic) that keeps ``sum tau <= optimum (1 + 1e-6)``
-        and minimizes copy time ``sum s_t / W`` over swaps plus rebuild time ``sum c_t``
-        over recomputes. The model's optima tie often (copies it can hide cost nothing);
-        the evaluator's runtime rules (admission, FIFO order, duplex slowdown) charge for
-        traffic the model sees as free, so the plan with least traffic is the likeliest
-        to run at the model's value. It only proposes a plan: bounds are unaffected."""
-        left = deadline - time.perf_counter()
-        if left < 0.5:
-            return None
-        lin = model.lin.copy()
-        lin.obj = [0.0] * lin.n_vars
-        taus = [j for j, cj in enumerate(model.lin.obj) if cj]
-        lin.row([(j, 1.0) for j in taus], hi=optimum * (1.0 + 1e-6) + 1e-9)
-        W = float(inst.link.bytes_per_s)
-        s, c = np.asarray(inst.s, dtype=float), np.asarray(inst.c)
-        for t in range(inst.n_saved):
-            if model.xs[t] is not None:
-                lin.obj[model.xs[t]] = s[t] / W / model.t_unit
-            if model.xr[t] is not None and np.isfinite(c[t]):
-                lin.obj[model.xr[t]] = c[t] / model.t_unit
-        backend = _BACKEND_CLASSES[self.backend](lin, threads=self.threads, seed=seed,
-                                                 rel_gap=self.rel_gap, verbose=self.verbose)
-        sol = backend.solve(max(0.05, 0.97 * (deadline - time.perf_counter()) - 0.2), None)
-        return model.decode(sol.x) if sol.x is not None else None
 
 
 PARAMS = ("backend", "time_limit_s", "rel_gap", "threads", "warm_start", "tier", "steps",
