@@ -344,7 +344,8 @@ class MILP:
             entry["lower_s"] = lower
             log.append(entry)
             mark("lp")
-        if deadline - time.perf_counter() < 0.5:
+        if deadline - time.perf_counter() < 2.0 * est + 0.5:
+            # loading the model into the backend takes about as long as building it
             info.update({"iterations": len(log), "log": log})
             return self._finish(result, inc, lower, objective)
         # the gap the backend closes and the cutoff's margin: rel_gap, or half of
