@@ -4,6 +4,7 @@ relaxation is one are in the package docstring (solvers/milp/__init__.py)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,11 +22,25 @@ _INF = float("inf")
 
 
 # =========================================================================== neutral model
+class ModelTimeout(Exception):
+    """Building or loading a model passed its deadline (the solver then returns the best
+    plan found so far)."""
+
+
+def check_deadline(deadline: float | None, i: int, what: str) -> None:
+    """Raise :class:`ModelTimeout` if `deadline` (perf_counter seconds) has passed; the
+    clock is read only when `i` is a multiple of 4096 (`i`: a row count)."""
+    if deadline is not None and i % 4096 == 0 and time.perf_counter() > deadline:
+        raise ModelTimeout(f"{what}: the time limit ended it after {i} rows")
+
+
 class _Lin:
     """A backend-neutral MILP: variables with bounds, integrality, objective; sparse rows
-    ``lo <= sum coef * var <= hi``."""
+    ``lo <= sum coef * var <= hi``. With a `deadline` (perf_counter seconds), adding a row
+    after it raises :class:`ModelTimeout`."""
 
-    def __init__(self) -> None:
+    def __init__(self, deadline: float | None = None) -> None:
+        self.deadline = deadline
         self.lb: list[float] = []
         self.ub: list[float] = []
         self.is_int: list[bool] = []
@@ -48,6 +63,7 @@ class _Lin:
 
     def row(self, terms: Sequence[tuple[int, float]], lo: float = -_INF,
             hi: float = _INF) -> int:
+        check_deadline(self.deadline, len(self.rows), "building the model")
         acc: dict[int, float] = {}
         for j, c in terms:
             if j is None or c == 0.0:
@@ -198,7 +214,8 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
                 binary_placement: bool | None = None,
                 integral_copies: bool | None = None, fifo: bool | None = None,
                 admission: bool | None = None,
-                integer_evictions: bool | None = None) -> _Model:
+                integer_evictions: bool | None = None,
+                deadline: float | None = None) -> _Model:
     """Build the time-indexed relaxation of ``inst`` at budget ``M`` (bytes).
 
     Step K covers ops ``a_K .. b_K`` and the interval ``[E(a_K - 1), E(b_K))`` of the
@@ -221,6 +238,8 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
         fifo: D2H copies run in production order.
         admission: the H2D admission rule (used + size + next three tasks' allocations).
         integer_evictions: eviction counts are integers (a tensor is evicted whole).
+        deadline: perf_counter time after which building stops with
+            :class:`ModelTimeout` (the paper workloads' models take seconds to build).
 
     Returns:
         The model with its variable maps and the model floor (bytes).
@@ -237,7 +256,7 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
     integer_evictions = full if integer_evictions is None else bool(integer_evictions)
     groups = _groups(inst, steps)
     n, nf, nS = inst.n_ops, inst.n_fwd, inst.n_saved
-    lin = _Lin()
+    lin = _Lin(deadline)
     P = max(1, int(inst.P))
     mu = P / MEM_UNITS_PER_P                     # bytes per model memory unit
     tu = TIME_UNIT_S

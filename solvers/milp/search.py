@@ -17,7 +17,7 @@ from slackopt.simulate import simulate
 from slackopt.solver import OPTIMAL_REL_TOL, SolveResult, bool_param, int_param, real_param
 from solvers.milp.backends import _BACKEND_CLASSES, BACKENDS, lp_relaxation
 from solvers.milp.incumbent import recompute_only_incumbent
-from solvers.milp.model import _INF, build_model, model_floor
+from solvers.milp.model import _INF, ModelTimeout, build_model, model_floor
 from solvers.milp.primal import Incumbent, improve
 
 TIERS = ("auto", "full", "exact", "aggregated")
@@ -319,7 +319,12 @@ class MILP:
                                               f"the model takes about {est:.2f} s to build"}})
             return self._finish(result, inc, lower, None)
         tb = time.perf_counter()
-        model = build_model(inst, M, tier=tier, steps=self.steps, **self.model_options)
+        try:
+            model = build_model(inst, M, tier=tier, steps=self.steps, deadline=deadline - 0.3,
+                                **self.model_options)
+        except ModelTimeout as e:
+            info.update({"iterations": 0, "log": [], "model": {"skipped": str(e)}})
+            return self._finish(result, inc, lower, None)
         info["model"] = dict(model.info, build_s=time.perf_counter() - tb)
         to_s = model.t_unit
         log: list[dict[str, Any]] = []
@@ -331,7 +336,11 @@ class MILP:
             # candidate plan (exact tier; a large LP would only take the time the MILP,
             # whose root bound is as strong, needs)
             tl = time.perf_counter()
-            lp, xlp = lp_relaxation(model.lin, max(0.05, deadline - tl - 0.3))
+            try:
+                lp, xlp = lp_relaxation(model.lin, max(0.05, deadline - tl - 0.3),
+                                        deadline=deadline - 0.3)
+            except ModelTimeout:
+                lp = xlp = None
             entry: dict[str, Any] = {"iteration": "lp",
                                      "seconds": round(time.perf_counter() - tl, 4)}
             if lp is not None:
@@ -353,8 +362,13 @@ class MILP:
         # "optimal" (gap <= OPTIMAL_REL_TOL with room for rounding)
         gap_tol = (self.rel_gap if self.rel_gap > OPTIMAL_REL_TOL
                    else min(self.rel_gap, 0.5 * OPTIMAL_REL_TOL))
-        backend = _BACKEND_CLASSES[self.backend](model.lin, threads=self.threads, seed=seed,
-                                                 rel_gap=gap_tol, verbose=self.verbose)
+        try:
+            backend = _BACKEND_CLASSES[self.backend](
+                model.lin, threads=self.threads, seed=seed, rel_gap=gap_tol,
+                verbose=self.verbose, deadline=deadline - 0.5)
+        except ModelTimeout as e:
+            info.update({"iterations": len(log), "log": log, "backend_skipped": str(e)})
+            return self._finish(result, inc, lower, objective)
         taus = [j for j, cj in enumerate(model.lin.obj) if cj]
         cut: set[bytes] = set()
 
