@@ -82,19 +82,6 @@ def _heap_push(hk, ht, n, key, t):
 
 
 @njit(cache=True)
-def _heap_push_grow(hk, ht, n, key, t):
-    # _heap_push, doubling the arrays when they are full; returns (hk, ht, n).
-    if n == hk.shape[0]:
-        hk2 = np.empty(2 * n, dtype=np.int64)
-        ht2 = np.empty(2 * n, dtype=np.int64)
-        hk2[:n] = hk[:n]
-        ht2[:n] = ht[:n]
-        hk = hk2
-        ht = ht2
-    return hk, ht, _heap_push(hk, ht, n, key, t)
-
-
-@njit(cache=True)
 def _heap_pop(hk, ht, n):
     n -= 1
     hk[0] = hk[n]
@@ -262,7 +249,9 @@ def run_barrier_free(n_fwd, op_dur, op_alloc, op_free, rd_ptr, rd_idx, out_ptr, 
     ht = np.empty(cap, dtype=np.int64)
     hn = 0
     # H2D queue: qkey[t] >= 0 while queued; the heap holds queued tensors on the host
-    # (pushed when their host copy is complete: no head-of-line blocking).
+    # (pushed when their host copy is complete: no head-of-line blocking). A tensor's copy
+    # turns complete at most once (FWD -> HOST), so keeping hn + ns <= capacity before
+    # every eviction push (the only other push) leaves room for those pushes.
     for t in range(ns):
         if dec[t] == SWAP and ncnt[t] > 0:
             qkey[t] = nd_idx[nd_ptr[t]]
@@ -485,7 +474,15 @@ def run_barrier_free(n_fwd, op_dur, op_alloc, op_free, rd_ptr, rd_idx, out_ptr, 
                     freed += s[t]
                     evictions += 1
                     qkey[t] = nxt
-                    hk, ht, hn = _heap_push_grow(hk, ht, hn, nxt, t)
+                    if hn + ns + 1 > hk.shape[0]:
+                        # Keep room for the <= ns pushes of host copies completing later.
+                        hk2 = np.empty(2 * hk.shape[0], dtype=np.int64)
+                        ht2 = np.empty(2 * hk.shape[0], dtype=np.int64)
+                        hk2[:hn] = hk[:hn]
+                        ht2[:hn] = ht[:hn]
+                        hk = hk2
+                        ht = ht2
+                    hn = _heap_push(hk, ht, hn, nxt, t)
                 used -= freed
                 continue
             code = FAIL_H2D if missing_input else FAIL_ALLOC
@@ -508,7 +505,7 @@ def run_barrier_free(n_fwd, op_dur, op_alloc, op_free, rd_ptr, rd_idx, out_ptr, 
                 state[t] = HOST
                 used -= s[t]
                 if qkey[t] >= 0:
-                    hk, ht, hn = _heap_push_grow(hk, ht, hn, qkey[t], t)
+                    hn = _heap_push(hk, ht, hn, qkey[t], t)
             if host_rel[t] and host_held[t]:
                 host_held[t] = False
                 host_used -= s[t]
@@ -545,7 +542,7 @@ def run_barrier_free(n_fwd, op_dur, op_alloc, op_free, rd_ptr, rd_idx, out_ptr, 
                             state[t] = HOST
                             used -= s[t]
                             if qkey[t] >= 0:
-                                hk, ht, hn = _heap_push_grow(hk, ht, hn, qkey[t], t)
+                                hn = _heap_push(hk, ht, hn, qkey[t], t)
                 if op == n_fwd - 1:
                     fwd_finished = True
             else:
