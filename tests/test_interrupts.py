@@ -1,7 +1,7 @@
 """Runs that people interrupt and kill: Ctrl-C ends with exit 130 and one line saying how
 to go on, nothing interrupted is stored, error rows are retried, a store left empty by a
 kill is recovered, workers end with a killed sweep, a bad scheduler fails at once
-(slackopt.cli, slackopt.compare, slackopt.parentwatch, solvers.genetic).
+(slackopt.cli, slackopt.compare, slackopt.parentwatch, slackopt.solvers.genetic).
 
 These tests drive real processes: they wait for a sign on stderr (a progress line) or in
 /proc, with bounded polling, and assert exit codes, stored rows and processes, never
@@ -178,13 +178,14 @@ def test_error_rows_are_run_again_on_resume(tmp_path: Path) -> None:
     store = tmp_path / "runs.sqlite"
     FLAKY_CALLS.clear()
     df = compare([TINY], [Flaky(), "keep_all"], [1.0], store=store, progress=False)
-    assert list(df["status"]) == ["error", "feasible"]
-    assert sorted(store_rows(store)) == [("flaky", "error"), ("keep_all", "feasible")]
+    # keep_all at M = P runs at T*, its lower bound: "optimal"
+    assert list(df["status"]) == ["error", "optimal"]
+    assert sorted(store_rows(store)) == [("flaky", "error"), ("keep_all", "optimal")]
     df = compare([TINY], [Flaky(), "keep_all"], [1.0], store=store, progress=False)
-    assert list(df["status"]) == ["feasible", "feasible"]
+    assert list(df["status"]) == ["optimal", "optimal"]  # flaky plans like keep_all
     assert df.attrs == {"runs_from_store": 1, "runs_now": 1}
     assert len(FLAKY_CALLS) == 2  # keep_all was not run again; flaky was
-    assert sorted(store_rows(store)) == [("flaky", "feasible"), ("keep_all", "feasible")]
+    assert sorted(store_rows(store)) == [("flaky", "optimal"), ("keep_all", "optimal")]
     df = compare([TINY], [Flaky(), "keep_all"], [1.0], store=store, progress=False)
     assert df.attrs == {"runs_from_store": 2, "runs_now": 0} and len(FLAKY_CALLS) == 2
 
@@ -211,7 +212,7 @@ def test_a_store_left_empty_by_a_kill_is_completed(tmp_path: Path, leftover: str
                      "INSERT INTO meta VALUES ('format', 'slackopt-compare-store')")
     df = compare([TINY], ["keep_all"], [1.0], store=store, progress=False)
     assert df.attrs["runs_now"] == 1
-    assert store_rows(store) == [("keep_all", "feasible")]
+    assert store_rows(store) == [("keep_all", "optimal")]
 
 
 @pytest.mark.parametrize("content", ["user_table", "meta_of_someone_else", "text"])
