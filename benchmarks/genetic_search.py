@@ -35,7 +35,7 @@ from pathlib import Path
 from slackopt import simulate, solve
 from slackopt.instance import budget_bytes
 from slackopt.io import load_instance
-from solvers.genetic import Genetic
+from slackopt.solvers.genetic import Genetic
 
 ROOT = Path(__file__).resolve().parent.parent
 RUNS = {"seeded50": (0.5, "slackswap+baselines"), "random20": (0.2, "random"),

@@ -6,7 +6,7 @@ Run: python benchmarks/milp_rows.py
 
 Prints one line per instance: how far (%) each model's optimum lies below the enumerated
 optimum (0% = the model is exact there) and the SCIP solve time (s). Switches:
-:func:`solvers.milp.build_model`'s ``admission``, ``fifo``, ``lagging`` and
+:func:`slackopt.solvers.milp.build_model`'s ``admission``, ``fifo``, ``lagging`` and
 ``integral_copies`` (the admission rule needs integral copies, so both go together).
 Nothing here is asserted by tests; the README quotes the figures.
 """
@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from test_milp import enumerated, instance  # noqa: E402
 
-from solvers.milp import _ScipBackend, build_model  # noqa: E402
+from slackopt.solvers.milp import _ScipBackend, build_model  # noqa: E402
 
 CASES = [("unet1", 0.75), ("hand", 0.6), ("unet2-b16-pcie5", 0.8), ("chain5-nvlink", 0.65)]
 VARIANTS = [("full", "full", {}), ("-admission", "full", dict(admission=False)),

@@ -31,8 +31,8 @@ from slackopt.cli import main as cli
 from slackopt.compare import compare
 from slackopt.io import load_instance, save_instance, save_plan
 from slackopt.plan import Plan
+from slackopt.solvers.genetic import Genetic
 from slackopt.workloads import make
-from solvers.genetic import Genetic
 
 ROOT = Path(__file__).resolve().parent.parent
 GPT2 = ROOT / "instances" / "paper" / "gpt2-xl_a100-pcie4.json"

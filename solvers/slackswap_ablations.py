@@ -1,5 +1,5 @@
 """SlackSwap ablations of section 4.4 (Table 3) of the SlackSwap paper, as registered
-solvers. Each removes one idea; none copies planner code (:mod:`solvers.slackswap`).
+solvers. Each removes one idea; none copies planner code (:mod:`slackopt.solvers.slackswap`).
 
 - ``slackswap-swap-first``: Pass 1 ranks swap candidates by production time (the
   Belady-like order) instead of recompute cost per byte (``swap_order="production"``).
@@ -15,7 +15,7 @@ from __future__ import annotations
 from slackopt.instance import Instance
 from slackopt.simulate import simulate
 from slackopt.solverbase import BaseSolver, Outcome, Run
-from solvers.slackswap import SlackSwap
+from slackopt.solvers.slackswap import SlackSwap
 
 _SPECS = {k: SlackSwap.param_specs[k] for k in ("g", "max_rounds", "min_budget_search")}
 
@@ -47,7 +47,7 @@ class SlackSwapRecomputeOnly(SlackSwap):
 class SlackSwapBarriers(BaseSolver):
     """SlackSwap's plan under vDNN's per-layer barriers (ablation, sec. 4.4).
 
-    Plans with :class:`~solvers.slackswap.SlackSwap` (same hyperparameters), then returns
+    Plans with :class:`~slackopt.solvers.slackswap.SlackSwap` (same hyperparameters), then returns
     the plan with policy ``layer_barriers``. If that plan does not fit under barriers the
     status is "infeasible" and ``info["min_budget_bytes"]`` is the smallest budget (within
     0.5% of P, by bisection) at which SlackSwap's plan fits under barriers.

@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 from planner_instances import blocks
 
-import solvers.baselines as bl
+import slackopt.solvers.baselines as bl
 from slackopt import get_solver, simulate, solve
 from slackopt.bisection import smallest_true
 from slackopt.plan import KEEP, RECOMP, Plan
-from solvers.baselines import Checkpoint, KeepAll, checkpoint_blocks, checkpoint_plan
+from slackopt.solvers.baselines import Checkpoint, KeepAll, checkpoint_blocks, checkpoint_plan
 
 
 @pytest.fixture(scope="module")

@@ -14,22 +14,22 @@ from test_runtimes import _cache_instance, mk
 
 from slackopt import get_solver, simulate, solve
 from slackopt.plan import KEEP, RECOMP, SWAP, Plan
-from solvers.baselines import (
+from slackopt.solvers.baselines import (
     RecomputeAll,
     SqrtCheckpoint,
     checkpoint_blocks,
     checkpoint_plan,
     sqrt_checkpoint_plan,
 )
-from solvers.slackswap import SlackSwap
-from solvers.slackswap_ablations import (
+from slackopt.solvers.slackswap import SlackSwap
+from slackopt.solvers.slackswap_ablations import (
     SlackSwapBarriers,
     SlackSwapRecomputeOnly,
     SlackSwapSwapFirst,
 )
-from solvers.superneurons import SuperNeurons, superneurons_plan
-from solvers.swapadvisor import SwapAdvisor, belady_victims, swapadvisor_plan
-from solvers.vdnn import VDNN, vdnn_plan
+from slackopt.solvers.superneurons import SuperNeurons, superneurons_plan
+from slackopt.solvers.swapadvisor import SwapAdvisor, belady_victims, swapadvisor_plan
+from slackopt.solvers.vdnn import VDNN, vdnn_plan
 
 approx = lambda x: pytest.approx(x, rel=1e-12, abs=1e-12)  # noqa: E731
 

@@ -18,8 +18,8 @@ import pytest
 from slackopt import io
 from slackopt.cli import main
 from slackopt.simulate import simulate
+from slackopt.solvers.baselines import UNBOUNDED_BYTES, checkpoint_plan, sqrt_checkpoint_plan
 from slackopt.workloads import make
-from solvers.baselines import UNBOUNDED_BYTES, checkpoint_plan, sqrt_checkpoint_plan
 
 EDGE = Path(__file__).resolve().parents[1] / "instances" / "edge"
 approx = lambda x: pytest.approx(x, rel=1e-12, abs=1e-12)  # noqa: E731

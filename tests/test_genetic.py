@@ -17,9 +17,8 @@ from planner_instances import chain as hand_chain
 
 from slackopt import get_solver, simulate, solve
 from slackopt.plan import KEEP, RECOMP, SWAP, Plan
-from slackopt.workloads import make
-from solvers.baselines import checkpoint_blocks, checkpoint_plan
-from solvers.genetic import (
+from slackopt.solvers.baselines import checkpoint_blocks, checkpoint_plan
+from slackopt.solvers.genetic import (
     UNBOUNDED_BUDGET_BYTES,
     Genetic,
     Individual,
@@ -27,6 +26,7 @@ from solvers.genetic import (
     random_individual,
     score,
 )
+from slackopt.workloads import make
 
 SEARCH = dict(population=24, generations=60)
 """Search size of the optimum tests: at most ~1,500 plans of the 4,374 (or fewer) there."""
@@ -275,7 +275,7 @@ class _EP:
 
 def test_seeding_gets_a_share_of_the_time_limit(tiny, monkeypatch):
     import slackopt.solver as solver_mod
-    from solvers.genetic import SEEDING_SHARE
+    from slackopt.solvers.genetic import SEEDING_SHARE
 
     real = solver_mod.registered_solvers()
     monkeypatch.setattr(solver_mod, "registered_solvers",

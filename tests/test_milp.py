@@ -21,8 +21,8 @@ from slackopt.plan import KEEP, RECOMP, SWAP, Plan
 from slackopt.simulate import simulate
 from slackopt.solver import OPTIMAL_REL_TOL, get_solver
 from slackopt.solver import solve as run_solve
+from slackopt.solvers.milp import MILP, build_model, lp_relaxation, model_floor
 from slackopt.workloads import make
-from solvers.milp import MILP, build_model, lp_relaxation, model_floor
 
 TIME_LIMIT_S = 90.0
 
@@ -114,7 +114,7 @@ def test_relaxation_is_a_lower_bound_plan_by_plan(key, frac):
     picks = feasible[:4] + feasible[-3:] + [feasible[i] for i in
                                              rng.choice(len(feasible), 5, replace=False)]
     model = build_model(inst, M, tier="full")
-    from solvers.milp import _ScipBackend
+    from slackopt.solvers.milp import _ScipBackend
     for T, dec in picks:
         be = _ScipBackend(model.lin, threads=1, seed=0, rel_gap=1e-9)
         for j, v in model.hint(np.array(dec, np.int8)).items():
@@ -137,7 +137,7 @@ def test_backends_agree(key, frac):
     inst = instance(key)
     M = int(frac * inst.P)
     model = build_model(inst, M, tier="full")
-    from solvers.milp import _BACKEND_CLASSES
+    from slackopt.solvers.milp import _BACKEND_CLASSES
     objs = {}
     for name, cls in _BACKEND_CLASSES.items():
         sol = cls(model.lin, threads=1, seed=0, rel_gap=1e-9).solve(60, None)
@@ -254,8 +254,8 @@ def test_local_search_more_calls_never_slower():
     """The local search is deterministic in its call budget: a larger budget runs a longer
     prefix of the same candidates. On unet2 (b16, PCIe 5) at 0.8 P it improves
     SlackSwap's plan to the enumerated optimum, three tensors away."""
-    from solvers.milp.primal import Incumbent, improve
-    from solvers.slackswap import SlackSwap
+    from slackopt.solvers.milp.primal import Incumbent, improve
+    from slackopt.solvers.slackswap import SlackSwap
     inst = instance("unet2-b16-pcie5")
     M = int(0.8 * inst.P)
     seed_plan = SlackSwap(min_budget_search=False).solve(inst, M).plan.decisions

@@ -25,8 +25,8 @@ from slackopt import Instance, Link, Op, Recipe, Tensor
 from slackopt.plan import SWAP
 from slackopt.simulate import simulate
 from slackopt.solver import OPTIMAL_REL_TOL
-from solvers.milp import MILP, _ScipBackend, build_model, model_floor
-from solvers.slackswap import SlackSwap
+from slackopt.solvers.milp import MILP, _ScipBackend, build_model, model_floor
+from slackopt.solvers.slackswap import SlackSwap
 
 US = 1e-6
 

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 from planner_instances import blocks, chain
 
-import solvers.slackswap as ss
+import slackopt.solvers.slackswap as ss
 from slackopt import Instance, Link, Op, Recipe, Tensor, simulate, solve
 from slackopt.plan import KEEP, RECOMP, SWAP, Plan
-from solvers.slackswap import (
+from slackopt.solvers.slackswap import (
     SlackSwap,
     offload_schedule,
     pass1,

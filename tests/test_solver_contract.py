@@ -166,7 +166,7 @@ def test_plain_object_solver_fails_the_base_class_check() -> None:
 
 # ------------------------------------------------------------------ parameters
 def test_params_come_from_the_signature_and_round_trip() -> None:
-    from solvers.vdnn import VDNN
+    from slackopt.solvers.vdnn import VDNN
 
     v = VDNN(mode="conv", conv_kinds=["gemm"])
     assert v.params == {"mode": "conv", "conv_kinds": ["gemm"], "min_budget_search": True}
@@ -388,7 +388,7 @@ def test_min_budget_search_finds_p_for_keep_all_and_stops_at_the_time_limit() ->
 
 
 def test_genetic_seed_is_a_param_and_cross_rules_name_the_keys() -> None:
-    from solvers.genetic import Genetic
+    from slackopt.solvers.genetic import Genetic
 
     inst = chain(4)
     a, b = Genetic(seed=1), Genetic(seed=2)
@@ -418,9 +418,9 @@ def test_slackopt_imports_no_solver_module() -> None:
 
 def test_reproduce_gets_fixed_plans_from_the_registered_solvers() -> None:
     from slackopt.reproduce import _checkpoint_plan, _vdnn_plan
+    from slackopt.solvers.baselines import checkpoint_plan
+    from slackopt.solvers.vdnn import vdnn_plan
     from slackopt.workloads import make
-    from solvers.baselines import checkpoint_plan
-    from solvers.vdnn import vdnn_plan
 
     inst = make("tiny")
     for k in range(len(inst.blocks) + 2):

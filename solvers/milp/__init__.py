@@ -134,7 +134,7 @@ optimum on random small instances for every tier, both backends, with and withou
 search; the model with the optimum's decisions fixed is checked the same way.
 
 Search (solvers/milp/search.py), in phases whose results are only ever improved: the
-incumbent U is the fastest plan simulated so far (:class:`~solvers.milp.primal.Incumbent`;
+incumbent U is the fastest plan simulated so far (:class:`~slackopt.solvers.milp.primal.Incumbent`;
 never slower than any seed, SlackSwap's included) and the bound L the largest valid bound
 found. (1) Seeds: SlackSwap's plan and CP-SAT's best recompute-only plan. (2) A local
 search around U with the evaluator as judge (1-flip descent and paired moves; a work
@@ -180,7 +180,7 @@ than 3 s print the incumbent, the bound and the gap on stderr when it is a termi
 """
 
 
-from solvers.milp.backends import (  # noqa: F401 - re-exported
+from slackopt.solvers.milp.backends import (  # noqa: F401 - re-exported
     _BACKEND_CLASSES,
     BACKENDS,
     _HighsBackend,
@@ -188,9 +188,9 @@ from solvers.milp.backends import (  # noqa: F401 - re-exported
     _ScipBackend,
     lp_relaxation,
 )
-from solvers.milp.incumbent import recompute_only_incumbent
-from solvers.milp.model import _Lin, _Model, build_model, model_floor  # noqa: F401
-from solvers.milp.search import MILP, MODEL_OPTIONS, PARAMS, TIERS  # noqa: F401
+from slackopt.solvers.milp.incumbent import recompute_only_incumbent
+from slackopt.solvers.milp.model import _Lin, _Model, build_model, model_floor  # noqa: F401
+from slackopt.solvers.milp.search import MILP, MODEL_OPTIONS, PARAMS, TIERS  # noqa: F401
 
 __all__ = ["MILP", "build_model", "model_floor", "recompute_only_incumbent",
            "lp_relaxation", "BACKENDS", "TIERS", "MODEL_OPTIONS"]

@@ -8,7 +8,7 @@ import numpy as np
 
 from slackopt.instance import Instance
 from slackopt.plan import KEEP, RECOMP
-from solvers.milp.model import _rebuild_gaps
+from slackopt.solvers.milp.model import _rebuild_gaps
 
 
 # =========================================================================== CP-SAT incumbent

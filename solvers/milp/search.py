@@ -15,10 +15,10 @@ from slackopt.instance import Instance
 from slackopt.plan import KEEP, SWAP, Plan
 from slackopt.simulate import simulate
 from slackopt.solver import OPTIMAL_REL_TOL, SolveResult, bool_param, int_param, real_param
-from solvers.milp.backends import _BACKEND_CLASSES, BACKENDS, lp_relaxation
-from solvers.milp.incumbent import recompute_only_incumbent
-from solvers.milp.model import _INF, ModelTimeout, build_model, model_floor
-from solvers.milp.primal import Incumbent, improve
+from slackopt.solvers.milp.backends import _BACKEND_CLASSES, BACKENDS, lp_relaxation
+from slackopt.solvers.milp.incumbent import recompute_only_incumbent
+from slackopt.solvers.milp.model import _INF, ModelTimeout, build_model, model_floor
+from slackopt.solvers.milp.primal import Incumbent, improve
 
 TIERS = ("auto", "full", "exact", "aggregated")
 
@@ -103,7 +103,7 @@ class MILP:
             limits) in the full tier and 5 in the exact and aggregated tiers, whose
             looser relaxations admit many plans of equal model value, so cutting them
             one by one seldom raises the bound.
-        local_search: evaluator-judged local search (:func:`~solvers.milp.primal.improve`)
+        local_search: evaluator-judged local search (:func:`~slackopt.solvers.milp.primal.improve`)
             after the seeds and around each new MILP incumbent, in every tier.
         search_calls: most candidate plans one local search considers (a work limit,
             not a time limit, so results do not depend on machine speed).
@@ -285,7 +285,7 @@ class MILP:
         # (1) Seeds.
         if self.warm_start:
             try:
-                from solvers.slackswap import SlackSwap
+                from slackopt.solvers.slackswap import SlackSwap
                 ss = SlackSwap(min_budget_search=False).solve(inst, M)
                 if ss.plan is not None:
                     inc.consider(ss.plan.decisions, "slackswap")
