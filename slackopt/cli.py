@@ -597,20 +597,6 @@ def list_solvers(json_output: JsonOpt = False) -> dict[str, Any] | None:
 
 
 # ----------------------------------------------------------------------------- compare
-def _solver_label(name: str, params_json: str | None) -> str:
-    """``name``, then the hyperparameters that differ from the solver's defaults as JSON
-    (all of them when the solver class cannot be loaded here)."""
-    from slackopt.solver import solver_class
-    from slackopt.solverbase import non_default_params
-
-    params = json.loads(params_json) if isinstance(params_json, str) and params_json else {}
-    try:
-        params = non_default_params(solver_class(name), params)
-    except SlackoptError:
-        pass
-    return f"{name} {json.dumps(params, separators=(',', ':'))}" if params else name
-
-
 def _split_list(text: str, what: str, opt: str) -> list[str]:
     items = [x.strip() for x in text.split(",")]
     if not text.strip() or any(not x for x in items):
@@ -695,6 +681,7 @@ def compare_cmd(
     from slackopt.compare import RESULT_SUFFIXES, compare, write_results
     from slackopt.errors import FileFormatError
     from slackopt.io import OutputExistsError
+    from slackopt.solver import solver_label
 
     specs = _solver_specs(solvers)
     budget_list = _split_list(budgets, "budgets", "--budgets")
@@ -756,7 +743,7 @@ def compare_cmd(
             t.add_column(c, justify="left" if c in ("solver", "status") else "right",
                          no_wrap=c != "solver")
         for r in g.itertuples(index=False):
-            solver = _solver_label(r.solver, r.params)
+            solver = solver_label(r.solver, r.params)
             row = [f"{r.budget_fraction:.3g} P" if r.budget_fraction == r.budget_fraction
                    else _fmt_bytes(r.budget_bytes), solver]
             if show_seed:

@@ -481,13 +481,16 @@ def _need_columns(df: pd.DataFrame, cols: Sequence[str], fn: str) -> None:
 
 
 def _solver_labels(df: pd.DataFrame) -> pd.Series:
-    """Solver name, with its parameters when it has any ("genetic {"pop": 50}")."""
+    """Solver name, with the parameters that differ from its defaults
+    (:func:`slackopt.solver.solver_label`: 'genetic {"population":50}')."""
+    from slackopt.solver import solver_label
+
     lab = df["solver"].astype(str)
     if "params" not in df:
         return lab
     params = df["params"].astype(object).where(df["params"].notna(), "{}").astype(str)
-    has = ~params.isin(["{}", ""])
-    return lab.where(~has, lab + " " + params)
+    return type(lab)([solver_label(n, p) for n, p in zip(lab, params, strict=True)],
+                     index=df.index, dtype=object)
 
 
 def _colors(labels: Sequence[str]) -> dict[str, Any]:

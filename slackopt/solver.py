@@ -342,6 +342,22 @@ def get_solver(name: str, **params: Any) -> Solver:
                           f"{describe_params(cls)}") from None
 
 
+def solver_label(name: str, params_json: str | None) -> str:
+    """A result row's label: ``name``, then the hyperparameters that differ from the
+    solver's defaults as compact JSON (all of them when the class cannot be loaded here),
+    e.g. ``'vdnn {"mode":"conv"}'``; for tables and legends."""
+    import json
+
+    from slackopt.solverbase import non_default_params
+
+    params = json.loads(params_json) if isinstance(params_json, str) and params_json else {}
+    try:
+        params = non_default_params(solver_class(name), params)
+    except SolverError:
+        pass
+    return f"{name} {json.dumps(params, separators=(',', ':'))}" if params else name
+
+
 def solver_name(solver: Solver) -> str:
     """The registered name of a solver object (its ``name`` attribute, else its class)."""
     return getattr(solver, "name", type(solver).__name__)

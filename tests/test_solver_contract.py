@@ -430,7 +430,7 @@ def test_reproduce_gets_fixed_plans_from_the_registered_solvers() -> None:
 
 
 def test_compare_table_labels_show_only_changed_params() -> None:
-    from slackopt.cli import _solver_label
+    from slackopt.solver import solver_label as _solver_label
 
     full = json.dumps(get_solver("vdnn", mode="conv").params)
     assert _solver_label("vdnn", full) == 'vdnn {"mode":"conv"}'
