@@ -537,7 +537,7 @@ class Instance:
                 continue
             if not rec.ops:
                 raise InstanceError(f"tensor '{t.name}': recipe has no ops")
-            dup = len(set(rec.ops)) != len(rec.ops)
+            dup = len(rec.ops) > 1 and len(set(rec.ops)) != len(rec.ops)
             pj = prod_list[j]
             idx = []
             for o in rec.ops:
