@@ -4,11 +4,14 @@ Run: python benchmarks/load_speed.py [--layers 1000,10000,40000,150000] [--repea
      [--dir /tmp/slackopt-load]
 
 For each size, writes a synthetic chain instance (``slackopt make chain``'s generator,
-its 4096-layer cap lifted for this measurement; 150,000 layers is a 47 MB file), then, in
+its 4096-layer cap lifted for this measurement; 150,000 layers is a 103 MB file), then, in
 a fresh Python process per run so that nothing is cached, loads it with
 :func:`slackopt.io.load_instance` and reports:
 
 - MB/s: file size / load wall time (best of --repeat runs: the least disturbed one);
+- CPU s and MB/s of CPU: the process's CPU time for the same load (best of runs): on a
+  machine whose cores other work shares, wall time counts the waits for a core, CPU time
+  does not;
 - peak memory: the process's peak resident set minus its resident set after the imports
   (the loader's own memory), also as a multiple of the file size;
 - bad last field: the same file with the last tensor's ``size_bytes`` made negative; the
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -39,14 +43,16 @@ def rss_kb():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 base = rss_kb()
 t0 = time.perf_counter()
+c0 = time.process_time()
 field = None
 try:
     inst = load_instance(sys.argv[1])
 except FileFormatError as e:
     field = e.field
 dt = time.perf_counter() - t0
+cpu = time.process_time() - c0
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # kB on Linux
-print(json.dumps({"s": dt, "extra_kb": peak - base, "field": field}))
+print(json.dumps({"s": dt, "cpu": cpu, "extra_kb": peak - base, "field": field}))
 """
 
 
@@ -81,9 +87,10 @@ def main() -> None:
     args = ap.parse_args()
     d = Path(args.dir)
     d.mkdir(parents=True, exist_ok=True)
-    print("| chain layers | file MB | load s | MB/s | loader memory MB | memory / file | "
-          "bad last field reported after s |")
-    print("|---|---|---|---|---|---|---|")
+    print(f"load average before: {os.getloadavg()[0]:.1f} (1 min), on {os.cpu_count()} cores")
+    print("| chain layers | file MB | load s | MB/s | CPU s | MB/s of CPU | loader memory MB "
+          "| memory / file | bad last field reported after s |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for layers in (int(x) for x in args.layers.split(",")):
         path = d / f"chain{layers}.json"
         if not path.exists():
@@ -91,13 +98,16 @@ def main() -> None:
         mb = path.stat().st_size / 1e6
         runs = [run_child(path) for _ in range(args.repeat)]
         best = min(r["s"] for r in runs)
+        cpu = min(r["cpu"] for r in runs)
         mem = max(r["extra_kb"] for r in runs) / 1e3
         bad = d / f"chain{layers}-bad.json"
         want = bad_copy(path, bad)
         bruns = [run_child(bad) for _ in range(args.repeat)]
         assert all(r["field"] == want for r in bruns), (bruns, want)
-        print(f"| {layers:,} | {mb:.1f} | {best:.2f} | {mb / best:.1f} | {mem:.0f} | "
+        print(f"| {layers:,} | {mb:.1f} | {best:.2f} | {mb / best:.1f} | {cpu:.2f} | "
+              f"{mb / cpu:.1f} | {mem:.0f} | "
               f"{mem / mb:.1f}x | {min(r['s'] for r in bruns):.2f} |")
+    print(f"load average after: {os.getloadavg()[0]:.1f} (1 min)")
 
 
 if __name__ == "__main__":

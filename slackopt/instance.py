@@ -186,7 +186,13 @@ def _names(x: Any) -> bool:
 
 def _printable_names(names: list[Any]) -> bool:
     """All plain non-empty printable strings (checked in bulk)."""
-    return all(type(x) is str for x in names) and all(names) and "".join(names).isprintable()
+    return _all_of_types(names, str) and all(names) and "".join(names).isprintable()
+
+
+def _all_of_types(xs: list[Any], *types_: type) -> bool:
+    """Whether every element's type is exactly one of `types_` (subclasses such as bool
+    for int do not count); one pass in C."""
+    return set(map(type, xs)) <= set(types_)
 
 
 def _unique_index(names: list[Any], labels: list[Any]) -> dict[str, int] | None:
@@ -210,12 +216,11 @@ def _ops_pass_bulk_checks(ops: Sequence[Op]) -> tuple[dict[str, int], int] | Non
     n_sched = n_fwd + n_bwd
     if phases != ["fwd"] * n_fwd + ["bwd"] * n_bwd + ["rebuild"] * (len(ops) - n_sched):
         return None
-    real = (int, float)
     durs = [op.duration_s for op in ops]
     flops = [op.flops for op in ops]
     ws = [op.workspace_bytes for op in ops]
-    if not (all(type(x) in real for x in durs) and all(type(x) in real for x in flops)
-            and all(type(x) is int for x in ws)):
+    if not (_all_of_types(durs, int, float) and _all_of_types(flops, int, float)
+            and _all_of_types(ws, int)):
         return None
     # sums are finite only without NaN or infinities (min/max skip a NaN)
     if ops and not (math.isfinite(sum(durs)) and math.isfinite(sum(flops))
@@ -225,34 +230,44 @@ def _ops_pass_bulk_checks(ops: Sequence[Op]) -> tuple[dict[str, int], int] | Non
     return index, n_sched
 
 
-def _tensors_pass_bulk_checks(tensors: Sequence[Tensor], op_index: Mapping[str, int],
-                              n_sched: int) -> dict[str, int] | None:
-    """name -> index if every tensor passes the per-tensor checks of
-    :meth:`Instance._validate_and_index` (names, sizes, categories, list fields, producer
-    and readers), tested in bulk; None if any may fail (the per-tensor loop names it)."""
+def _tensors_pass_bulk_checks(
+        tensors: Sequence[Tensor], op_index: Mapping[str, int], n_sched: int,
+) -> tuple[dict[str, int], np.ndarray, np.ndarray, np.ndarray] | None:
+    """(name -> index, producer index per tensor, reader indices of all tensors one
+    after the other, reader count per tensor) if every tensor passes the per-tensor checks
+    of :meth:`Instance._validate_and_index` (names, sizes, categories, list fields,
+    producer and readers), tested in bulk; None if any may fail (the per-tensor loop
+    names it)."""
     index = _unique_index([t.name for t in tensors], [t.category for t in tensors])
     if index is None:
         return None
     sizes = [t.size_bytes for t in tensors]
-    if not all(type(x) is int for x in sizes) or (sizes and not (0 <= min(sizes)
+    if not _all_of_types(sizes, int) or (sizes and not (0 <= min(sizes)
                                                                  and max(sizes) <= MAX_BYTES)):
         return None
-    if not all(type(t.readers) is tuple and all(type(r) is str for r in t.readers)
-               for t in tensors):
+    if not _all_of_types([t.readers for t in tensors], tuple):
         return None
-    if not all(t.recipe is None or (type(t.recipe.ops) is tuple and type(t.recipe.inputs)
-                                    is tuple and all(type(x) is str for x in t.recipe.ops)
-                                    and all(type(x) is str for x in t.recipe.inputs))
-               for t in tensors):
+    readers = [r for t in tensors for r in t.readers]
+    if not _all_of_types(readers, str):
         return None
-    for t in tensors:
-        p = op_index.get(t.producer, n_sched)
-        if p >= n_sched:
-            return None
-        rs = [op_index.get(r, n_sched) for r in t.readers]
-        if rs and (max(rs) >= n_sched or min(rs) <= p or len(set(rs)) != len(rs)):
-            return None
-    return index
+    recipes = [t.recipe for t in tensors if t.recipe is not None]
+    if not (_all_of_types([r.ops for r in recipes], tuple)
+            and _all_of_types([r.inputs for r in recipes], tuple)
+            and _all_of_types([x for r in recipes for x in r.ops], str)
+            and _all_of_types([x for r in recipes for x in r.inputs], str)):
+        return None
+    # producer and readers: scheduled ops, readers after the producer, none twice (in bulk)
+    get = op_index.get
+    prod = np.array([get(t.producer, n_sched) for t in tensors], dtype=np.int64)
+    flat = np.array([get(r, n_sched) for r in readers], dtype=np.int64)
+    counts = np.array([len(t.readers) for t in tensors], dtype=np.int64)
+    if (prod >= n_sched).any() or (flat >= n_sched).any() \
+            or (flat <= np.repeat(prod, counts)).any():
+        return None
+    key = np.repeat(np.arange(len(tensors), dtype=np.int64), counts) * (n_sched + 1) + flat
+    if np.unique(key).size != key.size:
+        return None
+    return index, prod, flat, counts
 
 
 class Instance:
@@ -383,7 +398,7 @@ class Instance:
         self.n_ops = n_sched
 
         t_fast = _tensors_pass_bulk_checks(tensors, op_index, n_sched)
-        t_index: dict[str, int] = {} if t_fast is None else t_fast
+        t_index: dict[str, int] = {} if t_fast is None else t_fast[0]
         for j, t in enumerate(tensors if t_fast is None else ()):
             if not _is_name(t.name):
                 raise InstanceError(f"tensor #{j}: name must be a non-empty printable string, "
@@ -456,18 +471,20 @@ class Instance:
 
         # Per-tensor schedule indices.
         nt = len(tensors)
-        prod = np.empty(nt, dtype=np.int64)
         last = np.empty(nt, dtype=np.int64)
         last_fwd = np.empty(nt, dtype=np.int64)
         first_bwd = np.full(nt, -1, dtype=np.int64)
         last_bwd = np.full(nt, -1, dtype=np.int64)
         size = np.empty(nt, dtype=np.int64)
-        prod[:] = [op_index[t.producer] for t in tensors]
         size[:] = [t.size_bytes for t in tensors]
-        counts = np.fromiter((len(t.readers) for t in tensors), dtype=np.int64, count=nt)
+        if t_fast is not None:  # computed by the bulk checks
+            prod, flat, counts = t_fast[1:]
+        else:
+            prod = np.array([op_index[t.producer] for t in tensors], dtype=np.int64)
+            counts = np.fromiter((len(t.readers) for t in tensors), dtype=np.int64, count=nt)
+            flat = np.fromiter((op_index[x] for t in tensors for x in t.readers),
+                               dtype=np.int64, count=int(counts.sum()))
         owner = np.repeat(np.arange(nt, dtype=np.int64), counts)
-        flat = np.fromiter((op_index[x] for t in tensors for x in t.readers), dtype=np.int64,
-                           count=int(counts.sum()))
         order = np.lexsort((flat, owner))  # by tensor, then schedule position
         flat, owner = flat[order], owner[order]
         ends = np.cumsum(counts).tolist()
@@ -496,35 +513,45 @@ class Instance:
         self._saved_pos = {name: k for k, name in enumerate(self.saved_names)}
         self.is_saved = saved_mask
 
-        # Recipes.
-        c = np.full(len(saved), np.inf)
+        # Recipes (per-op fields and masks as plain lists: indexing numpy scalars one at
+        # a time in this loop would cost more than the checks).
+        c_list = [math.inf] * len(saved)
         self._blockers: dict[int, str] = {}  # saved position -> why c = inf (recipe given)
         self.recipe_inputs: list[tuple[int, ...]] = []  # saved positions of recipe inputs
         self.recipe_ops: list[tuple[int, ...]] = []
-        self.recipe_transient: np.ndarray = np.zeros(len(saved), dtype=np.int64)
-        self.recipe_workspace: np.ndarray = np.zeros(len(saved), dtype=np.int64)
-        for k, j in enumerate(saved):
+        transient = [0] * len(saved)
+        workspace = [0] * len(saved)
+        op_phase = [op.phase for op in ops]
+        op_dur = [op.duration_s for op in ops]
+        op_ws = [op.workspace_bytes for op in ops]
+        any_never = any(op.never_recompute for op in ops)
+        prod_list, saved_list = prod.tolist(), saved_mask.tolist()
+        saved_pos = self._saved_pos
+        no_inputs: tuple[int, ...] = ()
+        for k, j in enumerate(saved.tolist()):
             t = tensors[j]
             rec = t.recipe
             if rec is None:
-                self.recipe_inputs.append(())
-                self.recipe_ops.append(())
+                self.recipe_inputs.append(no_inputs)
+                self.recipe_ops.append(no_inputs)
                 continue
             if not rec.ops:
                 raise InstanceError(f"tensor '{t.name}': recipe has no ops")
+            dup = len(rec.ops) > 1 and len(set(rec.ops)) != len(rec.ops)
+            pj = prod_list[j]
             idx = []
             for o in rec.ops:
-                if rec.ops.count(o) > 1:
+                if dup and rec.ops.count(o) > 1:
                     raise InstanceError(f"tensor '{t.name}': recipe lists op '{o}' more than "
                                         "once; list each op it re-runs once")
                 q = op_index.get(o)
                 if q is None:
                     raise InstanceError(f"tensor '{t.name}': recipe op '{o}' does not exist")
-                if ops[q].phase == "bwd":
+                if op_phase[q] == "bwd":
                     raise InstanceError(
                         f"tensor '{t.name}': recipe op '{o}' is a backward op; recipes re-run "
                         "forward or rebuild-only ops")
-                if ops[q].phase == "fwd" and q > prod[j] and o not in t.mutated_by:
+                if op_phase[q] == "fwd" and q > pj and o not in t.mutated_by:
                     raise InstanceError(
                         f"tensor '{t.name}': recipe op '{o}' runs after the producer "
                         f"'{t.producer}' in the forward pass; it cannot help rebuild it")
@@ -543,23 +570,26 @@ class Instance:
                     raise InstanceError(f"tensor '{t.name}': recipe input '{x}' does not exist")
                 if x == t.name:
                     raise InstanceError(f"tensor '{t.name}': recipe reads the tensor it rebuilds")
-                if not saved_mask[jj]:
+                if not saved_list[jj]:
                     raise InstanceError(
                         f"tensor '{t.name}': recipe input '{x}' is not a saved tensor, so it "
                         "is gone by the backward pass; rebuild from saved tensors only")
-                if prod[jj] > prod[j]:
+                if prod_list[jj] > pj:
                     raise InstanceError(
                         f"tensor '{t.name}': recipe input '{x}' is produced after it")
-                ins.append(self._saved_pos[x])
-            if not _is_size(rec.transient_bytes):
+                ins.append(saved_pos[x])
+            tb = rec.transient_bytes
+            if not (type(tb) is int and 0 <= tb <= MAX_BYTES) and not _is_size(tb):
                 raise InstanceError(
                     f"tensor '{t.name}': recipe transient_bytes must be an integer in [0, 2**53]")
             self.recipe_inputs.append(tuple(ins))
             self.recipe_ops.append(tuple(idx))
-            self.recipe_transient[k] = rec.transient_bytes
-            self.recipe_workspace[k] = max(ops[q].workspace_bytes for q in idx)
-            blocker = next((f"its recipe runs never-recompute op '{ops[q].name}'"
-                            for q in idx if ops[q].never_recompute), None)
+            transient[k] = tb
+            workspace[k] = max([op_ws[q] for q in idx])
+            blocker = None
+            if any_never:
+                blocker = next((f"its recipe runs never-recompute op '{ops[q].name}'"
+                                for q in idx if ops[q].never_recompute), None)
             if blocker is None and not self.rng_capture:
                 blocker = next((f"its recipe runs op '{ops[q].name}', which needs saved RNG "
                                 "state, and the instance has rng_capture = false (RNG state "
@@ -573,9 +603,12 @@ class Instance:
                                     if tensors[t_index[x]].category == RNG_STATE_CATEGORY),
                                    None)
             if blocker is None:
-                c[k] = float(sum(ops[q].duration_s for q in idx))
+                c_list[k] = float(sum([op_dur[q] for q in idx]))
             else:
                 self._blockers[k] = blocker
+        c = np.array(c_list, dtype=np.float64)
+        self.recipe_transient: np.ndarray = np.array(transient, dtype=np.int64)
+        self.recipe_workspace: np.ndarray = np.array(workspace, dtype=np.int64)
         # A recipe whose inputs chain back to an unrebuildable-through-recipe cycle cannot
         # happen: inputs are produced no later than the tensor, and a tensor cannot read
         # itself; equal production (two outputs of one op) is acyclic unless mutual.

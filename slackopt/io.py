@@ -58,6 +58,7 @@ import dataclasses
 import gc
 import json
 import math
+import operator
 import os
 import re
 import types
@@ -728,8 +729,13 @@ def _instance_of(m: Mapping[str, Any]) -> Instance:
                     **{k: m[k] for k in ("rng_capture", "host_memory_bytes") if k in m})
 
 
+_OP_FIELDS = tuple(f.name for f in dataclasses.fields(Op))
+_op_values = operator.itemgetter(*_OP_FIELDS)
+
+
 def _op_from(o: Mapping[str, Any]) -> Op:
-    return Op(**o)
+    # slackopt writes every field: then positional arguments, without keyword matching
+    return Op(*_op_values(o)) if len(o) == len(_OP_FIELDS) else Op(**o)
 
 
 def _build_instance(m: Mapping[str, Any], source: str) -> Instance:
@@ -751,17 +757,19 @@ _TENSOR_DEFAULTS = {f.name: f.default for f in dataclasses.fields(Tensor)}
 _RECIPE_DEFAULTS = {f.name: f.default for f in dataclasses.fields(Recipe)}
 
 
-def _tensor_from(t: Mapping[str, Any], d: Mapping[str, Any] = _TENSOR_DEFAULTS,
-                 rd: Mapping[str, Any] = _RECIPE_DEFAULTS) -> Tensor:
-    rec = t.get("recipe")
-    return Tensor(t["name"], t["size_bytes"], t["producer"],
-                  tuple(t.get("readers", d["readers"])),
-                  None if rec is None else Recipe(tuple(rec["ops"]),
-                                                  tuple(rec.get("inputs", rd["inputs"])),
-                                                  rec.get("transient_bytes",
-                                                          rd["transient_bytes"])),
-                  t.get("category", d["category"]), t.get("storage", d["storage"]),
-                  tuple(t.get("mutated_by", d["mutated_by"])))
+_tensor_values = operator.itemgetter(*_TENSOR_DEFAULTS)
+_recipe_values = operator.itemgetter(*_RECIPE_DEFAULTS)
+
+
+def _tensor_from(t: Mapping[str, Any]) -> Tensor:
+    # absent fields take the defaults (one dict merge, one lookup of all fields in C)
+    name, size, producer, readers, rec, category, storage, mutated_by = _tensor_values(
+        {**_TENSOR_DEFAULTS, **t})
+    if rec is not None:
+        ops, inputs, transient = _recipe_values({**_RECIPE_DEFAULTS, **rec})
+        rec = Recipe(tuple(ops), tuple(inputs), transient)
+    return Tensor(name, size, producer, tuple(readers), rec, category, storage,
+                  tuple(mutated_by))
 
 
 def save_instance(instance: Instance, path: PathLike, *, overwrite: bool = False) -> Path:
@@ -854,14 +862,22 @@ def _load_instance(path: PathLike) -> Instance:
         return instance_from_dict(_read_json(path), source=source)
 
 
-_SPACE_BEFORE_COLON = re.compile(rb'"\s+:')
-
-
 def _escape_free(data: bytes) -> bool:
     """No \\u or \\/ escapes and no space between a key and its colon: then every key
-    ``K`` appears in the text exactly as ``json.dumps(K) + ":"``."""
-    return b"\\u" not in data and b"\\/" not in data \
-        and _SPACE_BEFORE_COLON.search(data) is None
+    ``K`` appears in the text exactly as ``json.dumps(K) + ":"``.
+
+    Whitespace between a quote and a colon (JSON's four kinds, and vertical tab and form
+    feed for text a parser stopped reading early) needs one of them right after a quote
+    and one right before a colon. Substring scans (fast byte searches, unlike a regular
+    expression over the whole file) look for both; if both occur anywhere, the answer
+    is a conservative False (the exact path then reads the file).
+    """
+    if b"\\u" in data or b"\\/" in data:
+        return False
+    if data.count(b":") == data.count(b'":'):
+        return True  # every colon follows a quote (one fast count, one search)
+    ws = (b" ", b"\t", b"\n", b"\r", b"\x0b", b"\x0c")
+    return not (any(b'"' + w in data for w in ws) and any(w + b":" in data for w in ws))
 
 
 def _no_repeated_keys(data: bytes, m: Mapping[str, Any]) -> bool:

@@ -387,6 +387,19 @@ def test_repeated_keys_are_found_on_the_fast_path(tmp_path: Path, doc: dict,
     assert "appears more than once" in e.problem, e
 
 
+@pytest.mark.parametrize("gap", [" ", "\t", "\n", "\r", " \n", "\t ", "\r\n"])
+def test_a_key_repeated_behind_whitespace_before_its_colon_is_named(
+        tmp_path: Path, doc: dict, gap: str) -> None:
+    # The key count sees only keys written as "key": ; a repeated key with whitespace
+    # (mixed kinds too) before its colon must send the file to the exact path.
+    text = json.dumps(doc, separators=(",", ":"))
+    i = text.index('"duration_s":')
+    j = text.index(",", i)
+    text = text[:j] + ',"duration_s"' + gap + text[i + len('"duration_s"'):j] + text[j:]
+    e = _load_error(tmp_path, text)
+    assert "appears more than once" in e.problem and e.field == "ops[0].duration_s", e
+
+
 def test_a_clean_file_loads_on_either_path_to_the_same_instance(tmp_path: Path, doc: dict
                                                                 ) -> None:
     compact = _write(tmp_path, json.dumps(doc, separators=(",", ":")))
