@@ -39,7 +39,9 @@ budget that admits a split, and tags nothing. Here: the keep-all plan, status
 **Inner program**, per block (PuLP/CBC): binaries keep / recompute / offload per saved
 tensor of the block, one per tensor; recompute barred where c = inf; offload barred for
 tensors that cannot be recomputed (torchtitan's must-keep) and those below
-``offload_min_bytes`` (torchtitan: 1 MiB); kept bytes <= k_L a_L (1 + 1e-6); offloaded
+``offload_min_bytes`` (torchtitan: 1 MiB); kept bytes <= k_L a_L (1 + 1e-6) (at least the
+block's must-keep bytes: the LP meets k_L >= that share only within CBC's tolerance, a few
+hundred bytes on a GB-sized block); offloaded
 bytes may pass o_L a_L by at most 5%, the excess charged at its copy time; minimize the
 recompute time of the recomputed tensors plus that charge. Blocks whose tensors (category,
 size, recompute time, what is barred) and fractions agree are solved once and the tags
@@ -217,7 +219,9 @@ def inner_tags(instance: Instance, members: np.ndarray, fractions: tuple[float, 
     keep = pulp.lpSum(xk[j] * (s[j] / U) for j in range(n))
     off = pulp.lpSum(xo[j] * (s[j] / U) for j in range(n))
     short = pulp.LpVariable("off_short", 0)
-    prob += keep <= kf * (1 + KEEP_TOLERANCE) + 1.0 / U, "keep_target"
+    # the LP's k_L >= must-keep share holds only within the LP solver's tolerance
+    must = float(s[~np.isfinite(c)].sum()) / U
+    prob += keep <= max(kf, must) * (1 + KEEP_TOLERANCE) + 1.0 / U, "keep_target"
     prob += short >= off - of, "offload_excess"
     prob += short <= OFFLOAD_OVERSHOOT * of, "offload_cap"
     cost = pulp.lpSum(xr[j] * float(c[j]) for j in range(n) if np.isfinite(c[j]))

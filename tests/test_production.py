@@ -214,6 +214,10 @@ def test_titan_inner_program_hand_checked(inst4):
     assert tags.tolist() == [SWAP, RECOMP, KEEP]
     # with offload barred below 1 MiB (torchtitan's default) both are recomputed
     assert inner_tags(inst4, m, (1 / 3, 5 / 12, 1 / 4)).tolist() == [RECOMP, RECOMP, KEEP]
+    # an LP keep share under the must-keep bytes (CBC's tolerance on GB blocks, shown
+    # here as 0) still keeps x2 instead of failing the program
+    assert inner_tags(inst4, m, (0.0, 1.0, 0.0)).tolist() == [
+        RECOMP, RECOMP, KEEP]
 
 
 @pytest.mark.parametrize("frac", [0.9, 0.75, 0.6])
