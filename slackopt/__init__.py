@@ -9,11 +9,21 @@ from slackopt.hardware import Link
 from slackopt.instance import Instance, Op, Recipe, Tensor, budget_bytes
 from slackopt.plan import KEEP, RECOMP, SWAP, Plan
 from slackopt.simulate import Evaluation, simulate
-from slackopt.solver import Solver, SolveResult, get_solver, registered_solvers, solve
+from slackopt.solver import (
+    Solver,
+    SolveResult,
+    get_solver,
+    register_solver,
+    registered_solvers,
+    solve,
+    unregister_solver,
+)
+from slackopt.solverbase import BaseSolver, Outcome, Param, Run, SolverParamError
 
 __all__ = [
-    "Evaluation", "Instance", "KEEP", "Link", "Op", "Plan", "RECOMP", "Recipe", "SWAP",
-    "SlackoptError", "SolveResult", "Solver", "Tensor", "budget_bytes", "get_solver",
-    "registered_solvers", "simulate", "solve",
+    "BaseSolver", "Evaluation", "Instance", "KEEP", "Link", "Op", "Outcome", "Param", "Plan",
+    "RECOMP", "Recipe", "Run", "SWAP", "SlackoptError", "SolveResult", "Solver",
+    "SolverParamError", "Tensor", "budget_bytes", "get_solver", "register_solver",
+    "registered_solvers", "simulate", "solve", "unregister_solver",
 ]
 __version__ = "0.1.0"

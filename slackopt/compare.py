@@ -10,11 +10,14 @@ plans: a solver's own objective is reported, never used for the gaps.
   time_limit_s + 1 s``) is interrupted and becomes a ``"timeout"`` row. The sweep goes on.
   (The deadline interrupts Python code through SIGALRM, in local runs; a Dask worker
   thread cannot be interrupted, so a late run there is flagged ``"timeout"`` when it
-  returns. A run that could not even reach a worker, e.g. a solver class defined in a
-  notebook, is an ``"error"`` row that is not stored, so a rerun retries it.)
+  returns. A solver class that workers cannot import, e.g. one defined in a notebook, is
+  refused before any process starts, with the fix; a run that could not reach a worker
+  for another reason is an ``"error"`` row that is not stored, so a rerun retries it.)
 - **Resumable.** With ``store=PATH`` every row is written to an SQLite file the moment
   it finishes, keyed by (instance name, instance content hash, budget bytes, solver,
-  parameters, seed, time limit). Running the same sweep again skips the finished runs
+  parameters, seed, time limit, the solver's code identity:
+  :func:`slackopt.solverbase.solver_code_id`, so edited solver code never returns stale
+  rows). Running the same sweep again skips the finished runs
   and only adds the missing ones; a key is never written twice and a stored row is never
   replaced (error and timeout rows count as finished). A file that is not a slackopt
   store is never touched. The time limit is part of the key: the same solver under
@@ -60,7 +63,13 @@ import numpy as np
 
 from slackopt.errors import FileFormatError, SlackoptError, SolverError
 from slackopt.instance import Instance, budget_bytes
-from slackopt.solver import get_solver, registered_solvers, solver_name
+from slackopt.solver import (
+    check_worker_importable,
+    get_solver,
+    registered_solvers,
+    solver_name,
+)
+from slackopt.solverbase import BaseSolver, solver_code_id
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -129,7 +138,7 @@ SUITES: dict[str, tuple[str, ...]] = {
 with (PyTorch, torchtitan, Megatron-Core, torchtune, DeepSpeed) beside SlackSwap."""
 KEY_COLUMNS = ("instance", "instance_hash", "budget_bytes", "solver", "params", "seed",
                "time_limit_s")
-"""What identifies a run in the store."""
+"""What identifies a run in the store, with the solver's code identity (:func:`run_key`)."""
 _STORED = tuple(c for c in COLUMNS if c not in GAP_COLUMNS)
 _DESCRIPTORS = ("instance", "instance_hash", "A_bytes", "P_bytes", "ideal_time_s",
                 "forward_time_s", "hideable_fraction")
@@ -187,10 +196,25 @@ def instance_hash(instance: Instance) -> str:
 
 
 def _run_key(name: str, ihash: str, m: int, solver: str, params_json: str,
-             seed: int | None, time_limit_s: float | None) -> str:
-    text = json.dumps([name, ihash, int(m), solver, params_json, seed, time_limit_s],
+             seed: int | None, time_limit_s: float | None, code: str) -> str:
+    text = json.dumps([name, ihash, int(m), solver, params_json, seed, time_limit_s, code],
                       separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def run_key(instance: Instance, budget_bytes: int, solver: Any, *, seed: int | None,
+            time_limit_s: float | None, code: str | None = None) -> str:
+    """The store key of one run (64 hex digits): sha256 of the instance name and content
+    hash, M (bytes), the solver's name, its params as canonical JSON, the seed, the time
+    limit (s) and the solver's code identity (`code`, default
+    :func:`slackopt.solverbase.solver_code_id` of its class).
+
+    Raises:
+        SolverError: params that cannot be written as JSON.
+    """
+    return _run_key(instance.name, instance_hash(instance), int(budget_bytes),
+                    solver_name(solver), _canon_json(dict(getattr(solver, "params", {}) or {})),
+                    seed, time_limit_s, solver_code_id(type(solver)) if code is None else code)
 
 
 def _load_instances(instances: Iterable[InstanceLike]) -> list[Instance]:
@@ -218,18 +242,22 @@ def _resolve_solvers(solvers: Iterable[SolverSpec] | str) -> list[tuple[str, dic
     out = []
     for spec in solvers:
         if isinstance(spec, str):
-            name, params, obj = spec, {}, None
-        elif isinstance(spec, tuple) and len(spec) == 2 and isinstance(spec[0], str) \
+            spec = (spec, {})
+        if isinstance(spec, tuple) and len(spec) == 2 and isinstance(spec[0], str) \
                 and isinstance(spec[1], Mapping):
-            name, params, obj = spec[0], dict(spec[1]), None
+            # unknown names and bad parameters fail here, once; "file.py:Class" is
+            # labelled by the class's name
+            obj = get_solver(spec[0], **spec[1])
+            name = solver_name(obj) if ":" in spec[0] else spec[0]
+            params = dict(spec[1])
         elif callable(getattr(spec, "solve", None)):
             name, obj = solver_name(spec), spec
             params = dict(getattr(spec, "params", None) or {})
         else:
             raise SolverError(f"solver {spec!r} is not a name, a (name, params) pair or a "
                               "solver object")
-        if obj is None:
-            get_solver(name, **params)  # unknown names and bad parameters fail here, once
+        if isinstance(obj, BaseSolver):  # its params are complete and canonical
+            params = obj.params
         out.append((name, params, obj))
     if not out:
         raise SolverError(f"no solvers given; registered: {', '.join(registered_solvers())}")
@@ -943,6 +971,9 @@ def compare(
         raise SlackoptError(f"workers must be an integer >= 0, got {workers!r}")
     if workers == 0:
         workers = os.cpu_count() or 1
+    if workers > 1 or scheduler is not None:
+        for _, _, obj in specs:  # before any process starts
+            check_worker_importable(type(obj))
     refs = references if isinstance(references, list) else load_references(references)
 
     # Instance descriptors and the grid.
@@ -968,9 +999,10 @@ def compare(
             frac = _requested_fraction(b, m, inst.P)
             for name, params, obj in specs:
                 pj = _canon_json(params)
+                code = solver_code_id(type(obj))
                 for seed in seeds:
                     key = _run_key(inst.name, d["instance_hash"], m, name, pj, seed,
-                                   time_limit_s)
+                                   time_limit_s, code)
                     if key in meta:
                         continue
                     meta[key] = {**d, "budget_fraction": frac, "budget_bytes": m,

@@ -3,7 +3,9 @@
 A solver is any object with ``solve(instance, budget_bytes, *, time_limit_s=None,
 seed=None) -> SolveResult``; constructors only store keyword hyperparameters.
 Solvers register under the entry-point group ``slackopt.solvers`` (see pyproject.toml),
-so this module knows no solver by name. Only the evaluator ranks plans: :func:`solve`
+or at runtime with :func:`register_solver`, or are named by ``"path/to/file.py:ClassName"``;
+this module knows no solver by name. New solvers subclass
+:class:`slackopt.solverbase.BaseSolver`. Only the evaluator ranks plans: :func:`solve`
 re-simulates every returned plan and attaches the :class:`~slackopt.simulate.Evaluation`.
 """
 
@@ -11,7 +13,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from importlib.metadata import EntryPoint, entry_points
+from importlib.metadata import entry_points
 from typing import Any, Protocol, runtime_checkable
 
 from slackopt.errors import SolverError
@@ -110,27 +112,216 @@ def bool_param(name: str, value: Any) -> bool:
     return value
 
 
-def registered_solvers() -> dict[str, EntryPoint]:
-    """The solvers registered under the ``slackopt.solvers`` entry-point group, by name."""
-    eps = entry_points(group=ENTRY_POINT_GROUP)
-    return {ep.name: ep for ep in sorted(eps, key=lambda e: e.name)}
+class _Registered:
+    """A solver registered at runtime, shaped like an entry point (``name``, ``value``,
+    ``load()``), so :func:`registered_solvers` lists both kinds alike."""
+
+    def __init__(self, name: str, cls: type) -> None:
+        self.name, self.cls = name, cls
+        self.value = f"{cls.__module__}:{cls.__qualname__}"
+
+    def load(self) -> type:
+        return self.cls
 
 
-def get_solver(name: str, **params: Any) -> Solver:
-    """Instantiate the registered solver `name` with keyword hyperparameters.
+_RUNTIME: dict[str, _Registered] = {}
+
+
+def register_solver(name: str, cls: Any) -> Any:
+    """Register a solver class under `name` for this process (the CLI, :func:`solve`,
+    :func:`slackopt.compare.compare`), next to the entry-point solvers.
+
+    Args:
+        name: the registry name; must equal ``cls.name`` when the class sets one (results
+            are labelled with ``cls.name``).
+        cls: a class whose instances have ``solve(instance, budget_bytes, *,
+            time_limit_s, seed)``, normally a :class:`slackopt.solverbase.BaseSolver`
+            subclass; or a ``"path/to/file.py:ClassName"`` / ``"module:ClassName"`` string.
+
+    Returns:
+        The class (so it can be used as a decorator's result).
 
     Raises:
-        SolverError: if no solver of that name is registered, or it rejects the parameters.
+        SolverError: the name is taken (by an entry point or an earlier registration;
+            call :func:`unregister_solver` first), ``cls.name`` differs, or the class has
+            no ``solve``.
     """
+    if isinstance(cls, str):
+        cls = load_solver_class(cls)
+    if not isinstance(name, str) or not name or ":" in name:
+        raise SolverError(f"solver name {name!r} must be a non-empty string without ':'")
+    if name in registered_solvers():
+        raise SolverError(f"a solver named '{name}' is already registered "
+                          f"({registered_solvers()[name].value}); call "
+                          f"slackopt.unregister_solver('{name}') first, or pick another name")
+    if not isinstance(cls, type) or not callable(getattr(cls, "solve", None)):
+        raise SolverError(f"{cls!r} is not a solver class (a class with a solve() method)")
+    own = getattr(cls, "name", None)
+    if isinstance(own, str) and own and own != name:
+        raise SolverError(f"{cls.__name__}.name is '{own}' but it is registered as '{name}'; "
+                          "register it under its own name (results are labelled by it)")
+    _RUNTIME[name] = _Registered(name, cls)
+    return cls
+
+
+def unregister_solver(name: str) -> None:
+    """Remove a solver registered with :func:`register_solver` (e.g. to redefine it in a
+    notebook).
+
+    Raises:
+        SolverError: `name` was not registered at runtime (entry-point solvers stay).
+    """
+    if name not in _RUNTIME:
+        raise SolverError(f"no solver named '{name}' was registered at runtime; runtime "
+                          f"registrations: {', '.join(_RUNTIME) or 'none'}")
+    del _RUNTIME[name]
+
+
+def load_solver_class(ref: str) -> type:
+    """The class named by ``"path/to/file.py:ClassName"`` or ``"package.module:ClassName"``.
+
+    A file is imported as module ``slackopt_user_<hex of its absolute path>`` (once per
+    process: the same path gives the same module). :class:`_UserFileFinder` maps that name
+    back to the file, so a worker process (compare's process pool, a Dask worker on the
+    same file system) that unpickles one of its solver objects imports the file itself.
+
+    Raises:
+        SolverError: malformed reference, missing file or module, import error, or no such
+            class in it.
+    """
+    import importlib
+    import os
+
+    path, sep, attr = ref.rpartition(":")
+    if not sep or not path or not attr.isidentifier():
+        raise SolverError(f"solver reference '{ref}' is not 'path/to/file.py:ClassName' or "
+                          "'module:ClassName'")
+    try:
+        if path.endswith(".py"):
+            full = os.path.abspath(path)
+            if not os.path.isfile(full):
+                raise SolverError(f"solver file '{path}' does not exist (from '{ref}')")
+            mod = importlib.import_module(USER_MODULE_PREFIX + full.encode().hex())
+        else:
+            mod = importlib.import_module(path)
+    except SolverError:
+        raise
+    except Exception as e:
+        raise SolverError(f"cannot import the solver from '{ref}': {type(e).__name__}: "
+                          f"{e}") from None
+    if not hasattr(mod, attr):
+        names = sorted(k for k, v in vars(mod).items() if isinstance(v, type)
+                       and callable(getattr(v, "solve", None)))
+        raise SolverError(f"'{path}' has no class '{attr}'; solver classes there: "
+                          f"{', '.join(names) or 'none'}")
+    return getattr(mod, attr)
+
+
+USER_MODULE_PREFIX = "slackopt_user_"
+
+
+class _UserFileFinder:
+    """Import hook: module ``slackopt_user_<hex>`` is the Python file whose absolute path
+    is that hex text (see :func:`load_solver_class`). Installed on import of this module."""
+
+    @staticmethod
+    def find_spec(name: str, path: Any = None, target: Any = None) -> Any:
+        import importlib.util
+
+        if not name.startswith(USER_MODULE_PREFIX) or "." in name:
+            return None
+        try:
+            full = bytes.fromhex(name[len(USER_MODULE_PREFIX):]).decode()
+        except ValueError:
+            return None
+        return importlib.util.spec_from_file_location(name, full)
+
+
+def _install_finder() -> None:
+    import sys
+
+    if not any(f is _UserFileFinder for f in sys.meta_path):
+        sys.meta_path.append(_UserFileFinder)  # type: ignore[arg-type]
+
+
+_install_finder()
+
+
+def check_worker_importable(cls: type) -> None:
+    """Refuse a solver class that worker processes cannot import, before any starts.
+
+    Worker processes (spawned, or Dask) rebuild a solver object from its class's module
+    and qualified name. That fails for a class defined in an interactive ``__main__`` (a
+    notebook, the REPL, ``python -c``) or inside a function.
+
+    Raises:
+        SolverError: with the reason and the fix (put the class in a file and pass
+            ``"path/to/file.py:ClassName"``, or register that; or use ``workers=1``).
+    """
+    import sys
+
+    where = None
+    if "<locals>" in cls.__qualname__:
+        where = f"inside a function ({cls.__qualname__})"
+    elif cls.__module__ == "__main__" and not getattr(sys.modules.get("__main__"),
+                                                       "__file__", None):
+        where = "in an interactive session (a notebook, the REPL or python -c)"
+    if where:
+        c, name = cls.__name__, getattr(cls, "name", cls.__name__)
+        raise SolverError(
+            f"solver class {c} is defined {where}, which worker processes cannot import. "
+            f"Fix: save it in a file and pass 'path/to/file.py:{c}' as the solver (or "
+            f"slackopt.register_solver('{name}', 'path/to/file.py:{c}')), or run with "
+            "workers=1")
+
+
+def registered_solvers() -> dict[str, Any]:
+    """The registered solvers by name: the ``slackopt.solvers`` entry points and those of
+    :func:`register_solver`, each with ``name``, ``value`` ("module:Class") and
+    ``load()`` (the class)."""
+    eps: dict[str, Any] = {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
+    eps.update(_RUNTIME)
+    return {k: eps[k] for k in sorted(eps)}
+
+
+def solver_class(name: str) -> type:
+    """The class of a registered solver name, or of a ``"file.py:Class"`` /
+    ``"module:Class"`` reference.
+
+    Raises:
+        SolverError: unknown name (the message lists the registered ones).
+    """
+    if ":" in name:
+        return load_solver_class(name)
     eps = registered_solvers()
     if name not in eps:
         known = ", ".join(eps) or "none (is slackopt installed? pip install -e .)"
-        raise SolverError(f"unknown solver '{name}'; registered solvers: {known}")
-    cls = eps[name].load()
+        raise SolverError(f"unknown solver '{name}'; registered solvers: {known} (or give "
+                          "'path/to/file.py:ClassName')")
+    return eps[name].load()
+
+
+def get_solver(name: str, **params: Any) -> Solver:
+    """Instantiate a solver with keyword hyperparameters.
+
+    Args:
+        name: a registered name, or ``"path/to/file.py:ClassName"`` / ``"module:Class"``.
+        **params: the hyperparameters.
+
+    Raises:
+        SolverError: if no solver of that name is registered, or it rejects the parameters
+            (the message lists the valid keys).
+    """
+    cls = solver_class(name)
     try:
         return cls(**params)
+    except SolverError:
+        raise
     except (TypeError, ValueError) as e:
-        raise SolverError(f"solver '{name}': bad parameters {params}: {e}") from None
+        from slackopt.solverbase import describe_params
+
+        raise SolverError(f"solver '{name}': bad parameters {params}: {e}; valid keys: "
+                          f"{describe_params(cls)}") from None
 
 
 def solver_name(solver: Solver) -> str:

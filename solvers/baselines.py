@@ -11,50 +11,36 @@ checkpoint every sqrt(n) layers); exact rules in docs/model.md
 from __future__ import annotations
 
 import math
-import time
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from slackopt.bisection import smallest_true
 from slackopt.instance import Instance
 from slackopt.plan import KEEP, RECOMP, Plan
 from slackopt.simulate import Evaluation, simulate
-from slackopt.solver import SolveResult
+from slackopt.solverbase import BaseSolver, Outcome, Param, Run, min_budget_by_bisection
 
 BOUNDARY_CATEGORIES = ("block_input", "block_output")
 """Tensor categories a checkpointed block keeps: its input, and for the last block its
 output (the head's input, which the head's backward reads and no block rebuilds)."""
 
 
-class KeepAll:
+class KeepAll(BaseSolver):
     """Keep every saved tensor (the unlimited-memory reference).
 
     Feasible iff M >= P (docs/model.md, invariant 1); otherwise the status is
     "infeasible" with ``info["min_budget_bytes"] = P``. The keep-all plan is returned
-    either way, so the evaluator can report where it fails.
+    either way, so the evaluator can report where it fails. ``lower_bound_s`` = T*.
     """
 
     name = "keep_all"
 
-    @property
-    def params(self) -> dict[str, Any]:
-        return {}
-
-    def solve(self, instance: Instance, budget_bytes: int, *, time_limit_s: float | None = None,
-              seed: int | None = None) -> SolveResult:
-        t0 = time.perf_counter()
+    def plan(self, instance: Instance, budget_bytes: int, run: Run) -> Outcome:
         ok = int(budget_bytes) >= int(instance.P)
-        info: dict[str, Any] = {}
-        if not ok:
-            info["min_budget_bytes"] = int(instance.P)
-        return SolveResult(
-            plan=Plan.keep_all(instance), solver=self.name, params={},
-            status="feasible" if ok else "infeasible",
-            objective_s=instance.ideal_time_s if ok else None,
-            lower_bound_s=instance.ideal_time_s,
-            planning_time_s=time.perf_counter() - t0, seed=seed, info=info)
+        return Outcome(Plan.keep_all(instance), status="feasible" if ok else "infeasible",
+                       objective_s=instance.ideal_time_s if ok else None,
+                       lower_bound_s=instance.ideal_time_s,
+                       min_budget_bytes=None if ok else int(instance.P))
 
 
 def checkpoint_blocks(instance: Instance) -> list[int]:
@@ -101,32 +87,28 @@ NOT_CONTIGUOUS_NOTE = (
     "k blocks may lower the peak little or not at all")
 
 
-def _keep_all_fits(name: str, instance: Instance, t0: float, seed: int | None,
-                   info: dict[str, Any]) -> SolveResult:
+def _keep_all_fits(instance: Instance, info: dict[str, Any]) -> Outcome:
     """M >= P: the keep-all plan, T = T*, with a note saying why nothing is recomputed."""
     info = {**info, "k": 0, "peak_bytes": int(instance.P), "recomputed_bytes": 0,
             "applies": True,
             "note": "M >= P: keep-all fits, so nothing is recomputed (T = T*)"}
-    return SolveResult(plan=Plan.keep_all(instance), solver=name, params={}, status="feasible",
-                       objective_s=instance.ideal_time_s, lower_bound_s=instance.ideal_time_s,
-                       planning_time_s=time.perf_counter() - t0, seed=seed, info=info)
+    return Outcome(Plan.keep_all(instance), status="feasible",
+                   objective_s=instance.ideal_time_s, lower_bound_s=instance.ideal_time_s,
+                   info=info)
 
 
-def _does_not_apply(name: str, instance: Instance, t0: float, seed: int | None,
-                    info: dict[str, Any], why: str) -> SolveResult:
+def _does_not_apply(name: str, instance: Instance, info: dict[str, Any], why: str) -> Outcome:
     """M < P and the policy cannot bring the peak below P: say so and return keep-all
     (status "infeasible", ``min_budget_bytes = P``) instead of a plan that is only slower."""
     P = int(instance.P)
     info = {**info, "k": 0, "peak_bytes": P, "recomputed_bytes": 0, "applies": False,
-            "min_budget_bytes": P,
             "note": f"{name} does not apply: {why}; the smallest budget it reaches is P "
                     f"= {P} B (keep-all)"}
-    return SolveResult(plan=Plan.keep_all(instance), solver=name, params={},
-                       status="infeasible", objective_s=None,
-                       planning_time_s=time.perf_counter() - t0, seed=seed, info=info)
+    return Outcome(Plan.keep_all(instance), status="infeasible", min_budget_bytes=P,
+                   info=info)
 
 
-class Checkpoint:
+class Checkpoint(BaseSolver):
     """Block checkpointing with the fewest blocks that fit (sec. 4.1).
 
     Finds the smallest k such that :func:`checkpoint_plan` (bottom k blocks recomputed
@@ -156,13 +138,7 @@ class Checkpoint:
 
     name = "checkpoint"
 
-    @property
-    def params(self) -> dict[str, Any]:
-        return {}
-
-    def solve(self, instance: Instance, budget_bytes: int, *, time_limit_s: float | None = None,
-              seed: int | None = None) -> SolveResult:
-        t0 = time.perf_counter()
+    def plan(self, instance: Instance, budget_bytes: int, run: Run) -> Outcome:
         M = int(budget_bytes)
         P = int(instance.P)
         blocks = checkpoint_blocks(instance)
@@ -170,25 +146,23 @@ class Checkpoint:
         contiguous = blocks_are_contiguous(instance)
         base: dict[str, Any] = {"blocks": L, "evaluations": 0, "block_structure": contiguous}
         if M >= P:
-            return _keep_all_fits(self.name, instance, t0, seed, base)
+            return _keep_all_fits(instance, base)
         if L == 0:
-            return _does_not_apply(self.name, instance, t0, seed, base,
-                                   NO_BLOCKS)
+            return _does_not_apply(self.name, instance, base, NO_BLOCKS)
         peaks: dict[int, int] = {0: P}
         evals: dict[int, Evaluation] = {}
 
-        def result(k: int, status: str, **extra: Any) -> SolveResult:
+        def result(k: int, status: str, min_budget: int | None = None) -> Outcome:
             pl = checkpoint_plan(instance, k)
-            ev = evals[k]
             info = {**base, "k": k, "evaluations": len(evals), "peak_bytes": peaks[k],
                     "recomputed_bytes": pl.bytes_by_decision(instance)["recomp"],
-                    "applies": True, **extra}
+                    "applies": True}
             if not contiguous:
                 info["note"] = NOT_CONTIGUOUS_NOTE
-            return SolveResult(
-                plan=pl, solver=self.name, params={}, status=status,
-                objective_s=float(ev.step_time_s) if status == "feasible" else None,
-                planning_time_s=time.perf_counter() - t0, seed=seed, info=info)
+            ok = status == "feasible"
+            return Outcome(pl, status=status, info=info,
+                           objective_s=float(evals[k].step_time_s) if ok else None,
+                           min_budget_bytes=None if ok else min_budget)
 
         for k in range(1, L + 1):
             evals[k] = simulate(instance, checkpoint_plan(instance, k), UNBOUNDED_BYTES)
@@ -204,34 +178,16 @@ class Checkpoint:
             if not contiguous:
                 why += " (long skip connections: " + NOT_CONTIGUOUS_NOTE.split(" (")[0] + ")"
             base["evaluations"] = len(evals)
-            return _does_not_apply(self.name, instance, t0, seed, base, why)
-        return result(best, "infeasible", min_budget_bytes=peaks[best])
+            return _does_not_apply(self.name, instance, base, why)
+        return result(best, "infeasible", peaks[best])
 
 
 UNBOUNDED_BYTES = 2**62
 """A budget no instance reaches: simulating under it gives a plan's unconstrained peak."""
 
-MIN_BUDGET_REL_TOL = 0.005
-"""Resolution of the min-budget bisections of the baselines, as a share of P."""
-
-
-def min_budget_by_bisection(instance: Instance, feasible_at: Callable[[int], bool],
-                            lo: int) -> int | None:
-    """Smallest budget (bytes) in (lo, P] at which ``feasible_at`` holds, within 0.5% of P.
-
-    Feasibility is assumed monotone in M and False at `lo`; returns None if it does not
-    hold at P either (about log2(1 / 0.005) = 8 calls).
-    """
-    P = int(instance.P)
-    if int(lo) >= P or not feasible_at(P):
-        return None
-    return smallest_true(feasible_at, int(lo), P, tol=max(1, math.ceil(MIN_BUDGET_REL_TOL * P)))
-
-
-def _fixed_plan_result(name: str, instance: Instance, plan: Plan, M: int, t0: float,
-                       seed: int | None, info: dict[str, Any],
-                       ev: Evaluation | None = None) -> SolveResult:
-    """SolveResult of a budget-oblivious plan without swaps: it runs without waiting, so
+def _fixed_plan_result(instance: Instance, plan: Plan, M: int, info: dict[str, Any],
+                       ev: Evaluation | None = None) -> Outcome:
+    """Outcome of a budget-oblivious plan without swaps: it runs without waiting, so
     it is feasible iff M covers its unconstrained peak, which is its min budget. `ev`:
     the plan's evaluation under an unbounded budget, if the caller has it already."""
     if ev is None:
@@ -240,15 +196,12 @@ def _fixed_plan_result(name: str, instance: Instance, plan: Plan, M: int, t0: fl
     ok = M >= peak
     info = {**info, "peak_bytes": peak,
             "recomputed_bytes": plan.bytes_by_decision(instance)["recomp"]}
-    if not ok:
-        info["min_budget_bytes"] = peak
-    return SolveResult(
-        plan=plan, solver=name, params={}, status="feasible" if ok else "infeasible",
-        objective_s=float(ev.step_time_s) if ok else None,
-        planning_time_s=time.perf_counter() - t0, seed=seed, info=info)
+    return Outcome(plan, status="feasible" if ok else "infeasible", info=info,
+                   objective_s=float(ev.step_time_s) if ok else None,
+                   min_budget_bytes=None if ok else peak)
 
 
-class RecomputeAll:
+class RecomputeAll(BaseSolver):
     """Recompute every saved tensor that can be rebuilt; keep the others (c = inf).
 
     The memory floor of pure recomputation without block structure: each tensor is
@@ -259,15 +212,9 @@ class RecomputeAll:
 
     name = "recompute_all"
 
-    @property
-    def params(self) -> dict[str, Any]:
-        return {}
-
-    def solve(self, instance: Instance, budget_bytes: int, *, time_limit_s: float | None = None,
-              seed: int | None = None) -> SolveResult:
-        t0 = time.perf_counter()
-        return _fixed_plan_result(self.name, instance, Plan.uniform(instance, RECOMP),
-                                  int(budget_bytes), t0, seed, {})
+    def plan(self, instance: Instance, budget_bytes: int, run: Run) -> Outcome:
+        return _fixed_plan_result(instance, Plan.uniform(instance, RECOMP), int(budget_bytes),
+                                  {})
 
 
 def sqrt_checkpoint_plan(instance: Instance, segment: int | None = None) -> Plan:
@@ -301,7 +248,7 @@ def sqrt_checkpoint_plan(instance: Instance, segment: int | None = None) -> Plan
     return Plan(dec, instance.saved_names)
 
 
-class SqrtCheckpoint:
+class SqrtCheckpoint(BaseSolver):
     """Chen et al. (2016) sqrt(n) checkpointing: keep one block output per sqrt(L) blocks.
 
     See :func:`sqrt_checkpoint_plan`. The plan never swaps, so it fits iff the budget M
@@ -326,19 +273,12 @@ class SqrtCheckpoint:
     """
 
     name = "sqrt_checkpoint"
+    param_specs = {"segment": Param(int, min=1, none=True, doc="blocks per segment")}
 
     def __init__(self, *, segment: int | None = None) -> None:
-        if segment is not None and int(segment) < 1:
-            raise ValueError("segment must be >= 1")
-        self.segment = None if segment is None else int(segment)
+        self.segment = segment
 
-    @property
-    def params(self) -> dict[str, Any]:
-        return {"segment": self.segment}
-
-    def solve(self, instance: Instance, budget_bytes: int, *, time_limit_s: float | None = None,
-              seed: int | None = None) -> SolveResult:
-        t0 = time.perf_counter()
+    def plan(self, instance: Instance, budget_bytes: int, run: Run) -> Outcome:
         M = int(budget_bytes)
         P = int(instance.P)
         L = len(checkpoint_blocks(instance))
@@ -346,27 +286,22 @@ class SqrtCheckpoint:
         contiguous = blocks_are_contiguous(instance)
         base: dict[str, Any] = {"blocks": L, "segment": seg, "block_structure": contiguous}
         if M >= P:
-            res = _keep_all_fits(self.name, instance, t0, seed, base)
-        elif L == 0:
-            res = _does_not_apply(self.name, instance, t0, seed, base,
-                                  NO_BLOCKS)
-        else:
-            plan = sqrt_checkpoint_plan(instance, self.segment)
-            ev = simulate(instance, plan, UNBOUNDED_BYTES)
-            peak = int(ev.peak_bytes)
-            if peak >= P:
-                why = (f"its plan peaks at {peak} B >= P: the tensors live at the keep-all "
-                       "peak are read there or needed to rebuild what is read there")
-                if not contiguous:
-                    why += " (long skip connections)"
-                res = _does_not_apply(self.name, instance, t0, seed, base, why)
-            else:
-                info = {**base, "applies": True}
-                if not contiguous:
-                    info["note"] = NOT_CONTIGUOUS_NOTE
-                res = _fixed_plan_result(self.name, instance, plan, M, t0, seed, info, ev)
-        res.params = self.params
-        return res
+            return _keep_all_fits(instance, base)
+        if L == 0:
+            return _does_not_apply(self.name, instance, base, NO_BLOCKS)
+        plan = sqrt_checkpoint_plan(instance, self.segment)
+        ev = simulate(instance, plan, UNBOUNDED_BYTES)
+        peak = int(ev.peak_bytes)
+        if peak >= P:
+            why = (f"its plan peaks at {peak} B >= P: the tensors live at the keep-all "
+                   "peak are read there or needed to rebuild what is read there")
+            if not contiguous:
+                why += " (long skip connections)"
+            return _does_not_apply(self.name, instance, base, why)
+        info = {**base, "applies": True}
+        if not contiguous:
+            info["note"] = NOT_CONTIGUOUS_NOTE
+        return _fixed_plan_result(instance, plan, M, info, ev)
 
 
 __all__ = ["KeepAll", "Checkpoint", "RecomputeAll", "SqrtCheckpoint", "checkpoint_plan",

@@ -1,0 +1,537 @@
+"""The solver base class: hyperparameters, validation, timing and results written once.
+
+A solver is a class in the style of scikit-learn's estimators (Pedregosa et al., JMLR
+2011; Buitinck et al., "API design for machine learning software", 2013):
+
+- its ``__init__`` takes **keyword-only** hyperparameters with defaults and only stores
+  each one under its own name (``self.k = k``), nothing else;
+- :attr:`BaseSolver.params` is derived from that signature (never written by hand), so
+  ``type(s)(**s.params)`` rebuilds an equal solver;
+- ``param_specs`` (a class attribute, one :class:`Param` per hyperparameter) declares each
+  one's type, range and choices; the class is refused at definition time if a parameter has
+  no spec or a spec no parameter. The specs are checked at construction, after ``__init__``
+  ran, and the stored values are normalized (numpy integers -> int, lists -> tuples);
+- :meth:`BaseSolver.solve` (timing, the :class:`~slackopt.solver.SolveResult`, the status
+  words, the minimum-budget search) is written here once; a solver implements only
+  :meth:`BaseSolver.plan`, which returns a :class:`~slackopt.plan.Plan` or an
+  :class:`Outcome`.
+
+A complete solver (see the README, "Your own solver")::
+
+    class KeepSmall(BaseSolver):
+        '''Keep the smallest tensors, swap the rest.'''
+        name = "keep_small"
+        param_specs = {"keep_share": Param(float, min=0.0, max=1.0)}
+
+        def __init__(self, *, keep_share: float = 0.5) -> None:
+            self.keep_share = keep_share
+
+        def plan(self, instance, budget_bytes, run):
+            ...
+            return Plan(decisions, instance.saved_names)
+
+Bad hyperparameters raise :class:`SolverParamError` (a :class:`~slackopt.errors.SolverError`
+that is also a ``ValueError`` and a ``TypeError``), whose message names the solver, the
+offending key and every valid key with its type, range and default.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import math
+import numbers
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from slackopt.bisection import smallest_true
+from slackopt.errors import SolverError
+from slackopt.instance import Instance
+from slackopt.plan import Plan
+from slackopt.simulate import Evaluation, simulate
+from slackopt.solver import STATUSES, SolveResult
+
+MIN_BUDGET_REL_TOL = 0.005
+"""Resolution of :func:`min_budget_by_bisection`, as a share of P."""
+
+
+class SolverParamError(SolverError, ValueError, TypeError):
+    """A solver hyperparameter is unknown or out of its declared range.
+
+    The message names the solver, the key, the rule broken, the value given, and lists
+    every valid key with its type, range and default (:func:`describe_params`).
+    """
+
+
+_UNSET: Any = object()
+
+
+@dataclass(frozen=True)
+class Param:
+    """The declared type and range of one hyperparameter.
+
+    Args:
+        type: ``int``, ``float``, ``bool``, ``str`` or ``tuple`` (a sequence of strings,
+            stored as a tuple and reported as a list). ``bool`` is never accepted for
+            ``int``/``float``; ``int`` is accepted for ``float`` (stored as float).
+        min: smallest allowed value (inclusive), ints and floats.
+        max: largest allowed value (inclusive), ints and floats.
+        positive: the value must be > 0 (floats: an open lower end).
+        choices: the allowed values (``str``), or the allowed items (``tuple``).
+        none: None is allowed (means "the solver's default rule").
+        doc: one line for messages and ``slackopt solvers``.
+    """
+
+    type: type
+    min: float | None = None
+    max: float | None = None
+    positive: bool = False
+    choices: Sequence[Any] | None = None
+    none: bool = False
+    doc: str = ""
+
+    def rule(self) -> str:
+        """The constraint in words, e.g. ``"int >= 1 or None"``."""
+        name = {tuple: "list of str"}.get(self.type, self.type.__name__)
+        parts = [name]
+        if self.choices is not None:
+            sep = "items from " if self.type is tuple else "one of "
+            parts.append(sep + "{" + ", ".join(map(str, self.choices)) + "}")
+        if self.positive:
+            parts.append("> 0")
+        if self.min is not None:
+            parts.append(f">= {self.min:g}")
+        if self.max is not None:
+            parts.append(f"<= {self.max:g}")
+        return " ".join(parts) + (" or None" if self.none else "")
+
+    def check(self, value: Any) -> Any:
+        """The normalized value, or a ValueError whose message states :meth:`rule`."""
+        if value is None:
+            if self.none:
+                return None
+            raise ValueError("None is not allowed")
+        t = self.type
+        if t is bool:
+            if not isinstance(value, bool):
+                raise ValueError("not true/false")
+            return value
+        if t in (int, float):
+            ok = isinstance(value, numbers.Integral if t is int else numbers.Real)
+            if isinstance(value, bool) or not ok or not math.isfinite(value):
+                raise ValueError(f"not a finite {t.__name__}")
+            value = t(value)
+            if self.positive and not value > 0:
+                raise ValueError("not > 0")
+            if self.min is not None and value < self.min:
+                raise ValueError(f"below {self.min:g}")
+            if self.max is not None and value > self.max:
+                raise ValueError(f"above {self.max:g}")
+            return value
+        if t is str:
+            if not isinstance(value, str):
+                raise ValueError("not a string")
+            if self.choices is not None and value not in self.choices:
+                raise ValueError("not an allowed choice")
+            return value
+        if t is tuple:
+            if isinstance(value, str) or not isinstance(value, Sequence) or \
+                    not all(isinstance(x, str) for x in value):
+                raise ValueError("not a list of strings")
+            bad = [x for x in value if self.choices is not None and x not in self.choices]
+            if bad:
+                raise ValueError(f"unknown items {bad}")
+            return tuple(value)
+        raise TypeError(f"Param type {t!r} is not int, float, bool, str or tuple")
+
+    def report(self, value: Any) -> Any:
+        """The JSON form of a stored value (tuples become lists)."""
+        return list(value) if isinstance(value, tuple) else value
+
+
+def param_names(cls: type) -> list[str]:
+    """The keyword hyperparameters of ``cls.__init__``, in signature order.
+
+    Raises:
+        TypeError: if ``__init__`` takes positional parameters or ``*args``/``**kwargs``
+            (scikit-learn's rule: hyperparameters are explicit keywords).
+    """
+    init = getattr(cls.__init__, "__wrapped__", cls.__init__)
+    if init is object.__init__:
+        return []
+    names: list[str] = []
+    for p in list(inspect.signature(init).parameters.values())[1:]:
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            raise TypeError(f"{cls.__name__}.__init__ takes *{p.name}: solver "
+                            "hyperparameters must be explicit keywords")
+        names.append(p.name)
+    return names
+
+
+def param_defaults(cls: type) -> dict[str, Any]:
+    """``{name: default}`` from ``cls.__init__``'s signature (``inspect.Parameter.empty``
+    for a parameter without default)."""
+    init = getattr(cls.__init__, "__wrapped__", cls.__init__)
+    if init is object.__init__:
+        return {}
+    ps = list(inspect.signature(init).parameters.values())[1:]
+    return {p.name: p.default for p in ps}
+
+
+def describe_params(cls: type) -> str:
+    """Every valid key of `cls` with its rule and default, for error messages:
+    ``"segment (int >= 1 or None, default None), ..."``, or ``"none"``."""
+    specs: dict[str, Param] = getattr(cls, "param_specs", {}) or {}
+    out = []
+    for k, d in param_defaults(cls).items():
+        rule = specs[k].rule() if k in specs else "any"
+        dflt = "required" if d is inspect.Parameter.empty else f"default {d!r}"
+        out.append(f"{k} ({rule}, {dflt})")
+    return ", ".join(out) or "none (this solver takes no parameters)"
+
+
+def _solver_label(cls: type) -> str:
+    return f"solver '{getattr(cls, 'name', cls.__name__)}'"
+
+
+def _checked_init(init: Callable[..., None]) -> Callable[..., None]:
+    """Wrap a solver's ``__init__``: refuse unknown or positional keys, then check and
+    normalize every stored hyperparameter against ``param_specs``."""
+
+    @functools.wraps(init)
+    def __init__(self: BaseSolver, *args: Any, **kwargs: Any) -> None:
+        cls = type(self)
+        if args:
+            raise SolverParamError(
+                f"{_solver_label(cls)} takes keyword parameters only, got {len(args)} "
+                f"positional; valid keys: {describe_params(cls)}")
+        names = param_names(cls)
+        unknown = [k for k in kwargs if k not in names]
+        if unknown:
+            raise SolverParamError(
+                f"{_solver_label(cls)} has no parameter "
+                f"{', '.join(repr(k) for k in unknown)}; valid keys: {describe_params(cls)}")
+        init(self, **kwargs)
+        if cls.__init__ is __init__:  # the most derived class checks, once
+            self._check_params()
+
+    return __init__
+
+
+class BaseSolver:
+    """Base class of slackopt solvers (module docstring: the contract).
+
+    Class attributes a subclass sets:
+        name: the registry name, labels every result (default: the class name).
+        param_specs: ``{hyperparameter: Param}``, one per ``__init__`` keyword.
+        min_budget_search: False to never run the minimum-budget bisection (default True;
+            a hyperparameter of the same name overrides it per instance).
+
+    What a subclass writes: ``__init__`` (store the keywords) and :meth:`plan`.
+    Optionally :meth:`feasible_at` (a cheaper feasibility test for the bisection).
+
+    Conformance: :func:`slackopt.testing.check_solver` checks a subclass against this
+    contract.
+    """
+
+    name: ClassVar[str] = ""
+    param_specs: ClassVar[dict[str, Param]] = {}
+    min_budget_search: ClassVar[bool] = True
+
+    @_checked_init
+    def __init__(self) -> None:
+        """No hyperparameters (subclasses declare their own keywords)."""
+
+    def __init_subclass__(cls, **kw: Any) -> None:
+        super().__init_subclass__(**kw)
+        if "name" not in cls.__dict__ or not cls.__dict__["name"]:
+            cls.name = cls.__name__
+        if "__init__" in cls.__dict__:
+            cls.__init__ = _checked_init(cls.__dict__["__init__"])  # type: ignore[method-assign]
+        names = param_names(cls)
+        specs = cls.param_specs or {}
+        missing = [k for k in names if k not in specs]
+        extra = [k for k in specs if k not in names]
+        if missing or extra:
+            raise TypeError(
+                f"solver class {cls.__name__}: param_specs must declare exactly the "
+                f"__init__ keywords; missing specs: {missing or 'none'}, specs without a "
+                f"parameter: {extra or 'none'}")
+
+    def _check_params(self) -> None:
+        cls = type(self)
+        for k in param_names(cls):
+            if not hasattr(self, k):
+                raise TypeError(f"{cls.__name__}.__init__ must store {k} as self.{k} "
+                                "(params are read back from the attributes)")
+            try:
+                setattr(self, k, cls.param_specs[k].check(getattr(self, k)))
+            except ValueError as e:
+                raise SolverParamError(
+                    f"{_solver_label(cls)}: {k} must be {cls.param_specs[k].rule()}, got "
+                    f"{getattr(self, k)!r} ({e}); valid keys: {describe_params(cls)}"
+                ) from None
+
+    @property
+    def params(self) -> dict[str, Any]:
+        """The hyperparameters, ``{keyword: value}`` in signature order, JSON-ready
+        (tuples as lists); ``type(self)(**self.params)`` is an equal solver."""
+        specs = type(self).param_specs
+        return {k: specs[k].report(getattr(self, k)) for k in param_names(type(self))}
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.params.items())
+        return f"{type(self).__name__}({args})"
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and other.params == self.params  # type: ignore
+
+    def __hash__(self) -> int:
+        return hash((type(self), repr(self)))
+
+    # ------------------------------------------------------------------ the template
+    def plan(self, instance: Instance, budget_bytes: int, run: Run) -> Plan | Outcome | None:
+        """Plan `instance` under `budget_bytes` (M, bytes). Subclasses implement this.
+
+        Args:
+            instance: the problem (views already lowered by :func:`slackopt.solve`).
+            budget_bytes: M, an int.
+            run: the seed, the time limit and the clock of this call (:class:`Run`).
+
+        Returns:
+            A :class:`~slackopt.plan.Plan` (the evaluator then decides feasible or
+            infeasible under M, and the objective is its step time), an :class:`Outcome`
+            (to report a status, objective, lower bound, minimum budget or ``info``
+            yourself), or None (no plan: status "infeasible").
+        """
+        raise NotImplementedError(f"{type(self).__name__} must implement plan()")
+
+    def feasible_at(self, instance: Instance, budget_bytes: int, run: Run) -> bool:
+        """Whether this solver finds a feasible plan under `budget_bytes`; the predicate of
+        the minimum-budget bisection. Default: :meth:`plan` at that budget, judged by the
+        evaluator (or by the Outcome's evaluation/status when it gives one)."""
+        out = _as_outcome(self.plan(instance, int(budget_bytes), run))
+        if out.status is not None and out.status not in ("feasible", "optimal"):
+            return False
+        if out.plan is None:
+            return False
+        ev = out.evaluation or simulate(instance, out.plan, int(budget_bytes))
+        return bool(ev.feasible)
+
+    def solve(self, instance: Instance, budget_bytes: int, *, time_limit_s: float | None = None,
+              seed: int | None = None) -> SolveResult:
+        """Plan, judge and time one instance under one budget; the result of :meth:`plan`
+        assembled into a :class:`~slackopt.solver.SolveResult`.
+
+        Status: the Outcome's when it sets one, else "feasible" when the evaluator finds
+        the plan feasible under M and "infeasible" otherwise. ``objective_s``: the
+        Outcome's, else the evaluated step time of a feasible plan. On an "infeasible"
+        status without ``info["min_budget_bytes"]``, the minimum budget is searched by
+        :func:`min_budget_by_bisection` over :meth:`feasible_at` (when the
+        ``min_budget_search`` hyperparameter or class attribute is true; else None).
+        ``planning_time_s`` covers all of it (perf_counter).
+
+        Args:
+            instance: the problem.
+            budget_bytes: M (bytes).
+            time_limit_s: seconds the solver may use (None: no limit); solvers that search
+                stop by ``run.expired()`` and return status "timeout" only without a plan.
+            seed: the seed (None: the solver's fixed default); the same seed gives the
+                same plan.
+        """
+        run = Run(time_limit_s=time_limit_s, seed=seed, started=time.perf_counter())
+        M = int(budget_bytes)
+        out = _as_outcome(self.plan(instance, M, run))
+        info = dict(out.info)
+        status, objective = out.status, out.objective_s
+        if status is None:
+            ev = out.evaluation
+            if ev is None and out.plan is not None:
+                ev = simulate(instance, out.plan, M)
+            status = "feasible" if ev is not None and ev.feasible else "infeasible"
+            if objective is None and status == "feasible":
+                objective = float(ev.step_time_s)  # type: ignore[union-attr]
+        if out.min_budget_bytes is not _UNSET:
+            info["min_budget_bytes"] = out.min_budget_bytes
+        elif status == "infeasible" and "min_budget_bytes" not in info:
+            info["min_budget_bytes"] = (
+                min_budget_by_bisection(instance, lambda m: self.feasible_at(instance, m, run),
+                                        M)
+                if getattr(self, "min_budget_search", True) else None)
+        return SolveResult(
+            plan=out.plan, solver=self.name, params=self.params, status=status,
+            objective_s=objective, lower_bound_s=out.lower_bound_s,
+            planning_time_s=time.perf_counter() - run.started, seed=seed, info=info)
+
+
+@dataclass
+class Run:
+    """One call of :meth:`BaseSolver.solve`: its seed, time limit and clock.
+
+    Attributes:
+        time_limit_s: seconds allowed (None: no limit).
+        seed: the seed given (None: use a fixed default, e.g. ``run.seed_or(0)``).
+        started: ``time.perf_counter()`` at the start of the call.
+    """
+
+    time_limit_s: float | None
+    seed: int | None
+    started: float
+
+    def elapsed(self) -> float:
+        """Seconds since the call started."""
+        return time.perf_counter() - self.started
+
+    def remaining(self) -> float:
+        """Seconds left before the time limit (inf without one; may be negative)."""
+        return math.inf if self.time_limit_s is None else self.time_limit_s - self.elapsed()
+
+    def expired(self) -> bool:
+        """True once the time limit is used up."""
+        return self.remaining() <= 0
+
+    def seed_or(self, default: int = 0) -> int:
+        """The seed, or `default` when None."""
+        return default if self.seed is None else int(self.seed)
+
+
+@dataclass
+class Outcome:
+    """What :meth:`BaseSolver.plan` returns when a bare Plan does not say enough.
+
+    Attributes:
+        plan: the plan, or None.
+        status: one of :data:`slackopt.solver.STATUSES`, or None to let the evaluator
+            decide ("feasible"/"infeasible" under M).
+        objective_s: the solver's own model value (s); None: the evaluated step time.
+        lower_bound_s: a lower bound on the step time valid for every plan (s), or None.
+        min_budget_bytes: the smallest budget (bytes) this solver reaches, when the solver
+            knows it (e.g. a budget-oblivious plan's peak); left unset, an infeasible
+            answer triggers the bisection; None means unknown.
+        evaluation: the plan's evaluation under M when already computed (saves one
+            simulation).
+        info: solver-specific details (JSON-ready values).
+    """
+
+    plan: Plan | None
+    status: str | None = None
+    objective_s: float | None = None
+    lower_bound_s: float | None = None
+    min_budget_bytes: int | None = _UNSET
+    evaluation: Evaluation | None = None
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.status is not None and self.status not in STATUSES:
+            raise ValueError(f"status '{self.status}' is not one of {', '.join(STATUSES)}")
+
+
+def _as_outcome(x: Plan | Outcome | None) -> Outcome:
+    if isinstance(x, Outcome):
+        return x
+    if x is None or isinstance(x, Plan):
+        return Outcome(plan=x)
+    raise TypeError(f"plan() returned {type(x).__name__}; expected a Plan, an Outcome or None")
+
+
+_CODE_IDS: dict[str, str] = {}
+
+
+def _code_modules(cls: type) -> dict[str, Any]:
+    """The modules whose source makes up `cls`'s code: the modules of its classes (MRO,
+    this base excluded), then, transitively, the modules they reference at top level
+    (imported modules, functions, classes) and the loaded submodules of their package,
+    restricted to the same top-level package (``solvers``, ``slackopt.solvers`` or a
+    user file's module). slackopt itself (the evaluator) is not part of it."""
+    import sys
+
+    roots = [sys.modules.get(c.__module__) for c in cls.__mro__
+             if c not in (BaseSolver, object) and c.__module__ in sys.modules]
+    if not roots:
+        return {}
+    first = cls.__module__
+    top = "slackopt.solvers" if first.startswith("slackopt.solvers") else first.split(".")[0]
+
+    def ours(name: str | None) -> bool:
+        return bool(name) and (name == top or name.startswith(top + "."))  # type: ignore
+
+    found: dict[str, Any] = {}
+    todo = [m for m in roots if m is not None and ours(m.__name__)]
+    while todo:
+        mod = todo.pop()
+        if mod.__name__ in found:
+            continue
+        found[mod.__name__] = mod
+        pkg = mod.__name__ if hasattr(mod, "__path__") else mod.__name__.rpartition(".")[0]
+        if pkg and pkg != top:
+            todo += [m for n, m in list(sys.modules.items()) if n.startswith(pkg + ".")
+                     and m is not None]
+        for v in list(vars(mod).values()):
+            name = v.__name__ if inspect.ismodule(v) else getattr(v, "__module__", None)
+            dep = sys.modules.get(name) if isinstance(name, str) else None
+            if dep is not None and ours(dep.__name__) and dep.__name__ not in found:
+                todo.append(dep)
+    return found
+
+
+def solver_code_id(cls: type) -> str:
+    """What identifies the code of solver class `cls`: 16 hex digits of a sha256 over the
+    source text of :func:`_code_modules` (read once per module and process, so it is the
+    code this process loaded), or, for a class without a source file (defined in a
+    notebook cell or the REPL), over its methods' bytecode and constants.
+
+    The store keys of :func:`slackopt.compare.compare` include it: a row computed by other
+    code is never returned. An edit to any of those modules (a comment included) changes
+    it; an edit to slackopt's evaluator does not.
+    """
+    import hashlib
+
+    h = hashlib.sha256()
+    mods = _code_modules(cls)
+    for name in sorted(mods):
+        if name not in _CODE_IDS:
+            try:
+                text = inspect.getsource(mods[name])
+            except (OSError, TypeError):
+                text = ""
+            _CODE_IDS[name] = hashlib.sha256(text.encode()).hexdigest()
+        h.update(f"{name}:{_CODE_IDS[name]};".encode())
+    if not any(_CODE_IDS.get(n) != hashlib.sha256(b"").hexdigest() for n in mods):
+        for c in cls.__mro__:
+            if c in (BaseSolver, object):
+                continue
+            for k, v in sorted(vars(c).items()):
+                code = getattr(getattr(v, "__func__", v), "__code__", None)
+                if code is not None:
+                    h.update(f"{c.__qualname__}.{k}".encode() + _code_bytes(code))
+    return h.hexdigest()[:16]
+
+
+def _code_bytes(code: Any) -> bytes:
+    """Bytecode and constants of a code object, nested code objects included (no memory
+    addresses, so the same source gives the same bytes in every process)."""
+    out = [code.co_code, repr(code.co_names).encode()]
+    for c in code.co_consts:
+        out.append(_code_bytes(c) if hasattr(c, "co_code") else repr(c).encode())
+    return b"|".join(out)
+
+
+def min_budget_by_bisection(instance: Instance, feasible_at: Callable[[int], bool],
+                            lo: int) -> int | None:
+    """Smallest budget (bytes) in (lo, P] at which ``feasible_at`` holds, within
+    :data:`MIN_BUDGET_REL_TOL` (0.5%) of P, by :func:`slackopt.bisection.smallest_true`.
+
+    Feasibility is assumed monotone in M and False at `lo`; the returned budget is one at
+    which ``feasible_at`` held. Returns None if it does not hold at P either (about
+    log2(1 / 0.005) = 8 calls).
+    """
+    P = int(instance.P)
+    if int(lo) >= P or not feasible_at(P):
+        return None
+    return smallest_true(feasible_at, int(lo), P, tol=max(1, math.ceil(MIN_BUDGET_REL_TOL * P)))
+
+
+__all__ = ["BaseSolver", "Param", "Outcome", "Run", "SolverParamError", "describe_params",
+           "param_names", "min_budget_by_bisection", "solver_code_id", "MIN_BUDGET_REL_TOL"]

@@ -1,0 +1,326 @@
+"""Conformance checks of the solver contract, for the built-in solvers and for yours.
+
+In the style of scikit-learn's ``check_estimator`` / ``parametrize_with_checks``: each
+check is a function ``check(cls, ctx)`` that raises AssertionError (or the solver's own
+error) with a message naming what broke. :func:`check_solver` runs them all on one class;
+:func:`solver_checks` lists them, for ``pytest.mark.parametrize``::
+
+    from slackopt.testing import check_solver
+    check_solver(MySolver)              # raises AssertionError naming the failed check
+
+    @pytest.mark.parametrize("check", solver_checks(MySolver), ids=lambda c: c.__name__)
+    def test_contract(check): check(MySolver, CheckContext())
+
+The checks (the contract of :class:`slackopt.solverbase.BaseSolver`):
+
+- ``check_base_class``: a BaseSolver subclass whose ``cls()`` builds with defaults.
+- ``check_params_round_trip``: ``params`` has exactly the ``__init__`` keywords, is
+  JSON text, and ``cls(**s.params).params == s.params``.
+- ``check_distinct_keys``: changing any one hyperparameter to another valid value, or the
+  seed, changes the store key (:func:`slackopt.compare.run_key`); so does the code
+  identity (:func:`slackopt.solverbase.solver_code_id`).
+- ``check_bad_params``: an unknown key, and for each hyperparameter a value its spec
+  refuses, raise :class:`~slackopt.errors.SolverError` naming every valid key.
+- ``check_same_seed_same_plan``: two solves with the same seed give the same status and
+  decisions.
+- ``check_plans_feasible``: over the check instances and budgets, every status is one of
+  :data:`slackopt.solver.STATUSES`, ``result.solver == cls.name``, and every plan
+  reported "feasible"/"optimal" is re-simulated by the evaluator: feasible, peak <= M.
+- ``check_min_budget_reachable``: where an infeasible result states
+  ``info["min_budget_bytes"] = b``, solving at b gives a feasible plan (re-simulated).
+- ``check_time_limit``: with ``time_limit_s = t`` a solve returns within the hard
+  deadline :func:`slackopt.compare.hard_deadline_s` (``1.5 t + 1 s``, the tolerance
+  compare() enforces), measured with perf_counter around the call.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from slackopt.errors import SolverError
+from slackopt.instance import Instance
+from slackopt.simulate import simulate
+from slackopt.solver import STATUSES, SolveResult
+from slackopt.solverbase import BaseSolver, Param, param_names
+
+Check = Callable[[type, "CheckContext"], None]
+
+
+def _default_instances() -> list[Instance]:
+    from slackopt.workloads.synthetic import chain, unet
+
+    return [chain(8, seed=0), unet(2)]
+
+
+@dataclass
+class CheckContext:
+    """What the checks run on.
+
+    Attributes:
+        instances: small instances (default: ``chain(8, seed=0)`` and ``unet(2)``).
+        fractions: budgets as fractions of P (default 1.0, 0.6, 0.3).
+        time_limit_s: the time limit of every solve (s, default 2.0).
+        params: hyperparameters for the solver under test (default: its defaults).
+    """
+
+    instances: list[Instance] = field(default_factory=_default_instances)
+    fractions: tuple[float, ...] = (1.0, 0.6, 0.3)
+    time_limit_s: float = 2.0
+    params: dict[str, Any] = field(default_factory=dict)
+    _cache: dict[Any, SolveResult] = field(default_factory=dict, repr=False)
+
+    def budgets(self, inst: Instance) -> list[int]:
+        """The budgets (bytes) of the grid on `inst`."""
+        return [int(f * inst.P) for f in self.fractions]
+
+    def solve(self, cls: type, inst: Instance, m: int, seed: int | None = 0) -> SolveResult:
+        """``cls(**params).solve`` on the lowered instance, cached per (instance, M, seed)."""
+        key = (cls, id(inst), int(m), seed)
+        if key not in self._cache:
+            self._cache[key] = cls(**self.params).solve(
+                inst.lowered, int(m), time_limit_s=self.time_limit_s, seed=seed)
+        return self._cache[key]
+
+
+def _fail(cls: type, what: str) -> AssertionError:
+    return AssertionError(f"{cls.__name__}: {what}")
+
+
+def check_base_class(cls: type, ctx: CheckContext) -> None:
+    """A BaseSolver subclass that builds with its defaults (and ctx.params)."""
+    if not (isinstance(cls, type) and issubclass(cls, BaseSolver)):
+        raise _fail(cls, "is not a slackopt.solverbase.BaseSolver subclass")
+    cls(**ctx.params)
+
+
+def check_params_round_trip(cls: type, ctx: CheckContext) -> None:
+    """params == the __init__ keywords, JSON-ready, and rebuilds an equal solver."""
+    s = cls(**ctx.params)
+    p = s.params
+    if list(p) != param_names(cls):
+        raise _fail(cls, f"params keys {list(p)} != __init__ keywords {param_names(cls)}")
+    try:
+        json.dumps(p, allow_nan=False)
+    except (TypeError, ValueError) as e:
+        raise _fail(cls, f"params {p!r} are not JSON: {e}") from None
+    again = cls(**p).params
+    if again != p:
+        raise _fail(cls, f"cls(**params).params = {again!r} differs from params {p!r}")
+
+
+def _other_value(spec: Param, value: Any) -> Any:
+    """A valid value different from `value` under `spec` (None if none is known)."""
+    if spec.none and value is not None:
+        return None
+    t = spec.type
+    if t is bool:
+        return not value
+    if t is str:
+        return next((c for c in (spec.choices or ()) if c != value), None)
+    if t is tuple:
+        items = list(spec.choices or value or ())
+        return [] if value else items[:1] or None
+    if t in (int, float):
+        lo = spec.min if spec.min is not None else (1 if spec.positive else 0)
+        base = value if value is not None else lo
+        for cand in (base + 1, base * 2, lo, (spec.max if spec.max is not None else base + 3),
+                     (base + lo) / 2):
+            if cand is None or cand == value:
+                continue
+            cand = t(cand)
+            try:
+                return spec.check(cand)
+            except ValueError:
+                continue
+    return None
+
+
+def _bad_values(spec: Param) -> list[Any]:
+    """Values `spec` must refuse."""
+    t = spec.type
+    out: list[Any] = [] if spec.none else [None]
+    if t is bool:
+        out += ["no", 1]
+    elif t in (int, float):
+        out += [True, "3", float("nan")]
+        if t is int:
+            out.append(1.5)
+        if spec.min is not None:
+            out.append(t(spec.min) - 1)
+        if spec.max is not None:
+            out.append(t(spec.max) + 1)
+        if spec.positive:
+            out.append(t(0))
+    elif t is str:
+        out += [3]
+        if spec.choices is not None:
+            out.append("no-such-choice")
+    elif t is tuple:
+        out += ["abc", [1, 2]]
+        if spec.choices is not None:
+            out.append(["no-such-item"])
+    return out
+
+
+def check_distinct_keys(cls: type, ctx: CheckContext) -> None:
+    """Another hyperparameter value, another seed or other code: another store key."""
+    from slackopt.compare import run_key
+    from slackopt.solverbase import solver_code_id
+
+    inst = ctx.instances[0]
+    m = int(inst.P)
+    s = cls(**ctx.params)
+    k0 = run_key(inst, m, s, seed=1, time_limit_s=ctx.time_limit_s)
+    if run_key(inst, m, s, seed=2, time_limit_s=ctx.time_limit_s) == k0:
+        raise _fail(cls, "seeds 1 and 2 give the same store key")
+    if run_key(inst, m, s, seed=1, time_limit_s=ctx.time_limit_s, code="edited") == k0:
+        raise _fail(cls, "the store key does not depend on the solver's code")
+    if not solver_code_id(cls):
+        raise _fail(cls, "solver_code_id is empty")
+    for k, spec in cls.param_specs.items():
+        alt = _other_value(spec, getattr(s, k))
+        if alt is None:
+            continue
+        other = cls(**{**s.params, k: alt})
+        if other.params == s.params:
+            raise _fail(cls, f"{k}={alt!r} is accepted but params do not change")
+        if run_key(inst, m, other, seed=1, time_limit_s=ctx.time_limit_s) == k0:
+            raise _fail(cls, f"{k}={alt!r} gives the same store key as {getattr(s, k)!r}")
+
+
+def check_bad_params(cls: type, ctx: CheckContext) -> None:
+    """Unknown keys and out-of-spec values raise SolverError naming every valid key."""
+    names = param_names(cls)
+
+    def expect(kwargs: dict[str, Any], what: str) -> None:
+        try:
+            cls(**kwargs)
+        except SolverError as e:
+            msg = str(e)
+            missing = [n for n in names if n not in msg]
+            if missing:
+                raise _fail(cls, f"{what}: the error does not name the valid keys "
+                                 f"{missing}: {msg}") from None
+            return
+        raise _fail(cls, f"{what}: accepted, expected a SolverError")
+
+    expect({**ctx.params, "no_such_param_xyz": 1}, "unknown key 'no_such_param_xyz'")
+    for k, spec in cls.param_specs.items():
+        for v in _bad_values(spec):
+            expect({**ctx.params, k: v}, f"{k}={v!r} ({spec.rule()})")
+
+
+def check_same_seed_same_plan(cls: type, ctx: CheckContext) -> None:
+    """Same seed, same status and plan (no time limit, so the clock cannot decide)."""
+    inst = ctx.instances[0]
+    m = int(0.6 * inst.P)
+    for seed in (0, 7):
+        a = cls(**ctx.params).solve(inst.lowered, m, time_limit_s=ctx.time_limit_s, seed=seed)
+        b = cls(**ctx.params).solve(inst.lowered, m, time_limit_s=ctx.time_limit_s, seed=seed)
+        same_plan = (a.plan is None and b.plan is None) or (
+            a.plan is not None and b.plan is not None
+            and np.array_equal(a.plan.decisions, b.plan.decisions)
+            and a.plan.policy == b.plan.policy)
+        if a.status != b.status or not same_plan:
+            raise _fail(cls, f"seed {seed} gave two answers on {inst.name} at 0.6 P: "
+                             f"{a.status} vs {b.status}, same plan: {same_plan}")
+
+
+def check_plans_feasible(cls: type, ctx: CheckContext) -> None:
+    """Shared status words; every feasible/optimal plan re-simulated, never over M."""
+    for inst in ctx.instances:
+        low = inst.lowered
+        for m in ctx.budgets(inst):
+            r = ctx.solve(cls, inst, m)
+            where = f"{inst.name} at M = {m} B"
+            if r.status not in STATUSES:
+                raise _fail(cls, f"{where}: status {r.status!r} not in {STATUSES}")
+            if r.solver != cls.name:
+                raise _fail(cls, f"{where}: result.solver {r.solver!r} != name {cls.name!r}")
+            if r.status in ("feasible", "optimal"):
+                if r.plan is None:
+                    raise _fail(cls, f"{where}: status {r.status} without a plan")
+                ev = simulate(low, r.plan, m)
+                if not ev.feasible or ev.peak_bytes > m:
+                    raise _fail(cls, f"{where}: reported {r.status} but the evaluator says "
+                                     f"feasible={ev.feasible}, peak {ev.peak_bytes} B "
+                                     f"({ev.failure})")
+
+
+def check_min_budget_reachable(cls: type, ctx: CheckContext) -> None:
+    """A stated ``info["min_budget_bytes"]`` is a budget where the solver succeeds."""
+    for inst in ctx.instances:
+        for m in ctx.budgets(inst):
+            r = ctx.solve(cls, inst, m)
+            b = (r.info or {}).get("min_budget_bytes")
+            if r.status != "infeasible" or b is None:
+                continue
+            r2 = ctx.solve(cls, inst, int(b))
+            ok = r2.status in ("feasible", "optimal") and r2.plan is not None and \
+                simulate(inst.lowered, r2.plan, int(b)).feasible
+            if not ok:
+                raise _fail(cls, f"{inst.name} at M = {m} B states min_budget_bytes = {b}, "
+                                 f"but at {b} B the status is {r2.status}")
+            break  # one per instance: each costs a solve
+
+
+def check_time_limit(cls: type, ctx: CheckContext) -> None:
+    """A solve with time_limit_s = t returns within 1.5 t + 1 s (compare's hard deadline)."""
+    from slackopt.compare import hard_deadline_s
+
+    inst = max(ctx.instances, key=lambda i: i.n_saved)
+    t = ctx.time_limit_s
+    t0 = time.perf_counter()
+    cls(**ctx.params).solve(inst.lowered, int(0.5 * inst.P), time_limit_s=t, seed=0)
+    took = time.perf_counter() - t0
+    if took > hard_deadline_s(t):  # type: ignore[operator]
+        raise _fail(cls, f"time_limit_s={t:g} but the solve took {took:.3g} s (> the "
+                         f"tolerance 1.5 x limit + 1 s = {hard_deadline_s(t):.3g} s)")
+
+
+CHECKS: tuple[Check, ...] = (
+    check_base_class, check_params_round_trip, check_distinct_keys, check_bad_params,
+    check_same_seed_same_plan, check_plans_feasible, check_min_budget_reachable,
+    check_time_limit,
+)
+"""Every check, in the order :func:`check_solver` runs them."""
+
+
+def solver_checks(cls: type | None = None) -> list[Check]:
+    """The checks (:data:`CHECKS`), for ``pytest.mark.parametrize``; `cls` is accepted for
+    symmetry with scikit-learn and unused."""
+    return list(CHECKS)
+
+
+def check_solver(cls: type, ctx: CheckContext | None = None) -> None:
+    """Run every conformance check (module docstring) on solver class `cls`.
+
+    Args:
+        cls: the solver class (not an instance).
+        ctx: instances, budgets, time limit and hyperparameters (default
+            :class:`CheckContext`: ``chain(8)`` and ``unet(2)`` at 1.0, 0.6, 0.3 P, 2 s).
+
+    Raises:
+        AssertionError: naming the first failed check, the solver and what broke.
+    """
+    if not inspect.isclass(cls):
+        raise TypeError(f"check_solver takes a class, got {cls!r}")
+    ctx = ctx or CheckContext()
+    for check in CHECKS:
+        try:
+            check(cls, ctx)
+        except AssertionError as e:
+            raise AssertionError(f"{check.__name__}: {e}") from None
+
+
+__all__ = ["CHECKS", "CheckContext", "check_solver", "solver_checks", "check_base_class",
+           "check_params_round_trip", "check_distinct_keys", "check_bad_params",
+           "check_same_seed_same_plan", "check_plans_feasible", "check_min_budget_reachable",
+           "check_time_limit"]
