@@ -13,8 +13,8 @@ On a slackopt instance: the bottom ``blocks`` blocks (default: all) are checkpoi
 :func:`solvers.baselines.checkpoint_plan` does (every rebuildable saved tensor of the block
 recomputed, the block boundaries kept), and the input of each checkpointed block
 (category "block_input", read by the block's ops) is swapped instead of kept. DeepSpeed
-has no memory model and no budget: the plan is the same for every M, status "feasible",
-``objective_s`` None.
+has no memory model and no budget: the plan is the same for every M, and the evaluator
+decides whether it fits.
 
 Runtime: DeepSpeed's copies are synchronous (``.to("cpu")`` in the forward pass, and the
 input is moved back only when the layer's backward starts). The evaluator runs the plan
@@ -24,14 +24,11 @@ reported here is a lower bound on what DeepSpeed's synchronous copies would take
 
 from __future__ import annotations
 
-import time
-from typing import Any
-
 import numpy as np
 
 from slackopt.instance import Instance
 from slackopt.plan import SWAP, Plan
-from slackopt.solver import SolveResult, int_param
+from slackopt.solverbase import BaseSolver, Outcome, Param, Run
 from solvers.baselines import checkpoint_blocks, checkpoint_plan
 
 BLOCK_INPUT = "block_input"
@@ -66,31 +63,28 @@ def ckpt_offload_plan(instance: Instance, blocks: int | None = None) -> Plan:
     return Plan(dec, instance.saved_names)
 
 
-class CkptOffload:
+class CkptOffload(BaseSolver):
     """DeepSpeed activation checkpointing with ``cpu_checkpointing`` (module docstring).
 
     Args:
         blocks: number of bottom blocks checkpointed (None: every block).
+
+    The evaluator decides the status (DeepSpeed has no memory model).
     """
 
     name = "ckpt-offload"
+    param_specs = {"blocks": Param(int, min=0, none=True,
+                                   doc="bottom blocks checkpointed (None: all)")}
 
-    def __init__(self, blocks: int | None = None) -> None:
-        self.blocks = None if blocks is None else int_param("blocks", blocks, 0)
+    def __init__(self, *, blocks: int | None = None) -> None:
+        self.blocks = blocks
 
-    @property
-    def params(self) -> dict[str, Any]:
-        return {"blocks": self.blocks}
-
-    def solve(self, instance: Instance, budget_bytes: int, *, time_limit_s: float | None = None,
-              seed: int | None = None) -> SolveResult:
-        t0 = time.perf_counter()
+    def plan(self, instance: Instance, budget_bytes: int, run: Run) -> Outcome:
         plan = ckpt_offload_plan(instance, self.blocks)
         by = plan.bytes_by_decision(instance)
-        info = {"model_fits": None, "blocks": len(checkpoint_blocks(instance)),
-                "offloaded_bytes": by["swap"], "recomputed_bytes": by["recomp"]}
-        return SolveResult(plan=plan, solver=self.name, params=self.params, status="feasible",
-                           planning_time_s=time.perf_counter() - t0, seed=seed, info=info)
+        return Outcome(plan, info={"blocks": len(checkpoint_blocks(instance)),
+                                   "offloaded_bytes": by["swap"],
+                                   "recomputed_bytes": by["recomp"]})
 
 
 __all__ = ["CkptOffload", "ckpt_offload_plan", "block_inputs"]

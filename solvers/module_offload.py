@@ -34,45 +34,35 @@ modules live in ``TransformerLayer``; embedding and head tensors are kept. A ten
 cannot be rebuilt (c = inf) is kept instead of recomputed. Megatron's
 ``min_offloaded_tensor_size`` (2^20 elements) is not applied: every offloaded category
 of the paper workloads is far above it. Megatron has no memory model or budget: the plan
-is the same for every M, status "feasible" and ``objective_s`` None; the evaluator judges
-it (barrier-free runtime: offloads on a side stream, reloads by need).
+is the same for every M and the evaluator judges it (barrier-free runtime: offloads on a
+side stream, reloads by need).
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable
-from typing import Any
 
 import numpy as np
 
 from slackopt.errors import SolverError
 from slackopt.instance import Instance
 from slackopt.plan import KEEP, RECOMP, SWAP, Plan
-from slackopt.solver import SolveResult
+from slackopt.solverbase import (
+    BaseSolver,
+    Outcome,
+    Param,
+    Run,
+    SolverParamError,
+    describe_params,
+)
 
 DEFAULT_OFFLOAD = ("qkv", "attn_out")
 DEFAULT_RECOMPUTE = ("norm_out",)
 
 
-def _categories(name: str, value: str | Iterable[str]) -> tuple[str, ...]:
-    """A comma-separated string or a list of category names -> a sorted tuple.
-
-    Raises:
-        ValueError: naming the parameter, for anything else or an empty name.
-    """
-    items = value.split(",") if isinstance(value, str) else value
-    try:
-        out = [str(x).strip() for x in items if isinstance(x, str)]
-        ok = len(out) == len(list(items)) and all(out)
-    except TypeError:
-        ok = False
-    if isinstance(value, str) and not value.strip():
-        return ()
-    if not ok:
-        raise ValueError(f"{name} must be category names, comma-separated (qkv,attn_out), "
-                         f"got {value!r}")
-    return tuple(sorted(set(out)))
+def categories(text: str) -> tuple[str, ...]:
+    """A comma-separated list of category names ("qkv,attn_out") -> its names; "" -> ()."""
+    return tuple(x.strip() for x in text.split(",") if x.strip())
 
 
 def module_offload_plan(instance: Instance, offload: Iterable[str] = DEFAULT_OFFLOAD,
@@ -87,57 +77,62 @@ def module_offload_plan(instance: Instance, offload: Iterable[str] = DEFAULT_OFF
     return Plan(dec, instance.saved_names)
 
 
-class ModuleOffload:
+class ModuleOffload(BaseSolver):
     """Megatron-Core fine-grained activation offloading + selective recompute.
 
     Args:
-        offload: saved-tensor categories to offload (comma-separated or a list).
-        recompute: categories to recompute.
+        offload: saved-tensor categories to offload, comma-separated ("qkv,attn_out").
+        recompute: categories to recompute ("norm_out").
         Both default to Megatron's documented dense-transformer settings (module
         docstring); a category in both is refused (Megatron: offloaded tensors are not
         recomputed).
 
     Raises:
-        ValueError: from the constructor, for bad lists or an overlap.
+        SolverParamError: from the constructor, for a category named in both lists.
         SolverError: from ``solve``, when a category given explicitly names no saved
-            tensor of the instance (the message lists the instance's categories).
+            tensor inside the instance's blocks (the message lists the categories there).
+
+    The evaluator decides the status (Megatron has no memory model).
     """
 
     name = "module-offload"
+    param_specs = {
+        "offload": Param(str, doc="categories to offload, comma-separated"),
+        "recompute": Param(str, doc="categories to recompute, comma-separated"),
+    }
 
-    def __init__(self, offload: str | Iterable[str] | None = None,
-                 recompute: str | Iterable[str] | None = None) -> None:
-        self._named = (() if offload is None else _categories("offload", offload)) + (
-            () if recompute is None else _categories("recompute", recompute))
-        self.offload = DEFAULT_OFFLOAD if offload is None else _categories("offload", offload)
-        self.recompute = (DEFAULT_RECOMPUTE if recompute is None
-                          else _categories("recompute", recompute))
-        both = sorted(set(self.offload) & set(self.recompute))
+    def __init__(self, *, offload: str = ",".join(DEFAULT_OFFLOAD),
+                 recompute: str = ",".join(DEFAULT_RECOMPUTE)) -> None:
+        self.offload = offload
+        self.recompute = recompute
+
+    def _check_params(self) -> None:
+        super()._check_params()
+        both = sorted(set(categories(self.offload)) & set(categories(self.recompute)))
         if both:
-            raise ValueError(f"categories {', '.join(both)} are both offloaded and recomputed; "
-                             "Megatron does not recompute an offloaded tensor: name each once")
+            raise SolverParamError(
+                f"solver 'module-offload': categories {', '.join(both)} are both offloaded "
+                "and recomputed; Megatron does not recompute an offloaded tensor: name each "
+                f"once; valid keys: {describe_params(type(self))}")
 
-    @property
-    def params(self) -> dict[str, Any]:
-        return {"offload": ",".join(self.offload), "recompute": ",".join(self.recompute)}
-
-    def solve(self, instance: Instance, budget_bytes: int, *, time_limit_s: float | None = None,
-              seed: int | None = None) -> SolveResult:
-        t0 = time.perf_counter()
+    def plan(self, instance: Instance, budget_bytes: int, run: Run) -> Outcome:
+        off, rec = categories(self.offload), categories(self.recompute)
         present = {c for c, b in zip(instance.saved_categories, instance.saved_layers,
                                      strict=True) if b >= 0}
-        missing = sorted((set(self.offload) | set(self.recompute)) - present)
-        named = sorted(set(self._named) - present)
+        named: list[str] = []   # categories the user chose that match nothing
+        for given, default in ((off, DEFAULT_OFFLOAD), (rec, DEFAULT_RECOMPUTE)):
+            if given != default:
+                named += [c for c in given if c not in present]
         if named:
-            raise SolverError(f"module-offload: categories {', '.join(named)} name no saved "
-                              f"tensor inside the blocks of '{instance.name}'; its categories: "
-                              f"{', '.join(sorted(present)) or 'none'}")
-        plan = module_offload_plan(instance, self.offload, self.recompute)
+            raise SolverError(f"module-offload: categories {', '.join(sorted(set(named)))} "
+                              f"name no saved tensor inside the blocks of '{instance.name}'; "
+                              f"its categories: {', '.join(sorted(present)) or 'none'}")
+        plan = module_offload_plan(instance, off, rec)
         by = plan.bytes_by_decision(instance)
-        info = {"model_fits": None, "offloaded_bytes": by["swap"],
-                "recomputed_bytes": by["recomp"], "unmatched_categories": missing}
-        return SolveResult(plan=plan, solver=self.name, params=self.params, status="feasible",
-                           planning_time_s=time.perf_counter() - t0, seed=seed, info=info)
+        missing = sorted((set(off) | set(rec)) - present)
+        return Outcome(plan, info={"offloaded_bytes": by["swap"],
+                                   "recomputed_bytes": by["recomp"],
+                                   "unmatched_categories": missing})
 
 
 __all__ = ["ModuleOffload", "module_offload_plan", "DEFAULT_OFFLOAD", "DEFAULT_RECOMPUTE"]

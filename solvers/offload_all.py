@@ -16,8 +16,8 @@ On a slackopt instance:
   (saved by the loss) and the saved inputs of the op that produces them (the output
   projection's input: the final norm's output).
 
-torchtune has no memory model and no budget: the plan is the same for every M, and
-``objective_s`` is None (no model claims the plan fits). The side-stream copies run
+torchtune has no memory model and no budget: the plan is the same for every M, and the
+evaluator decides whether it fits. The side-stream copies run
 under the evaluator's barrier-free runtime (offload as soon as a tensor is final,
 prefetch by need under the admission rule); torchtune's ``max_fwd_stash_size`` (how long
 the device copy is held after its D2H starts) is not modelled. Never recomputes.
@@ -25,14 +25,11 @@ the device copy is held after its D2H starts) is not modelled. Never recomputes.
 
 from __future__ import annotations
 
-import time
-from typing import Any
-
 import numpy as np
 
 from slackopt.instance import Instance
 from slackopt.plan import KEEP, SWAP, Plan
-from slackopt.solver import SolveResult, int_param
+from slackopt.solverbase import BaseSolver, Outcome, Param, Run
 
 MIN_OFFLOAD_SIZE = 1024
 """torchtune's default ``min_offload_size`` (bytes)."""
@@ -60,32 +57,24 @@ def offload_all_plan(instance: Instance, min_offload_size: int = MIN_OFFLOAD_SIZ
     return Plan(dec, instance.saved_names)
 
 
-class OffloadAll:
+class OffloadAll(BaseSolver):
     """torchtune's ``OffloadActivations`` (see the module docstring).
 
     Args:
         min_offload_size: tensors smaller than this (bytes) stay on the device (1024).
 
-    Status "feasible" (the planner has no memory model; :func:`slackopt.solve` reports
-    "infeasible" when the evaluator finds the plan over M); ``objective_s`` None.
+    The evaluator decides the status (torchtune has no memory model).
     """
 
     name = "offload-all"
+    param_specs = {"min_offload_size": Param(int, min=0, doc="bytes; smaller tensors stay")}
 
-    def __init__(self, min_offload_size: int = MIN_OFFLOAD_SIZE) -> None:
-        self.min_offload_size = int_param("min_offload_size", min_offload_size, 0)
+    def __init__(self, *, min_offload_size: int = MIN_OFFLOAD_SIZE) -> None:
+        self.min_offload_size = min_offload_size
 
-    @property
-    def params(self) -> dict[str, Any]:
-        return {"min_offload_size": self.min_offload_size}
-
-    def solve(self, instance: Instance, budget_bytes: int, *, time_limit_s: float | None = None,
-              seed: int | None = None) -> SolveResult:
-        t0 = time.perf_counter()
+    def plan(self, instance: Instance, budget_bytes: int, run: Run) -> Outcome:
         plan = offload_all_plan(instance, self.min_offload_size)
-        info = {"model_fits": None, "offloaded_bytes": plan.bytes_by_decision(instance)["swap"]}
-        return SolveResult(plan=plan, solver=self.name, params=self.params, status="feasible",
-                           planning_time_s=time.perf_counter() - t0, seed=seed, info=info)
+        return Outcome(plan, info={"offloaded_bytes": plan.bytes_by_decision(instance)["swap"]})
 
 
 __all__ = ["OffloadAll", "offload_all_plan", "output_head_tensors", "MIN_OFFLOAD_SIZE"]

@@ -33,8 +33,9 @@ a_L = the saved bytes produced in block L, variables k_L, r_L, o_L in [0, 1]:
   fraction of its forward time; torchtitan's offload price is 0).
 
 Infeasible: torchtitan re-solves with one slack on the peak rows to report the smallest
-budget that admits a split, and tags nothing. Here: the keep-all plan, status
-"infeasible", the model's smallest budget in ``info["model_min_budget_bytes"]``.
+budget that admits a split, and tags nothing. Here: no plan, status "infeasible", the
+model's smallest budget in ``info["model_min_budget_bytes"]`` (and, as for every solver,
+the smallest budget at which the evaluator accepts the plan in ``min_budget_bytes``).
 
 **Inner program**, per block (PuLP/CBC): binaries keep / recompute / offload per saved
 tensor of the block, one per tensor; recompute barred where c = inf; offload barred for
@@ -49,17 +50,16 @@ copied (torchtitan's layer signatures). Tensors outside the blocks are kept.
 
 The plan runs under the barrier-free runtime. ``objective_s`` = T* + the LP's added
 runtime, set exactly when the LP (the planner's memory model) says the budget is met;
-the evaluator may still find the plan over M (the model counts a block's saved bytes as
-all live at once, not its transients in the forward pass nor rebuild buffers, and the
-inner program may keep less than the LP asked). ``info`` holds the LP fractions per block
-(``fractions``: {block: [k, r, o]}) and the bytes each block's tags keep / recompute /
-offload (``tagged_bytes``).
+the evaluator decides the status and may still find the plan over M (the model counts
+a block's saved bytes as all live at once, not its transients in the forward pass nor
+rebuild buffers, and the inner program may keep less than the LP asked). ``info`` holds
+the LP fractions per block (``fractions``: {block: [k, r, o]}) and the bytes each
+block's tags keep / recompute / offload (``tagged_bytes``).
 """
 
 from __future__ import annotations
 
 import math
-import time
 from typing import Any
 
 import numpy as np
@@ -67,7 +67,7 @@ import numpy as np
 from slackopt.errors import SolverError
 from slackopt.instance import Instance
 from slackopt.plan import KEEP, RECOMP, SWAP, Plan
-from slackopt.solver import SolveResult, int_param
+from slackopt.solverbase import BaseSolver, Outcome, Param, Run
 from solvers.baselines import checkpoint_blocks
 
 OFFLOAD_MIN_BYTES = 1 << 20
@@ -250,55 +250,45 @@ def _signature(instance: Instance, members: np.ndarray, frac: tuple[float, float
     return items, tuple(round(x, 9) for x in frac)
 
 
-class TitanAuto:
+class TitanAuto(BaseSolver):
     """torchtitan's ``auto_perf_maxing`` (module docstring).
 
     Args:
         offload_min_bytes: tensors below this size are never offloaded (bytes; torchtitan
             1 MiB).
 
-    Outcomes: M >= P: keep-all, "feasible" (torchtitan: nothing to do). No blocks or an
-    infeasible outer LP: keep-all, "infeasible", ``info["model_min_budget_bytes"]`` from
-    the elastic LP (no blocks: P). Otherwise the tags, status "feasible" (the model says
-    the budget is met; :func:`slackopt.solve` makes it "infeasible" if the evaluator finds
-    the plan over M). Requires PuLP's CBC (a dependency of slackopt).
+    Outcomes: M >= P: keep-all (torchtitan: nothing to do). No blocks or an infeasible
+    outer LP: no plan, status "infeasible", ``info["model_min_budget_bytes"]`` from the
+    elastic LP (no blocks: P). Otherwise the tags; the evaluator decides the status and
+    ``objective_s`` is the model's step (so it is set exactly when the LP calls the budget
+    met). Requires PuLP's CBC (a dependency of slackopt).
     """
 
     name = "titan-auto"
+    param_specs = {"offload_min_bytes": Param(int, min=0,
+                                              doc="bytes; smaller tensors are not offloaded")}
 
-    def __init__(self, offload_min_bytes: int = OFFLOAD_MIN_BYTES) -> None:
-        self.offload_min_bytes = int_param("offload_min_bytes", offload_min_bytes, 0)
+    def __init__(self, *, offload_min_bytes: int = OFFLOAD_MIN_BYTES) -> None:
+        self.offload_min_bytes = offload_min_bytes
 
-    @property
-    def params(self) -> dict[str, Any]:
-        return {"offload_min_bytes": self.offload_min_bytes}
-
-    def solve(self, instance: Instance, budget_bytes: int, *, time_limit_s: float | None = None,
-              seed: int | None = None) -> SolveResult:
-        t0 = time.perf_counter()
+    def plan(self, instance: Instance, budget_bytes: int, run: Run) -> Outcome:
         M, P = int(budget_bytes), int(instance.P)
-
-        def done(plan: Plan, status: str, objective: float | None,
-                 info: dict[str, Any]) -> SolveResult:
-            return SolveResult(plan=plan, solver=self.name, params=self.params, status=status,
-                               objective_s=objective, planning_time_s=time.perf_counter() - t0,
-                               seed=seed, info=info)
-
+        limit = None if run.time_limit_s is None else max(run.remaining(), 1.0)
         if M >= P:
-            return done(Plan.keep_all(instance), "feasible", instance.ideal_time_s,
-                        {"model_fits": True, "note": "M >= P: nothing to do"})
+            return Outcome(Plan.keep_all(instance), objective_s=instance.ideal_time_s,
+                           info={"model_fits": True, "note": "M >= P: nothing to do"})
         if not checkpoint_blocks(instance):
-            return done(Plan.keep_all(instance), "infeasible", None,
-                        {"model_fits": False, "model_min_budget_bytes": P,
-                         "note": "no blocks (no saved tensor has a layer >= 0): nothing to "
-                                 "split"})
-        frac, lp = outer_lp(instance, M, time_limit_s=time_limit_s)
+            return Outcome(None, status="infeasible",
+                           info={"model_fits": False, "model_min_budget_bytes": P,
+                                 "note": "no blocks (no saved tensor has a layer >= 0): "
+                                         "nothing to split"})
+        frac, lp = outer_lp(instance, M, time_limit_s=limit)
         if frac is None:
-            _, el = outer_lp(instance, M, time_limit_s=time_limit_s, elastic=True)
+            _, el = outer_lp(instance, M, time_limit_s=limit, elastic=True)
             info = {"model_fits": False, "lp_status": lp["status"]}
             if "slack_bytes" in el:
                 info["model_min_budget_bytes"] = M + el["slack_bytes"]
-            return done(Plan.keep_all(instance), "infeasible", None, info)
+            return Outcome(None, status="infeasible", info=info)
         lay = _layer_layout(instance)
         dec = np.full(instance.n_saved, KEEP, dtype=np.int8)
         cache: dict[tuple, np.ndarray] = {}
@@ -310,14 +300,14 @@ class TitanAuto:
             if sig not in cache:
                 cache[sig] = inner_tags(instance, m, frac[b],
                                         offload_min_bytes=self.offload_min_bytes,
-                                        time_limit_s=time_limit_s)
+                                        time_limit_s=limit)
             dec[m] = cache[sig]
             tagged[b] = [int(s[m][cache[sig] == d].sum()) for d in (KEEP, RECOMP, SWAP)]
         info = {"model_fits": True, "fractions": {b: list(v) for b, v in frac.items()},
                 "tagged_bytes": tagged, "inner_solves": len(cache),
                 "model_peak_bytes": lp["model_peak_bytes"]}
-        return done(Plan(dec, instance.saved_names), "feasible",
-                    instance.ideal_time_s + lp["added_runtime_s"], info)
+        return Outcome(Plan(dec, instance.saved_names),
+                       objective_s=instance.ideal_time_s + lp["added_runtime_s"], info=info)
 
 
 __all__ = ["TitanAuto", "outer_lp", "inner_tags", "OFFLOAD_MIN_BYTES"]

@@ -47,7 +47,6 @@ Needs the ``[torch]`` extra: without torch the solver raises a SolverError sayin
 from __future__ import annotations
 
 import importlib
-import time
 from typing import Any
 
 import numpy as np
@@ -55,7 +54,7 @@ import numpy as np
 from slackopt.errors import SolverError
 from slackopt.instance import Instance
 from slackopt.plan import KEEP, RECOMP, Plan
-from slackopt.solver import SolveResult
+from slackopt.solverbase import BaseSolver, Outcome, Param, Run
 
 METHODS = ("dp", "greedy", "dp_knapsack_sliding_hirschberg", "ilp")
 """``--param method=``: PyTorch's solver names (``activation_memory_budget_solver``)."""
@@ -165,45 +164,39 @@ def knapsack_plan(instance: Instance, budget_bytes: int, method: str = "dp"
     return plan, info
 
 
-class TorchKnapsack:
+class TorchKnapsack(BaseSolver):
     """PyTorch's ``activation_memory_budget`` selection with PyTorch's knapsack solvers.
 
     Args:
         method: ``"dp"`` (PyTorch's default), ``"greedy"``,
             ``"dp_knapsack_sliding_hirschberg"`` or ``"ilp"`` (scipy).
 
-    ``solve`` returns status "feasible" when the planner's model (saved bytes within b)
-    says the plan fits M, else "infeasible"; :func:`slackopt.solve` turns "feasible" into
-    "infeasible" when the evaluator finds the plan over M. ``objective_s`` (T* plus the
-    recompute time of the dropped tensors) is set exactly when the model says it fits.
-    See the module docstring for the budget translation.
+    When the planner's model (saved bytes within b) says the plan fits M, the evaluator
+    decides the status and ``objective_s`` is the model's step (T* plus the recompute time
+    of the dropped tensors); when it says the plan does not fit (raw b < 0), the status is
+    "infeasible" and ``objective_s`` None. So ``objective_s`` is set exactly when the
+    model calls the plan fitting, and a "fits" with an infeasible status is a plan the
+    model accepts and the evaluator finds over M. See the module docstring for the budget
+    translation.
 
     Raises:
-        SolverError: without torch (names the ``[torch]`` extra) or a bad method.
+        SolverError: without torch (names the ``[torch]`` extra).
     """
 
     name = "torch-knapsack"
+    param_specs = {"method": Param(str, choices=METHODS,
+                                   doc="PyTorch's activation_memory_budget_solver")}
 
-    def __init__(self, method: str = "dp") -> None:
-        if method not in METHODS:
-            raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
+    def __init__(self, *, method: str = "dp") -> None:
         self.method = method
 
-    @property
-    def params(self) -> dict[str, Any]:
-        return {"method": self.method}
-
-    def solve(self, instance: Instance, budget_bytes: int, *, time_limit_s: float | None = None,
-              seed: int | None = None) -> SolveResult:
-        t0 = time.perf_counter()
+    def plan(self, instance: Instance, budget_bytes: int, run: Run) -> Outcome:
         plan, info = knapsack_plan(instance, int(budget_bytes), self.method)
+        if not info["model_fits"]:
+            return Outcome(plan, status="infeasible", info=info)
         recomputed = plan.decisions == RECOMP
         model_s = float(instance.ideal_time_s + np.asarray(instance.c)[recomputed].sum())
-        ok = bool(info["model_fits"])
-        return SolveResult(plan=plan, solver=self.name, params=self.params,
-                           status="feasible" if ok else "infeasible",
-                           objective_s=model_s if ok else None,
-                           planning_time_s=time.perf_counter() - t0, seed=seed, info=info)
+        return Outcome(plan, objective_s=model_s, info=info)
 
 
 __all__ = ["TorchKnapsack", "knapsack_plan", "knapsack_inputs", "memory_budget_ratio",
