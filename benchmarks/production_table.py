@@ -10,15 +10,21 @@ plan of the table (compare's gap columns), and what the planner's own memory mod
 Only torch-knapsack and titan-auto have a memory model; each sets ``objective_s`` exactly
 when its model says the plan fits M (their module docstrings), so a row with
 ``objective_s`` set and an infeasible evaluation is a plan the planner calls fitting and
-the evaluator finds over M ("fits; evaluator: over M"). Nothing here is asserted by tests.
+the evaluator finds over M ("fits; evaluator: over M"). "fits from M/P": for a plan over M,
+the smallest budget (fraction of P) at which the planner's plan runs, found by the solver
+contract's bisection over the evaluator (0.5% of P resolution; "never": not even at P).
+Nothing here is asserted by tests.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 
 from slackopt.compare import read_results
+from slackopt.solver import registered_solvers
+from slackopt.solverbase import param_defaults
 
 MODEL_SOLVERS = ("torch-knapsack", "titan-auto")
 """Planners whose ``objective_s`` reports their own memory model's verdict."""
@@ -26,6 +32,14 @@ MODEL_SOLVERS = ("torch-knapsack", "titan-auto")
 
 def _pct(x: float, digits: int = 1) -> str:
     return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}%}"
+
+
+def label(solver: str, params_json: str) -> str:
+    """The solver's name and the parameters that differ from its defaults."""
+    defaults = param_defaults(registered_solvers()[solver].load())
+    given = json.loads(params_json or "{}")
+    extra = [f"{k}={v}" for k, v in given.items() if defaults.get(k, v) != v]
+    return solver + (f" ({', '.join(extra)})" if extra else "")
 
 
 def model_verdict(row) -> str:
@@ -42,16 +56,19 @@ def table(path: str) -> str:
     """The markdown table of a compare results file (csv, json, parquet or sqlite)."""
     df = read_results(path)
     lines = ["| workload | M/P | solver | status | throughput | peak GB | moved GB | "
-             "gap to bound | gap to best | own memory model |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "gap to bound | gap to best | own memory model | fits from M/P |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in df.itertuples(index=False):
+        solver = label(r.solver, r.params)
+        mb = r.min_budget_bytes
+        reach = "-" if r.feasible else (f"{mb / r.P_bytes:.3f}" if mb == mb and mb else "never")
         moved = (r.d2h_bytes + r.h2d_bytes) / 1e9 if r.feasible else math.nan
         lines.append(
-            f"| {r.instance.split('_')[0]} | {r.budget_fraction:.2g} | {r.solver} | {r.status} "
+            f"| {r.instance.split('_')[0]} | {r.budget_fraction:.2g} | {solver} | {r.status} "
             f"| {_pct(r.throughput)} | "
             f"{'-' if not r.feasible else f'{r.peak_bytes / 1e9:.2f}'} | "
             f"{'-' if moved != moved else f'{moved:.2f}'} | {_pct(r.gap_to_bound, 2)} | "
-            f"{_pct(r.gap_to_best, 2)} | {model_verdict(r)} |")
+            f"{_pct(r.gap_to_best, 2)} | {model_verdict(r)} | {reach} |")
     return "\n".join(lines)
 
 
