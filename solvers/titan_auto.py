@@ -33,9 +33,10 @@ a_L = the saved bytes produced in block L, variables k_L, r_L, o_L in [0, 1]:
   fraction of its forward time; torchtitan's offload price is 0).
 
 Infeasible: torchtitan re-solves with one slack on the peak rows to report the smallest
-budget that admits a split, and tags nothing. Here: no plan, status "infeasible", the
-model's smallest budget in ``info["model_min_budget_bytes"]`` (and, as for every solver,
-the smallest budget at which the evaluator accepts the plan in ``min_budget_bytes``).
+budget that admits a split, and tags nothing. Here: the keep-all plan (nothing tagged),
+status "infeasible", the model's smallest budget in ``info["model_min_budget_bytes"]``
+(and, as for every solver, the smallest budget at which the evaluator accepts the plan in
+``min_budget_bytes``).
 
 **Inner program**, per block (PuLP/CBC): binaries keep / recompute / offload per saved
 tensor of the block, one per tensor; recompute barred where c = inf; offload barred for
@@ -258,10 +259,11 @@ class TitanAuto(BaseSolver):
             1 MiB).
 
     Outcomes: M >= P: keep-all (torchtitan: nothing to do). No blocks or an infeasible
-    outer LP: no plan, status "infeasible", ``info["model_min_budget_bytes"]`` from the
-    elastic LP (no blocks: P). Otherwise the tags; the evaluator decides the status and
-    ``objective_s`` is the model's step (so it is set exactly when the LP calls the budget
-    met). Requires PuLP's CBC (a dependency of slackopt).
+    outer LP: the untagged graph, i.e. the keep-all plan, status "infeasible",
+    ``info["model_min_budget_bytes"]`` from the elastic LP (no blocks: P). Otherwise the
+    tags; the evaluator decides the status and ``objective_s`` is the model's step (so it
+    is set exactly when the LP calls the budget met). Requires PuLP's CBC (a slackopt
+    dependency).
     """
 
     name = "titan-auto"
@@ -278,7 +280,7 @@ class TitanAuto(BaseSolver):
             return Outcome(Plan.keep_all(instance), objective_s=instance.ideal_time_s,
                            info={"model_fits": True, "note": "M >= P: nothing to do"})
         if not checkpoint_blocks(instance):
-            return Outcome(None, status="infeasible",
+            return Outcome(Plan.keep_all(instance), status="infeasible",
                            info={"model_fits": False, "model_min_budget_bytes": P,
                                  "note": "no blocks (no saved tensor has a layer >= 0): "
                                          "nothing to split"})
@@ -288,7 +290,7 @@ class TitanAuto(BaseSolver):
             info = {"model_fits": False, "lp_status": lp["status"]}
             if "slack_bytes" in el:
                 info["model_min_budget_bytes"] = M + el["slack_bytes"]
-            return Outcome(None, status="infeasible", info=info)
+            return Outcome(Plan.keep_all(instance), status="infeasible", info=info)
         lay = _layer_layout(instance)
         dec = np.full(instance.n_saved, KEEP, dtype=np.int8)
         cache: dict[tuple, np.ndarray] = {}
