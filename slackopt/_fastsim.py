@@ -16,8 +16,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-ABSENT, FWD, HOST, FETCH, DEV = 0, 1, 2, 3, 4
-KEEP, SWAP, RECOMP = 0, 1, 2
+from slackopt.plan import RECOMP, SWAP
+from slackopt.simulate._tasks import ABSENT, DEV, FETCH, FWD, HOST
 
 # Result codes.
 OK, FAIL_ALLOC, FAIL_H2D, INTERNAL_NOT_RESIDENT, INTERNAL_NOT_QUEUED, INTERNAL_NO_SHORT = (

@@ -387,7 +387,8 @@ def describe(
 @_guarded
 def solve(
     instance: Annotated[Path, typer.Argument(help="Instance file.")],
-    solver: Annotated[str, typer.Option("--solver", "-s", help="Registered solver name.")],
+    solver: Annotated[str, typer.Option("--solver", "-s", help="Registered solver name, or "
+                                        "path/to/file.py:ClassName.")],
     budget: Annotated[str, typer.Option("--budget", "-b",
                                         help="Memory budget: fraction of P (0.5) or a size "
                                         "(11.5GB).")],
@@ -594,8 +595,9 @@ def _pct(x: Any, digits: int = 1) -> str:
 def compare_cmd(
     instances: Annotated[list[Path], typer.Argument(help="Instance files.")],
     solvers: Annotated[str, typer.Option(
-        "--solvers", help="Comma-separated solver names, 'all' for every registered solver, "
-        "a suite ('production'), or a JSON list of names and [name, {params}] pairs.")],
+        "--solvers", help="Comma-separated solver names (or file.py:Class), 'all' for every "
+        "registered solver, a suite ('production'), or a JSON list of names and [name, "
+        "{params}] pairs.")],
     budgets: Annotated[str, typer.Option(
         "--budgets", help="Comma-separated budgets: fractions of P (0.9,0.5) or sizes "
         "(11.5GB).")],
@@ -718,8 +720,8 @@ FigOutOpt = Annotated[Path, typer.Option("--output", "-o",
                                          help="Figure file: .png, .svg or .pdf.")]
 SolverListOpt = Annotated[
     list[str] | None,
-    typer.Option("--solver", "-s", help="Registered solver name; repeat to compare "
-                 "(default: slackswap)."),
+    typer.Option("--solver", "-s", help="Registered solver name or path/to/file.py:Class; "
+                 "repeat to compare (default: slackswap)."),
 ]
 BudgetOpt = Annotated[str, typer.Option("--budget", "-b", help="Memory budget: fraction of P "
                                         "(0.5) or a size (11.5GB).")]

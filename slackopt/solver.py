@@ -211,7 +211,7 @@ def load_solver_class(ref: str) -> type:
                           f"{e}") from None
     if not hasattr(mod, attr):
         names = sorted(k for k, v in vars(mod).items() if isinstance(v, type)
-                       and callable(getattr(v, "solve", None)))
+                       and v.__module__ == mod.__name__ and callable(getattr(v, "solve", None)))
         raise SolverError(f"'{path}' has no class '{attr}'; solver classes there: "
                           f"{', '.join(names) or 'none'}")
     return getattr(mod, attr)

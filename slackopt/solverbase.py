@@ -30,6 +30,28 @@ A complete solver (see the README, "Your own solver")::
             ...
             return Plan(decisions, instance.saved_names)
 
+Rules for ``plan(instance, budget_bytes, run)``:
+
+- ``instance`` is already lowered (one saved unit per storage, :func:`slackopt.solve`);
+  return decisions for ``instance.saved_names``. ``budget_bytes`` is M, an int.
+- Randomness comes only from ``run.seed`` (``np.random.default_rng(run.seed_or(0))``):
+  the same seed gives the same plan (checked with no time limit).
+- ``run.time_limit_s`` (s, or None): a search polls ``run.expired()`` /
+  ``run.remaining()`` and returns its best plan so far; the whole call must end within
+  1.5 x limit + 1 s (:func:`slackopt.compare.hard_deadline_s`). Report "timeout" only
+  with no plan; "optimal" only for a proven optimum of the evaluator's semantics; a
+  ``lower_bound_s`` only if valid for every plan.
+- A bare Plan is judged by the evaluator under M. An :class:`Outcome` may set the status
+  (one of :data:`slackopt.solver.STATUSES`), ``objective_s``, ``lower_bound_s``,
+  ``min_budget_bytes`` (skips the bisection), a precomputed ``evaluation`` and ``info``.
+- Infeasible answers get ``info["min_budget_bytes"]`` by bisection over
+  :meth:`BaseSolver.feasible_at` (which re-runs ``plan`` at another budget; override it
+  with something cheaper, or set ``min_budget_search = False``).
+
+Registration: ``slackopt.register_solver(name, cls)`` at runtime, an entry point in the
+``slackopt.solvers`` group, or ``"path/to/file.py:ClassName"`` wherever a solver name is
+taken. Conformance: :func:`slackopt.testing.check_solver`.
+
 Bad hyperparameters raise :class:`SolverParamError` (a :class:`~slackopt.errors.SolverError`
 that is also a ``ValueError`` and a ``TypeError``), whose message names the solver, the
 offending key and every valid key with its type, range and default.
@@ -66,6 +88,10 @@ class SolverParamError(SolverError, ValueError, TypeError):
 
 
 _UNSET: Any = object()
+
+
+class _OutOfTime(Exception):
+    """The minimum-budget search ran into the time limit."""
 
 
 @dataclass(frozen=True)
@@ -246,6 +272,10 @@ class BaseSolver:
 
     def __init_subclass__(cls, **kw: Any) -> None:
         super().__init_subclass__(**kw)
+        import sys
+
+        if cls.__module__ in sys.modules:  # snapshot the source being run (solver_code_id)
+            _module_digest(sys.modules[cls.__module__])
         if "name" not in cls.__dict__ or not cls.__dict__["name"]:
             cls.name = cls.__name__
         if "__init__" in cls.__dict__:
@@ -356,10 +386,17 @@ class BaseSolver:
         if out.min_budget_bytes is not _UNSET:
             info["min_budget_bytes"] = out.min_budget_bytes
         elif status == "infeasible" and "min_budget_bytes" not in info:
-            info["min_budget_bytes"] = (
-                min_budget_by_bisection(instance, lambda m: self.feasible_at(instance, m, run),
-                                        M)
-                if getattr(self, "min_budget_search", True) else None)
+            info["min_budget_bytes"] = None
+            if getattr(self, "min_budget_search", True):
+                def pred(m: int) -> bool:
+                    if run.expired():
+                        raise _OutOfTime
+                    return self.feasible_at(instance, m, run)
+                try:
+                    info["min_budget_bytes"] = min_budget_by_bisection(instance, pred, M)
+                except _OutOfTime:
+                    info["min_budget_note"] = ("the minimum-budget search stopped at the time "
+                                               f"limit ({run.time_limit_s:g} s)")
         return SolveResult(
             plan=out.plan, solver=self.name, params=self.params, status=status,
             objective_s=objective, lower_bound_s=out.lower_bound_s,
@@ -436,7 +473,24 @@ def _as_outcome(x: Plan | Outcome | None) -> Outcome:
     raise TypeError(f"plan() returned {type(x).__name__}; expected a Plan, an Outcome or None")
 
 
-_CODE_IDS: dict[str, str] = {}
+_SOURCE_DIGESTS: dict[tuple[str, int], str] = {}
+_NO_SOURCE = ""
+
+
+def _module_digest(mod: Any) -> str:
+    """sha256 of a module's source text, cached per module name and import (a reload
+    makes a new ``__spec__``, hence a new entry); "" when it has no source file."""
+    import hashlib
+
+    key = (mod.__name__, id(getattr(mod, "__spec__", None)))
+    if key not in _SOURCE_DIGESTS:
+        try:
+            text = inspect.getsource(mod)
+        except (OSError, TypeError):
+            _SOURCE_DIGESTS[key] = _NO_SOURCE
+        else:
+            _SOURCE_DIGESTS[key] = hashlib.sha256(text.encode()).hexdigest()
+    return _SOURCE_DIGESTS[key]
 
 
 def _code_modules(cls: type) -> dict[str, Any]:
@@ -444,7 +498,9 @@ def _code_modules(cls: type) -> dict[str, Any]:
     this base excluded), then, transitively, the modules they reference at top level
     (imported modules, functions, classes) and the loaded submodules of their package,
     restricted to the same top-level package (``solvers``, ``slackopt.solvers`` or a
-    user file's module). slackopt itself (the evaluator) is not part of it."""
+    user file's module). slackopt itself (the evaluator) is not part of it. Keys are the
+    module names relative to that package (``".vdnn"``; ``"."`` for the package or file
+    itself), so moving the package or the file keeps the identity."""
     import sys
 
     roots = [sys.modules.get(c.__module__) for c in cls.__mro__
@@ -473,14 +529,18 @@ def _code_modules(cls: type) -> dict[str, Any]:
             dep = sys.modules.get(name) if isinstance(name, str) else None
             if dep is not None and ours(dep.__name__) and dep.__name__ not in found:
                 todo.append(dep)
-    return found
+    return {name[len(top):] or ".": mod for name, mod in found.items()}
 
 
 def solver_code_id(cls: type) -> str:
     """What identifies the code of solver class `cls`: 16 hex digits of a sha256 over the
-    source text of :func:`_code_modules` (read once per module and process, so it is the
-    code this process loaded), or, for a class without a source file (defined in a
-    notebook cell or the REPL), over its methods' bytecode and constants.
+    source text of :func:`_code_modules`, or, for a class without a source file (defined
+    in a notebook cell or the REPL), over its methods' bytecode and constants.
+
+    Each module's source is read once per import (a reload reads it again); a
+    BaseSolver subclass's own module is read when the class is defined, so the digest is
+    that of the code this process runs even if the file is edited afterwards (the modules
+    it depends on are read when the identity is first asked for).
 
     The store keys of :func:`slackopt.compare.compare` include it: a row computed by other
     code is never returned. An edit to any of those modules (a comment included) changes
@@ -490,15 +550,10 @@ def solver_code_id(cls: type) -> str:
 
     h = hashlib.sha256()
     mods = _code_modules(cls)
-    for name in sorted(mods):
-        if name not in _CODE_IDS:
-            try:
-                text = inspect.getsource(mods[name])
-            except (OSError, TypeError):
-                text = ""
-            _CODE_IDS[name] = hashlib.sha256(text.encode()).hexdigest()
-        h.update(f"{name}:{_CODE_IDS[name]};".encode())
-    if not any(_CODE_IDS.get(n) != hashlib.sha256(b"").hexdigest() for n in mods):
+    digests = {name: _module_digest(mods[name]) for name in sorted(mods)}
+    for name, d in digests.items():
+        h.update(f"{name}:{d};".encode())
+    if not any(digests.values()):  # no source file: the loaded bytecode
         for c in cls.__mro__:
             if c in (BaseSolver, object):
                 continue

@@ -32,7 +32,6 @@ that would exceed the limit) when its offloads need more host memory than the li
 from __future__ import annotations
 
 import math
-import time
 from typing import Any
 
 import numpy as np
@@ -40,8 +39,7 @@ import numpy as np
 from slackopt.instance import Instance
 from slackopt.plan import HEAVY_KINDS, KEEP, RECOMP, SWAP, Plan
 from slackopt.simulate import simulate
-from slackopt.solver import SolveResult
-from solvers.baselines import min_budget_by_bisection
+from slackopt.solverbase import BaseSolver, Outcome, Param, Run
 
 CHEAP_KINDS = ("layernorm", "rmsnorm", "gelu", "swiglu", "dropout", "relu", "pool")
 """Producer kinds SuperNeurons treats as cheap layers (recomputed)."""
@@ -68,10 +66,11 @@ def superneurons_plan(instance: Instance, cheap_kinds: Any = CHEAP_KINDS,
                 {**RUNTIME, "heavy_kinds": list(heavy_kinds)})
 
 
-class SuperNeurons:
+class SuperNeurons(BaseSolver):
     """SuperNeurons: recompute cheap layers, evict heavy outputs on demand in LRU order.
 
     Prefetches for the next heavy operator (Wang et al. 2018; SlackSwap paper sec. 4.1).
+    Deterministic (the seed is unused).
 
     Args:
         cheap_kinds: producer kinds recomputed (default :data:`CHEAP_KINDS`).
@@ -83,36 +82,22 @@ class SuperNeurons:
     """
 
     name = "superneurons"
+    param_specs = {"cheap_kinds": Param(tuple), "heavy_kinds": Param(tuple),
+                   "min_budget_search": Param(bool)}
 
     def __init__(self, *, cheap_kinds: Any = CHEAP_KINDS, heavy_kinds: Any = HEAVY_KINDS,
                  min_budget_search: bool = True) -> None:
-        self.cheap_kinds = tuple(cheap_kinds)
-        self.heavy_kinds = tuple(heavy_kinds)
-        self.min_budget_search = bool(min_budget_search)
+        self.cheap_kinds = cheap_kinds
+        self.heavy_kinds = heavy_kinds
+        self.min_budget_search = min_budget_search
 
-    @property
-    def params(self) -> dict[str, Any]:
-        return {"cheap_kinds": list(self.cheap_kinds), "heavy_kinds": list(self.heavy_kinds)}
-
-    def solve(self, instance: Instance, budget_bytes: int, *, time_limit_s: float | None = None,
-              seed: int | None = None) -> SolveResult:
-        """Plan `instance` under `budget_bytes` (M); deterministic (`seed` unused)."""
-        t0 = time.perf_counter()
-        M = int(budget_bytes)
+    def plan(self, instance: Instance, budget_bytes: int, run: Run) -> Outcome:
         pl = superneurons_plan(instance, self.cheap_kinds, self.heavy_kinds)
-        ev = simulate(instance, pl, M)
+        ev = simulate(instance, pl, int(budget_bytes))
         by = pl.bytes_by_decision(instance)
-        info: dict[str, Any] = {"swappable_bytes": by["swap"], "recomputed_bytes": by["recomp"],
-                                "evictions": ev.evictions}
-        if not ev.feasible:
-            info["min_budget_bytes"] = (
-                min_budget_by_bisection(instance, lambda m: simulate(instance, pl, m).feasible, M)
-                if self.min_budget_search else None)
-        return SolveResult(
-            plan=pl, solver=self.name, params=self.params,
-            status="feasible" if ev.feasible else "infeasible",
-            objective_s=float(ev.step_time_s) if ev.feasible else None,
-            planning_time_s=time.perf_counter() - t0, seed=seed, info=info)
+        return Outcome(pl, evaluation=ev, info={
+            "swappable_bytes": by["swap"], "recomputed_bytes": by["recomp"],
+            "evictions": ev.evictions})
 
 
 __all__ = ["SuperNeurons", "superneurons_plan", "CHEAP_KINDS"]

@@ -29,16 +29,13 @@ that would exceed the limit) when its offloads need more host memory than the li
 from __future__ import annotations
 
 import heapq
-import time
-from typing import Any
 
 import numpy as np
 
 from slackopt.instance import Instance
 from slackopt.plan import KEEP, SWAP, Plan
 from slackopt.simulate import simulate
-from slackopt.solver import SolveResult
-from solvers.baselines import min_budget_by_bisection
+from slackopt.solverbase import BaseSolver, Outcome, Param, Run
 
 RUNTIME = {"eviction": "belady", "offload": "early", "prefetch": "asap"}
 
@@ -127,56 +124,35 @@ def swapadvisor_plan(instance: Instance, M: int) -> Plan | None:
     return Plan(dec, instance.saved_names, "on_demand", RUNTIME)
 
 
-class SwapAdvisor:
+class SwapAdvisor(BaseSolver):
     """SwapAdvisor without its genetic search: Belady eviction, swaps as early as possible.
 
     Victims chosen on the planned schedule (Huang et al. 2020; SlackSwap paper sec. 4.1).
+    Deterministic (the seed is unused).
 
     Args:
         min_budget_search: on an infeasible answer, find ``info["min_budget_bytes"]``
             by bisection over M (within 0.5% of P).
 
-    ``info``: ``swapped_bytes`` (the planned victims), ``evictions`` (in the evaluation).
+    ``info``: ``swapped_bytes`` (the planned victims), ``evictions`` (in the evaluation);
+    ``reason`` when no eviction order fits M.
     """
 
     name = "swapadvisor"
+    param_specs = {"min_budget_search": Param(bool)}
 
     def __init__(self, *, min_budget_search: bool = True) -> None:
-        self.min_budget_search = bool(min_budget_search)
+        self.min_budget_search = min_budget_search
 
-    @property
-    def params(self) -> dict[str, Any]:
-        return {}
-
-    @staticmethod
-    def _feasible_at(instance: Instance, m: int) -> bool:
-        pl = swapadvisor_plan(instance, m)
-        return pl is not None and simulate(instance, pl, m).feasible
-
-    def solve(self, instance: Instance, budget_bytes: int, *, time_limit_s: float | None = None,
-              seed: int | None = None) -> SolveResult:
-        """Plan `instance` under `budget_bytes` (M); deterministic (`seed` unused)."""
-        t0 = time.perf_counter()
+    def plan(self, instance: Instance, budget_bytes: int, run: Run) -> Outcome:
         M = int(budget_bytes)
         pl = swapadvisor_plan(instance, M)
-        info: dict[str, Any] = {}
-        ev = None
-        if pl is not None:
-            ev = simulate(instance, pl, M)
-            info.update(swapped_bytes=pl.bytes_by_decision(instance)["swap"],
-                        evictions=ev.evictions)
-        else:
-            info["reason"] = "no eviction order fits M on the planned schedule"
-        ok = ev is not None and ev.feasible
-        if not ok:
-            info["min_budget_bytes"] = (
-                min_budget_by_bisection(instance, lambda m: self._feasible_at(instance, m), M)
-                if self.min_budget_search else None)
-        return SolveResult(
-            plan=pl, solver=self.name, params=self.params,
-            status="feasible" if ok else "infeasible",
-            objective_s=float(ev.step_time_s) if ok else None,
-            planning_time_s=time.perf_counter() - t0, seed=seed, info=info)
+        if pl is None:
+            return Outcome(None, status="infeasible",
+                           info={"reason": "no eviction order fits M on the planned schedule"})
+        ev = simulate(instance, pl, M)
+        return Outcome(pl, evaluation=ev, info={
+            "swapped_bytes": pl.bytes_by_decision(instance)["swap"], "evictions": ev.evictions})
 
 
 __all__ = ["SwapAdvisor", "swapadvisor_plan", "belady_victims"]

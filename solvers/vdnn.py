@@ -31,7 +31,6 @@ that would exceed the limit) when its offloads need more host memory than the li
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import numpy as np
@@ -39,8 +38,7 @@ import numpy as np
 from slackopt.instance import Instance
 from slackopt.plan import HEAVY_KINDS, KEEP, SWAP, Plan
 from slackopt.simulate import Evaluation, simulate
-from slackopt.solver import SolveResult
-from solvers.baselines import min_budget_by_bisection
+from slackopt.solverbase import BaseSolver, Outcome, Param, Run
 
 MODES = ("dynamic", "none", "conv", "all")
 CONFIGS = ("none", "conv", "all")
@@ -76,10 +74,11 @@ def vdnn_plan(instance: Instance, config: str, conv_kinds: tuple[str, ...] = HEA
     return Plan(dec, instance.saved_names, POLICY, RUNTIME)
 
 
-class VDNN:
+class VDNN(BaseSolver):
     """vDNN: no offload if it fits, else vDNNconv, else vDNNall, with per-layer barriers.
 
-    One-layer-ahead prefetch (Rhu et al. 2016; SlackSwap paper sec. 4.1).
+    One-layer-ahead prefetch (Rhu et al. 2016; SlackSwap paper sec. 4.1). Deterministic
+    (the seed is unused).
 
     Args:
         mode: "dynamic" (the paper's baseline) or one fixed configuration: "none",
@@ -95,18 +94,14 @@ class VDNN:
     """
 
     name = "vdnn"
+    param_specs = {"mode": Param(str, choices=MODES), "conv_kinds": Param(tuple),
+                   "min_budget_search": Param(bool)}
 
     def __init__(self, *, mode: str = "dynamic", conv_kinds: Any = HEAVY_KINDS,
                  min_budget_search: bool = True) -> None:
-        if mode not in MODES:
-            raise ValueError(f"vDNN mode '{mode}' is not one of {', '.join(MODES)}")
         self.mode = mode
-        self.conv_kinds = tuple(conv_kinds)
-        self.min_budget_search = bool(min_budget_search)
-
-    @property
-    def params(self) -> dict[str, Any]:
-        return {"mode": self.mode, "conv_kinds": list(self.conv_kinds)}
+        self.conv_kinds = conv_kinds
+        self.min_budget_search = min_budget_search
 
     def _configs(self) -> tuple[str, ...]:
         return CONFIGS if self.mode == "dynamic" else (self.mode,)
@@ -122,24 +117,11 @@ class VDNN:
                 break
         return cfg, pl, ev, tried
 
-    def solve(self, instance: Instance, budget_bytes: int, *, time_limit_s: float | None = None,
-              seed: int | None = None) -> SolveResult:
-        """Plan `instance` under `budget_bytes` (M); deterministic (`seed` unused)."""
-        t0 = time.perf_counter()
-        M = int(budget_bytes)
-        cfg, pl, ev, tried = self._first_feasible(instance, M)
-        info: dict[str, Any] = {"config": cfg, "tried": tried,
-                                "offloaded_bytes": pl.bytes_by_decision(instance)["swap"]}
-        status = "feasible" if ev.feasible else "infeasible"
-        if not ev.feasible:
-            info["min_budget_bytes"] = (
-                min_budget_by_bisection(
-                    instance, lambda m: self._first_feasible(instance, m)[2].feasible, M)
-                if self.min_budget_search else None)
-        return SolveResult(
-            plan=pl, solver=self.name, params=self.params, status=status,
-            objective_s=float(ev.step_time_s) if ev.feasible else None,
-            planning_time_s=time.perf_counter() - t0, seed=seed, info=info)
+    def plan(self, instance: Instance, budget_bytes: int, run: Run) -> Outcome:
+        cfg, pl, ev, tried = self._first_feasible(instance, int(budget_bytes))
+        return Outcome(pl, evaluation=ev, info={
+            "config": cfg, "tried": tried,
+            "offloaded_bytes": pl.bytes_by_decision(instance)["swap"]})
 
 
 __all__ = ["VDNN", "vdnn_plan", "MODES", "CONFIGS"]

@@ -30,7 +30,16 @@ from slackopt.errors import BudgetError
 from slackopt.instance import Instance
 from slackopt.plan import KEEP, RECOMP, SWAP, Plan
 from slackopt.simulate._engine import Engine
-from slackopt.simulate._tasks import TaskList, _Static, _static, build_tasks, host_failure
+from slackopt.simulate._tasks import (
+    TaskList,
+    _Static,
+    _static,
+    alloc_failure,
+    build_tasks,
+    evaluation,
+    h2d_need,
+    host_failure,
+)
 from slackopt.simulate.evaluation import Evaluation
 from slackopt.simulate.layer_barriers import LayerBarriers, runtime_layers
 from slackopt.simulate.on_demand import OnDemand
@@ -165,31 +174,12 @@ def _run_compiled(inst: Instance, decisions: np.ndarray, M: int) -> Evaluation:
                                int(fs.host_limit), now)
     elif code != fast.OK:
         need = int(short) + M - int(used)  # short = used + need - M
-        if code == fast.FAIL_H2D:
-            what = f"the H2D copy of '{names[fail_head]}' ({need} B) needed by"
-        else:
-            what = f"{need} B for"
-        failure = (f"task '{task_name(fail_task)}' cannot allocate {what} it at "
-                   f"t = {now * 1e3:.6g} ms: {used} B of M = {M} B in use, {short} B short")
-    ideal = inst.ideal_time_s
-    feasible = failure is None
-    return Evaluation(
-        feasible=feasible,
-        step_time_s=float(now),
-        ideal_time_s=ideal,
-        throughput=(ideal / now if now > 0 else 1.0) if feasible else 0.0,
-        stall_fwd_s=float(stall_fwd),
-        stall_bwd_s=float(stall_bwd),
-        recompute_s=float(recompute),
-        d2h_bytes=int(d2h_bytes),
-        h2d_bytes=int(h2d_bytes),
-        evictions=int(evictions),
-        peak_bytes=int(peak),
-        budget_bytes=M,
-        failure=failure,
-        h2d_stall_s={names[t]: float(h2d_stall[t]) for t in np.flatnonzero(h2d_stall)},
-        trace=None,
-    )
+        what = h2d_need(names[fail_head], need) if code == fast.FAIL_H2D else f"{need} B for"
+        failure = alloc_failure(task_name(fail_task), what, now, int(used), M, int(short))
+    return evaluation(
+        inst, M, now, failure, stall_fwd=stall_fwd, stall_bwd=stall_bwd, recompute=recompute,
+        d2h_bytes=d2h_bytes, h2d_bytes=h2d_bytes, evictions=evictions, peak=peak,
+        h2d_stall={names[t]: float(h2d_stall[t]) for t in np.flatnonzero(h2d_stall)})
 
 
 __all__ = ["Evaluation", "simulate", "warm_up", "build_tasks", "runtime_layers", "RUNTIMES",

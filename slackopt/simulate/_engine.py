@@ -52,12 +52,23 @@ from typing import Any
 
 from slackopt.instance import Instance
 from slackopt.plan import RECOMP, SWAP, Plan
-from slackopt.simulate._tasks import TaskList, _static, host_failure
+from slackopt.simulate._tasks import ABSENT as _ABSENT
+from slackopt.simulate._tasks import DEV as _DEV
+from slackopt.simulate._tasks import EVICT as _EVICT
+from slackopt.simulate._tasks import FETCH as _FETCH
+from slackopt.simulate._tasks import FWD as _FWD
+from slackopt.simulate._tasks import HOST as _HOST
+from slackopt.simulate._tasks import (
+    TaskList,
+    _static,
+    alloc_failure,
+    evaluation,
+    h2d_need,
+    host_failure,
+)
 from slackopt.simulate.evaluation import Evaluation
 
 _INF = float("inf")
-# Per-tensor residency states.
-_ABSENT, _FWD, _HOST, _FETCH, _DEV, _EVICT = 0, 1, 2, 3, 4, 5
 _PRESENT = (_DEV, _FWD, _EVICT)
 """States in which the device copy exists (a reader may use it)."""
 
@@ -521,7 +532,7 @@ class Engine:
                 raise RuntimeError(f"internal: task '{self.task_name(k)}' waits for "
                                    "a copy that is not queued")
             short = self.used + s[head] - M
-            what = f"the H2D copy of '{names[head]}' ({s[head]} B) needed by"
+            what = h2d_need(names[head], s[head])
         else:
             short = self.used + self.alloc[k] - M
             what = f"{self.alloc[k]} B for"
@@ -530,29 +541,12 @@ class Engine:
                                "with memory to spare")
         if self.evict_fallback(k, short):
             return True
-        self.failure = (f"task '{self.task_name(k)}' cannot allocate {what} it at "
-                        f"t = {self.now * 1e3:.6g} ms: {self.used} B of M = {M} B in use, "
-                        f"{short} B short")
+        self.failure = alloc_failure(self.task_name(k), what, self.now, self.used, M, short)
         return False
 
     def _evaluation(self) -> Evaluation:
-        T = self.now
-        feasible = self.failure is None
-        ideal = self.inst.ideal_time_s
-        return Evaluation(
-            feasible=feasible,
-            step_time_s=T,
-            ideal_time_s=ideal,
-            throughput=(ideal / T if T > 0 else 1.0) if feasible else 0.0,
-            stall_fwd_s=self.stall_fwd,
-            stall_bwd_s=self.stall_bwd,
-            recompute_s=self.recompute,
-            d2h_bytes=self.d2h_bytes,
-            h2d_bytes=self.h2d_bytes,
-            evictions=self.evictions,
-            peak_bytes=self.peak,
-            budget_bytes=self.M,
-            failure=self.failure,
-            h2d_stall_s=self.h2d_stall,
-            trace=self.trace,
-        )
+        return evaluation(
+            self.inst, self.M, self.now, self.failure, stall_fwd=self.stall_fwd,
+            stall_bwd=self.stall_bwd, recompute=self.recompute, d2h_bytes=self.d2h_bytes,
+            h2d_bytes=self.h2d_bytes, evictions=self.evictions, peak=self.peak,
+            h2d_stall=self.h2d_stall, trace=self.trace)

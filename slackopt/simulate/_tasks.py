@@ -16,6 +16,14 @@ import numpy as np
 
 from slackopt.instance import Instance
 from slackopt.plan import RECOMP
+from slackopt.simulate.evaluation import Evaluation
+
+# Per-tensor residency states, shared by the Python runtimes and the compiled kernel.
+ABSENT, FWD, HOST, FETCH, DEV, EVICT = 0, 1, 2, 3, 4, 5
+"""ABSENT: not on the device (not produced yet, recomputed away, or released); FWD: on
+the device, forward readers pending; HOST: only the host copy exists; FETCH: H2D in
+flight; DEV: on the device for the backward pass; EVICT: on the device, chosen as an
+eviction victim whose D2H is in flight (on_demand runtime)."""
 
 
 class _Static:
@@ -59,6 +67,35 @@ def host_failure(name: str, size: int, host_used: int, limit: int, now: float) -
     return (f"the D2H copy of '{name}' ({size} B) at t = {now * 1e3:.6g} ms would exceed "
             f"the host pinned-memory limit: {host_used} B of host_memory_bytes = {limit} B "
             f"in use, {host_used + size - limit} B over")
+
+
+def h2d_need(name: str, size: int) -> str:
+    """The allocation a task waits on when its input's H2D cannot start (both engines)."""
+    return f"the H2D copy of '{name}' ({size} B) needed by"
+
+
+def alloc_failure(task: str, what: str, now: float, used: int, M: int, short: int) -> str:
+    """The failure text of an allocation that does not fit M (both engines); `what` is
+    ``"<bytes> B for"`` or :func:`h2d_need`."""
+    return (f"task '{task}' cannot allocate {what} it at t = {now * 1e3:.6g} ms: {used} B "
+            f"of M = {M} B in use, {short} B short")
+
+
+def evaluation(inst: Instance, M: int, now: float, failure: str | None, *, stall_fwd: float,
+               stall_bwd: float, recompute: float, d2h_bytes: int, h2d_bytes: int,
+               evictions: int, peak: int, h2d_stall: dict[str, float],
+               trace: list | None = None) -> Evaluation:
+    """The :class:`Evaluation` of a finished (or failed, `failure` set) run, both engines:
+    T = `now` (s), throughput T*/T (1 when T = 0, 0 when infeasible)."""
+    ideal = inst.ideal_time_s
+    feasible = failure is None
+    return Evaluation(
+        feasible=feasible, step_time_s=float(now), ideal_time_s=ideal,
+        throughput=(ideal / now if now > 0 else 1.0) if feasible else 0.0,
+        stall_fwd_s=float(stall_fwd), stall_bwd_s=float(stall_bwd),
+        recompute_s=float(recompute), d2h_bytes=int(d2h_bytes), h2d_bytes=int(h2d_bytes),
+        evictions=int(evictions), peak_bytes=int(peak), budget_bytes=M, failure=failure,
+        h2d_stall_s=h2d_stall, trace=trace)
 
 
 _STATIC: weakref.WeakKeyDictionary[Instance, _Static] = weakref.WeakKeyDictionary()
