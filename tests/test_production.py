@@ -287,3 +287,36 @@ def test_contract(cls):
     if cls is TorchKnapsack:
         pytest.importorskip("torch", reason="torch-knapsack calls PyTorch (the [torch] extra)")
     check_solver(cls)
+
+
+def test_knapsack_ilp_needs_scipy(inst4):
+    """method=ilp runs PyTorch's ilp_knapsack (scipy's milp): without scipy the error says
+    so; with it, the choice is the hand-checked optimum (a0..a3 and one b kept)."""
+    pytest.importorskip("torch", reason="torch-knapsack calls PyTorch (the [torch] extra)")
+    M = inst4.P - inst4.A + 23 + 16
+    try:
+        import scipy  # noqa: F401
+    except ImportError:
+        with pytest.raises(SolverError, match="scipy"):
+            knapsack_plan(inst4, M, "ilp")
+        return
+    plan, _ = knapsack_plan(inst4, M, "ilp")
+    assert len(names_with(inst4, plan, RECOMP) & {"b0", "b1", "b2", "b3"}) == 3
+    assert not names_with(inst4, plan, RECOMP) & {"a0", "a1", "a2", "a3"}
+
+
+def test_production_suite_from_the_cli_and_in_compare():
+    """--solvers production expands to the suite; compare runs it on the tiny
+    transformer: one row per planner, every status a shared word, and no feasible row
+    over M."""
+    pytest.importorskip("torch", reason="torch-knapsack calls PyTorch (the [torch] extra)")
+    from slackopt.cli import _solver_specs
+    from slackopt.compare import SUITES, compare
+
+    assert _solver_specs("production") == list(SUITES["production"])
+    df = compare([make("tiny")], list(SUITES["production"]), [0.7], progress=False)
+    assert len(df) == len(SUITES["production"])
+    assert set(df["solver"]) == set(PRODUCTION) | {"slackswap"}
+    assert set(df["status"]) <= {"feasible", "infeasible"}
+    feas = df[df["feasible"]]
+    assert (feas["peak_bytes"] <= feas["budget_bytes"]).all()
