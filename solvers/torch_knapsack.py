@@ -11,7 +11,8 @@ allowed to recompute)``: it keeps the items of largest total runtime whose memor
 How PyTorch sets up the knapsack, and what it becomes here:
 
 - The budget b in [0, 1] is a ratio between the least and the most that can be saved:
-  b = 0 saves only what cannot be recomputed (PyTorch: the graph inputs), b = 1 saves
+  b = 0 saves only what cannot be recomputed (PyTorch: the graph inputs; no knapsack
+  runs), b = 1 saves
   what the runtime-optimized min-cut saves (here: every saved tensor, since the
   evaluator's keep-all runs at T*). Items are the recomputable saved values, largest first;
   an item's memory is its size divided by (most - least) saved bytes, its runtime its
@@ -148,7 +149,10 @@ def knapsack_plan(instance: Instance, budget_bytes: int, method: str = "dp"
     items, memory, runtimes, fixed = knapsack_inputs(instance)
     dec = np.full(instance.n_saved, KEEP, dtype=np.int8)
     value = float(sum(runtimes))
-    if b < 1.0 and len(items):
+    if b <= 0.0:        # PyTorch: memory_budget == 0 saves only what cannot be recomputed
+        dec[items] = RECOMP
+        value = 0.0
+    elif b < 1.0 and len(items):
         try:
             value, _saved, recomputed = fn(memory, runtimes, b)
         except (RuntimeError, ValueError, ZeroDivisionError) as e:

@@ -103,7 +103,10 @@ def test_knapsack_equals_pytorch_called_directly(method, frac):
     b = min(1.0, max(0.0, (M - (inst.P - inst.A) - fixed) / (inst.A - fixed)))
     fn = getattr(torch_knapsack, {"dp": "dp_knapsack", "greedy": "greedy_knapsack"}
                  .get(method, method))
-    _, _, recomputed = fn(mem, run, b) if b < 1 else (0, [], [])
+    if b <= 0:                  # PyTorch saves only what cannot be recomputed
+        recomputed = list(range(len(cand)))
+    else:
+        _, _, recomputed = fn(mem, run, b) if b < 1 else (0, [], [])
     assert names_with(inst, plan, RECOMP) == {inst.saved_names[cand[i]] for i in recomputed}
     assert info["memory_budget"] == pytest.approx(b)
 
