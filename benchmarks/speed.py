@@ -1,14 +1,17 @@
 """Speed of the evaluator and of SlackSwap's planner on the paper workloads.
 
 Run: python benchmarks/speed.py [--repeat 7] [--budgets 0.9,0.5,0.3,0.1]
+     [--depths 1,2,4,8,16,32,64] [--depth-repeat 3] [--only depth]
 
 Prints three markdown tables (wall clock on the machine that runs it, one core;
 nothing here is asserted by tests):
 1. evaluations per second of SlackSwap's plan at 0.5 P, compiled and reference engines;
 2. SlackSwap planning time (whole solve, every validation round included) per workload
    and budget (fastest of --repeat runs, as timeit reports: the least disturbed run);
-3. growth with model depth: GPT-2 XL with 1x, 2x and 4x the layers: saved tensors n,
-   planning time at 0.5 P, time / (n log n) normalised to the 1x model, evaluations/s.
+3. growth with model depth: GPT-2 XL with 1x to 64x its 48 layers (--depths): saved
+   tensors n, planning time at 0.5 P (fastest of --depth-repeat runs), time / (n log n)
+   normalised to the 1x model (flat = n log n; the README states the largest ratio),
+   evaluations/s, and the instance's make time and peak memory of the process so far.
 """
 
 from __future__ import annotations
@@ -47,7 +50,16 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--budgets", default="0.9,0.5,0.3,0.1")
+    ap.add_argument("--depths", default="1,2,4,8,16,32,64")
+    ap.add_argument("--depth-repeat", type=int, default=3)
+    ap.add_argument("--only", choices=("depth",), default=None)
     args = ap.parse_args()
+    if args.only != "depth":
+        tables(args)
+    depth_curve([int(x) for x in args.depths.split(",")], args.depth_repeat)
+
+
+def tables(args: argparse.Namespace) -> None:
     budgets = [float(b) for b in args.budgets.split(",")]
     paths = sorted((ROOT / "instances" / "paper").glob("*.json"))
     insts = [load_instance(p) for p in paths]
@@ -71,21 +83,30 @@ def main() -> None:
             cells.append(f"{ms:.1f} ms")
         print(f"| {inst.name} | " + " | ".join(cells) + " |")
 
+
+
+def depth_curve(depths: list[int], repeat: int) -> None:
+    import resource
+
     print()
-    print("| GPT-2 XL layers | saved tensors n | planning ms at 0.5 P | "
-          "time / (n log n), 1x = 1 | evaluations/s compiled |")
-    print("|---|---|---|---|---|")
+    print("| GPT-2 XL layers | saved tensors n | planning s at 0.5 P | "
+          "time / (n log n), 1x = 1 | evaluations/s compiled | make s | peak RSS MB |")
+    print("|---|---|---|---|---|---|---|")
     base = None
-    for mult in (1, 2, 4):
+    for mult in depths:
+        t0 = time.perf_counter()
         inst = make("gpt2-xl", layers=48 * mult)
+        make_s = time.perf_counter() - t0
         n = inst.n_saved
-        solve(inst, "slackswap", 0.5)
-        ms = 1e3 * best_time(lambda inst=inst: solve(inst, "slackswap", 0.5), args.repeat)
-        norm = ms / (n * math.log(n))
+        res = solve(inst, "slackswap", 0.5)  # warm (JIT, caches)
+        s = best_time(lambda inst=inst: solve(inst, "slackswap", 0.5), repeat)
+        norm = s / (n * math.log(n))
         base = base or norm
         M = int(0.5 * inst.P)
-        eps = evals_per_s(inst, solve(inst, "slackswap", 0.5).plan, M, "compiled")
-        print(f"| {48 * mult} | {n} | {ms:.1f} | {norm / base:.2f} | {eps:,.0f} |")
+        eps = evals_per_s(inst, res.plan, M, "compiled")
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e3
+        print(f"| {48 * mult} | {n:,} | {s:.3f} | {norm / base:.2f} | {eps:,.0f} | "
+              f"{make_s:.1f} | {rss:.0f} |", flush=True)
 
 
 if __name__ == "__main__":

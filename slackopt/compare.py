@@ -19,9 +19,12 @@ plans: a solver's own objective is reported, never used for the gaps.
   :func:`slackopt.solverbase.solver_code_id`, so edited solver code never returns stale
   rows). Running the same sweep again skips the finished runs
   and only adds the missing ones; a key is never written twice and a stored row is never
-  replaced (error and timeout rows count as finished). A file that is not a slackopt
-  store is never touched. The time limit is part of the key: the same solver under
-  another limit is another experiment.
+  replaced, except ``"error"`` rows, which every rerun runs again (``"timeout"`` rows
+  count as finished). A run stopped by Ctrl-C is not a row: the interrupt ends the sweep
+  and the rerun does that run. A file that is not a slackopt store is never touched (a
+  0-byte file or an SQLite file without tables, as a kill during creation leaves, holds
+  no data and becomes the store). The time limit is part of the key: the same solver
+  under another limit is another experiment.
 - **Parallel.** ``workers=N`` runs in N local processes; ``scheduler="tcp://HOST:PORT"``
   (or a ``distributed.Client``) runs on a Dask cluster (the ``[dist]`` extra). Rows come
   back in the grid's order whatever the worker count, and for solvers that are
@@ -61,8 +64,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from slackopt.errors import FileFormatError, SlackoptError, SolverError
-from slackopt.instance import Instance, budget_bytes
+from slackopt.errors import FileFormatError, SlackoptError, SolverError, interrupt_cause
+from slackopt.instance import Instance, budget_bytes, parse_budget
 from slackopt.solver import (
     check_worker_importable,
     get_solver,
@@ -102,7 +105,8 @@ SCHEMA: dict[str, str] = {
     "time_limit_s": "float64",       # NaN for none
     "status": "object",              # optimal, feasible, infeasible, timeout, error
     "message": "object",             # error / timeout text, or the evaluator's failure
-    # the Evaluation of the returned plan (step_time_s and throughput NaN unless feasible)
+    # the Evaluation of the returned plan: an infeasible plan has no step time (NaN) and
+    # throughput 0; both are NaN for a run without a plan (error, timeout)
     "feasible": "bool",
     "step_time_s": "float64",
     "throughput": "float64",
@@ -266,19 +270,10 @@ def _resolve_solvers(solvers: Iterable[SolverSpec] | str) -> list[tuple[str, dic
 
 
 def _requested_fraction(budget: Any, m: int, p: int) -> float:
-    """The fraction of P the user asked for, if the budget was a fraction; else M / P."""
-    value: Any = budget
-    if isinstance(budget, str):
-        try:
-            value = float(budget.strip())
-        except ValueError:
-            value = None
-        else:
-            txt = budget.strip().lower()
-            if "." not in txt and "e" not in txt and value > 10:
-                value = None
-    if isinstance(value, (float, np.floating)) and not isinstance(value, bool) \
-            and math.isfinite(value) and 0 <= value <= 10:
+    """The fraction of P the user asked for, if the budget was a fraction (0.5, "50%",
+    "1.2P"); else M / P."""
+    kind, value = parse_budget(budget)
+    if kind == "fraction":
         return float(value)
     return m / p if p else math.nan
 
@@ -357,13 +352,19 @@ def _execute(instance: Instance, task: _Task) -> dict[str, Any]:
         with _deadline(hard):
             res = solve(instance, solver, int(task.budget_bytes),
                         time_limit_s=task.time_limit_s, seed=task.seed)
-    except _HardTimeout:
-        row.update(status="timeout", planning_time_s=time.perf_counter() - t0,
-                   message=f"interrupted after {hard:.3g} s (time limit "
-                           f"{task.time_limit_s:g} s; hard deadline = {HARD_TIMEOUT_FACTOR:g} x "
-                           f"limit + {HARD_TIMEOUT_SLACK_S:g} s)")
-        return row
-    except Exception as e:  # a solver's failure is a row, not a crash
+    except (_HardTimeout, Exception) as e:
+        cause = e if isinstance(e, _HardTimeout) else interrupt_cause(e)
+        if cause is not None and not isinstance(cause, _HardTimeout):
+            # Ctrl-C (possibly wrapped in a SystemError by the compiled evaluator): the
+            # sweep stops and this run is not a result.
+            raise cause from None
+        if cause is not None:
+            row.update(status="timeout", planning_time_s=time.perf_counter() - t0,
+                       message=f"interrupted after {hard:.3g} s (time limit "
+                               f"{task.time_limit_s:g} s; hard deadline = "
+                               f"{HARD_TIMEOUT_FACTOR:g} x limit + {HARD_TIMEOUT_SLACK_S:g} s)")
+            return row
+        # a solver's failure is a row, not a crash
         row.update(status="error", planning_time_s=time.perf_counter() - t0,
                    message=f"{type(e).__name__}: {e}" if str(e) else type(e).__name__)
         return row
@@ -380,7 +381,7 @@ def _execute(instance: Instance, task: _Task) -> dict[str, Any]:
     if ev is not None:
         row.update(feasible=bool(ev.feasible),
                    step_time_s=float(ev.step_time_s) if ev.feasible else math.nan,
-                   throughput=float(ev.throughput) if ev.feasible else math.nan,
+                   throughput=float(ev.throughput) if ev.feasible else 0.0,
                    stall_fwd_s=ev.stall_fwd_s, stall_bwd_s=ev.stall_bwd_s,
                    recompute_s=ev.recompute_s, d2h_bytes=int(ev.d2h_bytes),
                    h2d_bytes=int(ev.h2d_bytes), evictions=int(ev.evictions),
@@ -399,9 +400,13 @@ def _execute(instance: Instance, task: _Task) -> dict[str, Any]:
 _WORKER_INSTANCES: dict[str, Instance] = {}
 
 
-def _init_worker(instances: dict[str, Instance]) -> None:
-    """Process-pool initializer: keep the instances; leave Ctrl-C to the parent."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+def _init_worker(instances: dict[str, Instance], parent_pid: int) -> None:
+    """Process-pool initializer: keep the instances; leave Ctrl-C to the parent; end
+    within about a second when the parent dies (:func:`slackopt.parentwatch.exit_with_parent`)."""
+    from slackopt.parentwatch import exit_with_parent, worker_ignores_sigint
+
+    worker_ignores_sigint()
+    exit_with_parent(parent_pid)
     _WORKER_INSTANCES.clear()
     _WORKER_INSTANCES.update(instances)
 
@@ -417,10 +422,12 @@ def _kill_pool(ex: Any) -> None:
     for p in procs:
         with contextlib.suppress(Exception):
             p.terminate()
-    ex.shutdown(wait=False, cancel_futures=True)
+    # Wait for the workers before the shutdown frees the pool's semaphores: a worker
+    # still starting would otherwise fail on them and print a traceback.
     for p in procs:
         with contextlib.suppress(Exception):
             p.join(timeout=5)
+    ex.shutdown(wait=False, cancel_futures=True)
     # Let the pool's manager thread see the dead workers and close its pipes before the
     # interpreter exits (Python 3.11 can otherwise print an ignored OSError at exit).
     if manager is not None:
@@ -434,6 +441,8 @@ def _run_processes(tasks: list[_Task], instances: dict[str, Instance], workers: 
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
     from concurrent.futures.process import BrokenProcessPool
 
+    from slackopt.parentwatch import sigint_blocked
+
     # spawn: no fork of a parent that may hold threads (progress bar, Jupyter, Dask).
     ctx = multiprocessing.get_context("spawn")
     used = {t.instance_hash for t in tasks}
@@ -442,9 +451,10 @@ def _run_processes(tasks: list[_Task], instances: dict[str, Instance], workers: 
     survivors: list[_Task] = []
     finished = 0
     ex = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker,
-                             initargs=(payload,))
+                             initargs=(payload, os.getpid()))
     try:
-        futs = {ex.submit(_pool_execute, t): t for t in pending}
+        with sigint_blocked():  # workers start with Ctrl-C blocked (parentwatch)
+            futs = {ex.submit(_pool_execute, t): t for t in pending}
         while futs:
             done, _ = wait(futs, return_when=FIRST_COMPLETED)
             for f in done:
@@ -466,9 +476,12 @@ def _run_processes(tasks: list[_Task], instances: dict[str, Instance], workers: 
     # that the culprit only takes itself down and becomes an error row.
     for t in sorted(survivors, key=lambda t: t.index):
         ex = ProcessPoolExecutor(max_workers=1, mp_context=ctx, initializer=_init_worker,
-                                 initargs=({t.instance_hash: instances[t.instance_hash]},))
+                                 initargs=({t.instance_hash: instances[t.instance_hash]},
+                                           os.getpid()))
         try:
-            row = ex.submit(_pool_execute, t).result()
+            with sigint_blocked():
+                fut = ex.submit(_pool_execute, t)
+            row = fut.result()
         except BrokenProcessPool:
             if not finished:  # nothing ever ran: the processes cannot start at all
                 raise SlackoptError(
@@ -490,6 +503,43 @@ def _run_processes(tasks: list[_Task], instances: dict[str, Instance], workers: 
 
 
 # ---------------------------------------------------------------- Dask
+SCHEDULER_TIMEOUT_S = 5.0
+"""Seconds to reach a Dask scheduler before the sweep is refused."""
+_SCHEDULER_FIX = ("start one (dask scheduler; dask worker ADDRESS) and give its address as "
+                  "tcp://HOST:PORT")
+
+
+def _check_scheduler_address(address: str) -> None:
+    """Refuse, within :data:`SCHEDULER_TIMEOUT_S`, an address that is not HOST:PORT or
+    where nothing listens (before Dask's client, whose failed connection waits longer and
+    prints a traceback when it is collected).
+
+    Raises:
+        SlackoptError: naming the address and the fix.
+    """
+    import socket
+    from urllib.parse import urlsplit
+
+    text = address.strip()
+    scheme, _, rest = text.rpartition("://")
+    if scheme and scheme not in ("tcp", "tls"):
+        return  # other Dask transports (inproc, ucx, ws): let Dask judge them
+    try:
+        parts = urlsplit(f"tcp://{rest}")
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        host, port = None, None
+    if not host or port is None:
+        raise SlackoptError(f"'{address}' is not a Dask scheduler address (tcp://HOST:PORT). "
+                            f"Fix: {_SCHEDULER_FIX}")
+    try:
+        with socket.create_connection((host, port), timeout=SCHEDULER_TIMEOUT_S):
+            pass
+    except OSError as e:
+        raise SlackoptError(f"cannot reach the Dask scheduler at '{address}': "
+                            f"{e.strerror or e}. Fix: {_SCHEDULER_FIX}") from None
+
+
 def _run_dask(tasks: list[_Task], instances: dict[str, Instance], scheduler: Any,
               on_result: Callable[[_Task, dict], None]) -> None:
     try:
@@ -500,11 +550,10 @@ def _run_dask(tasks: list[_Task], instances: dict[str, Instance], scheduler: Any
     own = isinstance(scheduler, str)
     if own:
         try:
-            client = Client(scheduler, timeout=20, set_as_default=False)
+            client = Client(scheduler, timeout=SCHEDULER_TIMEOUT_S, set_as_default=False)
         except (OSError, TimeoutError, ValueError) as e:
             raise SlackoptError(f"cannot reach the Dask scheduler at '{scheduler}': {e}. "
-                                "Fix: start one (dask scheduler; dask worker ADDRESS) or "
-                                "check the address") from None
+                                f"Fix: {_SCHEDULER_FIX}") from None
     else:
         client = scheduler
     futs: list[Any] = []
@@ -537,10 +586,19 @@ def _run_dask(tasks: list[_Task], instances: dict[str, Instance], scheduler: Any
 class ResultStore:
     """An SQLite file of finished runs (table ``runs``, one row per key).
 
-    Opening creates the file if missing. An existing file must be a slackopt compare
-    store of a schema version this slackopt reads; anything else (another database, a
-    CSV, a newer schema) is refused and left untouched. Rows are only ever added
-    (``INSERT OR IGNORE``): a stored run is never replaced.
+    Opening creates the file if missing, atomically: the schema is written to a temporary
+    file beside it, which is then linked to the path, so a kill never leaves a store
+    without its schema. An existing file must be a slackopt compare store of a schema
+    version this slackopt reads; anything else (another database, a CSV, a newer schema)
+    is refused and left untouched, with two exceptions that hold no data and are
+    completed into an empty store: a 0-byte file, and an SQLite file with no tables (or
+    only this module's ``meta`` table with nothing but its own entries, and no other
+    object) - what a kill during creation by an older slackopt, or ``touch``, leaves.
+
+    Rows are only added, never replaced, except rows with status ``"error"``: a rerun of
+    the sweep runs those again (:meth:`add` then replaces them), since an error is a
+    crash or a transient failure rather than the solver's answer. ``"timeout"`` rows are
+    answers and are kept.
 
     Args:
         path: the SQLite file.
@@ -552,42 +610,55 @@ class ResultStore:
 
     def __init__(self, path: str | os.PathLike) -> None:
         self.path = Path(path)
-        existed = self.path.exists()
-        if existed and self.path.is_dir():
+        if self.path.is_dir():
             raise FileFormatError(self.path, "", "is a directory", "give a file path for the store")
-        if existed:
-            self._check_existing()
+        if not self.path.exists():
+            self._create_atomically()
+        elif self._check_existing():
+            self._complete_empty()
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
             self.con = sqlite3.connect(str(self.path), timeout=60)
         except (OSError, sqlite3.Error) as e:
             raise FileFormatError(self.path, "", f"cannot be opened as a store ({e})",
                                   "check that the directory is writable") from None
-        if not existed:
-            self._create()
 
-    def _check_existing(self) -> None:
-        fix = "give a new file for --store (or the store an earlier compare wrote)"
+    _FIX = "give a new file for --store (or the store an earlier compare wrote)"
+
+    def _check_existing(self) -> bool:
+        """Check an existing file; True if it holds nothing and may be made a store."""
+        fix = self._FIX
         try:
             with self.path.open("rb") as f:
                 head = f.read(16)
         except OSError as e:
             raise FileFormatError(self.path, "", f"cannot be read ({e})", fix) from None
-        if head and head != b"SQLite format 3\x00":
+        if not head:
+            return True  # 0 bytes: no data to lose
+        if head != b"SQLite format 3\x00":
             raise FileFormatError(self.path, "", "exists and is not a slackopt compare store "
                                   "(not an SQLite file); refusing to write to it", fix)
-        if not head:
-            raise FileFormatError(self.path, "", "exists and is empty, not a slackopt compare "
-                                  "store; refusing to write to it", fix)
         try:
             con = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=60)
             try:
-                meta = dict(con.execute("SELECT key, value FROM meta").fetchall())
+                objects = [(t, n) for (t, n) in con.execute(
+                    "SELECT type, name FROM sqlite_master") if not n.startswith("sqlite_")]
+                tables = {n for (t, n) in objects if t == "table"}
+                meta = (dict(con.execute("SELECT key, value FROM meta").fetchall())
+                        if "meta" in tables else {})
             finally:
                 con.close()
-        except sqlite3.Error:
+        except sqlite3.Error as e:
+            raise FileFormatError(self.path, "", f"is an SQLite file that cannot be read as a "
+                                  f"slackopt compare store ({e}); refusing to write to it",
+                                  fix) from None
+        if not objects:
+            return True  # an SQLite file with no schema at all
+        if {n for (_, n) in objects} == {"meta"} and set(meta) <= {"format", "schema_version"} \
+                and meta.get("format", STORE_FORMAT) == STORE_FORMAT:
+            return True  # our own creation, stopped before the runs table
+        if "meta" not in tables:
             raise FileFormatError(self.path, "", "is an SQLite file but not a slackopt compare "
-                                  "store (no meta table); refusing to write to it", fix) from None
+                                  "store (no meta table); refusing to write to it", fix)
         if meta.get("format") != STORE_FORMAT:
             raise FileFormatError(self.path, "meta.format", f"is {meta.get('format')!r}, not "
                                   f"'{STORE_FORMAT}'; refusing to write to it", fix)
@@ -597,25 +668,66 @@ class ResultStore:
                                   f"store schema version {ver} is not {STORE_SCHEMA_VERSION}, "
                                   "the one this slackopt writes",
                                   "use the slackopt that wrote it, or a new store file")
+        if "runs" not in tables:
+            raise FileFormatError(self.path, "runs", "table missing from a slackopt compare "
+                                  "store that holds other data; refusing to write to it", fix)
+        return False
 
-    def _create(self) -> None:
+    @staticmethod
+    def _write_schema(con: sqlite3.Connection) -> None:
         sql_type = {"Int64": "INTEGER", "float64": "REAL", "bool": "INTEGER",
                     "object": "TEXT"}
         cols = ", ".join(f'"{c}" {sql_type[SCHEMA[c]]}' for c in _STORED)
-        with self.con:
-            self.con.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)")
-            self.con.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)",
-                                 [("format", STORE_FORMAT),
-                                  ("schema_version", str(STORE_SCHEMA_VERSION))])
-            self.con.execute(f"CREATE TABLE IF NOT EXISTS runs (key TEXT PRIMARY KEY, {cols}, "
-                             "finished_at TEXT)")
+        con.isolation_level = None  # explicit transaction: all of the schema or none
+        con.execute("BEGIN IMMEDIATE")
+        con.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)")
+        con.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)",
+                        [("format", STORE_FORMAT),
+                         ("schema_version", str(STORE_SCHEMA_VERSION))])
+        con.execute(f"CREATE TABLE IF NOT EXISTS runs (key TEXT PRIMARY KEY, {cols}, "
+                    "finished_at TEXT)")
+        con.execute("COMMIT")
+
+    def _create_atomically(self) -> None:
+        tmp = self.path.parent / f".{self.path.name}.{os.getpid()}.creating"
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            con = sqlite3.connect(str(tmp))
+            try:
+                self._write_schema(con)
+            finally:
+                con.close()
+            try:
+                os.link(tmp, self.path)  # fails if another process created it meanwhile
+            except FileExistsError:
+                pass
+        except (OSError, sqlite3.Error) as e:
+            raise FileFormatError(self.path, "", f"cannot be created as a store ({e})",
+                                  "check that the directory is writable") from None
+        finally:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+        if self._check_existing():  # another process's empty file won the race
+            self._complete_empty()
+
+    def _complete_empty(self) -> None:
+        try:
+            con = sqlite3.connect(str(self.path), timeout=60)
+            try:
+                self._write_schema(con)
+            finally:
+                con.close()
+        except sqlite3.Error as e:
+            raise FileFormatError(self.path, "", f"cannot be made a store ({e})",
+                                  self._FIX) from None
 
     def keys(self) -> set[str]:
         """Keys of the stored runs."""
         return {k for (k,) in self.con.execute("SELECT key FROM runs")}
 
     def add(self, key: str, row: Mapping[str, Any]) -> bool:
-        """Store one run unless its key is there already; commits at once.
+        """Store one run unless its key is there already (an ``"error"`` row under the key
+        is replaced); commits at once.
 
         Returns:
             True if the row was added, False if the key was already stored.
@@ -624,16 +736,21 @@ class ResultStore:
             [time.strftime("%Y-%m-%dT%H:%M:%S")]
         marks = ", ".join("?" * len(vals))
         with self.con:
+            self.con.execute("DELETE FROM runs WHERE key = ? AND status = 'error'", (key,))
             cur = self.con.execute(f"INSERT OR IGNORE INTO runs VALUES ({marks})", vals)
         return cur.rowcount == 1
 
-    def rows(self, keys: Iterable[str] | None = None) -> pd.DataFrame:
-        """Stored runs (all, or those with the given keys) with a ``key`` column."""
+    def rows(self, keys: Iterable[str] | None = None, *, retry_errors: bool = False
+             ) -> pd.DataFrame:
+        """Stored runs (all, or those with the given keys) with a ``key`` column; with
+        `retry_errors`, without the ``"error"`` rows (those a rerun does again)."""
         import pandas as pd
 
         df = pd.read_sql_query("SELECT * FROM runs", self.con)
         if keys is not None:
             df = df[df["key"].isin(set(keys))]
+        if retry_errors:
+            df = df[df["status"] != "error"]
         return df
 
     def close(self) -> None:
@@ -921,7 +1038,7 @@ def compare(
     Args:
         instances: Instance objects or instance file paths (one or many).
         solvers: registered names ("slackswap"), (name, params) pairs
-            (``("milp", {"backend": "cpsat"})``) or solver objects (their ``name`` and
+            (``("milp", {"backend": "highs"})``) or solver objects (their ``name`` and
             ``params`` attributes label the rows); one or many.
         budgets: memory budgets, each a fraction of P (0.5), bytes (int) or a size string
             ("11.5GB"); one or many.
@@ -976,6 +1093,8 @@ def compare(
         for _, _, obj in specs:  # before any process starts
             check_worker_importable(type(obj))
     refs = references if isinstance(references, list) else load_references(references)
+    if isinstance(scheduler, str):
+        _check_scheduler_address(scheduler)  # before any output or store
 
     # Instance descriptors and the grid.
     from slackopt.linkbudget import hideable_fraction
@@ -1017,7 +1136,7 @@ def compare(
     st = ResultStore(store) if store is not None else None
     try:
         if st is not None:
-            stored = st.rows([t.key for t in tasks])
+            stored = st.rows([t.key for t in tasks], retry_errors=True)
             for rec in stored.to_dict("records"):
                 k = rec.pop("key")
                 rec.pop("finished_at", None)

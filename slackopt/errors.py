@@ -42,3 +42,28 @@ class FileFormatError(SlackoptError):
         self.path, self.field, self.problem, self.fix = str(path), field, problem, fix
         where = f"{self.path}: field '{field}'" if field else self.path
         super().__init__(f"{where}: {problem}. Fix: {fix}")
+
+
+def interrupt_cause(e: BaseException) -> BaseException | None:
+    """The KeyboardInterrupt (or other BaseException that is not an Exception) behind `e`.
+
+    Ctrl-C that arrives while compiled code (the numba evaluator) is on the stack can
+    surface as ``SystemError: ... returned a result with an exception set`` whose
+    ``__cause__`` / ``__context__`` is the KeyboardInterrupt. Code that turns failures into
+    results (``except Exception``) asks this first and re-raises the interrupt.
+
+    Args:
+        e: a caught exception.
+
+    Returns:
+        The first KeyboardInterrupt / non-Exception BaseException in the chain of causes
+        and contexts of `e` (at most 20 links), or None.
+    """
+    seen = 0
+    x: BaseException | None = e
+    while x is not None and seen < 20:
+        if not isinstance(x, Exception):
+            return x
+        x = x.__cause__ or x.__context__
+        seen += 1
+    return None

@@ -184,6 +184,77 @@ def _names(x: Any) -> bool:
     return isinstance(x, (tuple, list)) and all(isinstance(v, str) for v in x)
 
 
+def _printable_names(names: list[Any]) -> bool:
+    """All plain non-empty printable strings (checked in bulk)."""
+    return all(type(x) is str for x in names) and all(names) and "".join(names).isprintable()
+
+
+def _unique_index(names: list[Any], labels: list[Any]) -> dict[str, int] | None:
+    """name -> position if the names are unique and names and labels (kinds, categories)
+    are all printable non-empty strings; else None."""
+    if not _printable_names(names) or not _printable_names(labels):
+        return None
+    index = {n: i for i, n in enumerate(names)}
+    return index if len(index) == len(names) else None
+
+
+def _ops_pass_bulk_checks(ops: Sequence[Op]) -> tuple[dict[str, int], int] | None:
+    """(name -> index, scheduled count) if every op passes the per-op checks of
+    :meth:`Instance._validate_and_index`, tested in bulk on plain Python types; None if
+    any may fail (then the per-op loop finds it and names it)."""
+    index = _unique_index([op.name for op in ops], [op.kind for op in ops])
+    if index is None:
+        return None
+    phases = [op.phase for op in ops]
+    n_fwd, n_bwd = phases.count("fwd"), phases.count("bwd")
+    n_sched = n_fwd + n_bwd
+    if phases != ["fwd"] * n_fwd + ["bwd"] * n_bwd + ["rebuild"] * (len(ops) - n_sched):
+        return None
+    real = (int, float)
+    durs = [op.duration_s for op in ops]
+    flops = [op.flops for op in ops]
+    ws = [op.workspace_bytes for op in ops]
+    if not (all(type(x) in real for x in durs) and all(type(x) in real for x in flops)
+            and all(type(x) is int for x in ws)):
+        return None
+    # sums are finite only without NaN or infinities (min/max skip a NaN)
+    if ops and not (math.isfinite(sum(durs)) and math.isfinite(sum(flops))
+                    and 0 <= min(durs) and max(durs) <= MAX_DURATION_S and min(flops) >= 0
+                    and 0 <= min(ws) and max(ws) <= MAX_BYTES):
+        return None
+    return index, n_sched
+
+
+def _tensors_pass_bulk_checks(tensors: Sequence[Tensor], op_index: Mapping[str, int],
+                              n_sched: int) -> dict[str, int] | None:
+    """name -> index if every tensor passes the per-tensor checks of
+    :meth:`Instance._validate_and_index` (names, sizes, categories, list fields, producer
+    and readers), tested in bulk; None if any may fail (the per-tensor loop names it)."""
+    index = _unique_index([t.name for t in tensors], [t.category for t in tensors])
+    if index is None:
+        return None
+    sizes = [t.size_bytes for t in tensors]
+    if not all(type(x) is int for x in sizes) or (sizes and not (0 <= min(sizes)
+                                                                 and max(sizes) <= MAX_BYTES)):
+        return None
+    if not all(type(t.readers) is tuple and all(type(r) is str for r in t.readers)
+               for t in tensors):
+        return None
+    if not all(t.recipe is None or (type(t.recipe.ops) is tuple and type(t.recipe.inputs)
+                                    is tuple and all(type(x) is str for x in t.recipe.ops)
+                                    and all(type(x) is str for x in t.recipe.inputs))
+               for t in tensors):
+        return None
+    for t in tensors:
+        p = op_index.get(t.producer, n_sched)
+        if p >= n_sched:
+            return None
+        rs = [op_index.get(r, n_sched) for r in t.readers]
+        if rs and (max(rs) >= n_sched or min(rs) <= p or len(set(rs)) != len(rs)):
+            return None
+    return index
+
+
 class Instance:
     """One profiled training iteration under one host link. Immutable once built.
 
@@ -268,10 +339,15 @@ class Instance:
             raise InstanceError(f"link '{link.name}': copy_latency_s must be finite, >= 0 and "
                                 f"<= {MAX_DURATION_S:g} s, got {link.copy_latency_s!r}")
 
-        op_index: dict[str, int] = {}
+        fast = _ops_pass_bulk_checks(ops)
+        if fast is not None:  # every op is valid: skip the loop that names the bad one
+            op_index, n_sched = fast
+            self._op_index = op_index
+            self.n_ops = n_sched
+        op_index = {} if fast is None else op_index
         last_phase = 0
-        n_sched = 0
-        for i, op in enumerate(ops):
+        n_sched = 0 if fast is None else n_sched
+        for i, op in enumerate(ops if fast is None else ()):
             if not _is_name(op.name):
                 raise InstanceError(f"op #{i}: name must be a non-empty printable string, "
                                     f"got {op.name!r}")
@@ -306,8 +382,9 @@ class Instance:
         self._op_index = op_index
         self.n_ops = n_sched
 
-        t_index: dict[str, int] = {}
-        for j, t in enumerate(tensors):
+        t_fast = _tensors_pass_bulk_checks(tensors, op_index, n_sched)
+        t_index: dict[str, int] = {} if t_fast is None else t_fast
+        for j, t in enumerate(tensors if t_fast is None else ()):
             if not _is_name(t.name):
                 raise InstanceError(f"tensor #{j}: name must be a non-empty printable string, "
                                     f"got {t.name!r}")
@@ -352,30 +429,17 @@ class Instance:
                 seen.add(rd)
         self._t_index = t_index
         for t in tensors:
-            self._check_storage_and_mutation(t)
+            if t.storage is not None or t.mutated_by != ():
+                self._check_storage_and_mutation(t)
         total = sum(int(t.size_bytes) for t in tensors) + sum(int(op.workspace_bytes)
                                                                for op in ops)
         if total > 2**62:
             raise InstanceError(f"the tensors and workspaces add up to {total} B, more than "
                                 "2**62 B; sizes are bytes, not bits or elements")
 
-        # Directed acyclic graph over scheduled ops (edges producer -> reader).
-        g = nx.DiGraph()
-        for op in ops[:n_sched]:
-            g.add_node(op.name, phase=op.phase, layer=op.layer, kind=op.kind,
-                       duration_s=op.duration_s)
-        for t in tensors:
-            for rd in t.readers:
-                if g.has_edge(t.producer, rd):
-                    g.edges[t.producer, rd]["tensors"].append(t.name)
-                else:
-                    g.add_edge(t.producer, rd, tensors=[t.name])
-        # Readers come after producers in the schedule, so the graph is acyclic by
-        # construction; the check guards that invariant against future edits.
-        if not nx.is_directed_acyclic_graph(g):  # pragma: no cover - implied above
-            cyc = nx.find_cycle(g)
-            raise InstanceError(f"op graph has a cycle through {cyc}")
-        self._graph = g
+        # The op graph (producer -> reader) is acyclic by construction: every reader was
+        # checked to run after its producer. It is built on first use (self.graph).
+        self._graph: nx.DiGraph | None = None
 
         # Ideal schedule.
         dur = np.array([op.duration_s for op in ops[:n_sched]], dtype=np.float64)
@@ -398,19 +462,27 @@ class Instance:
         first_bwd = np.full(nt, -1, dtype=np.int64)
         last_bwd = np.full(nt, -1, dtype=np.int64)
         size = np.empty(nt, dtype=np.int64)
-        reader_idx: list[np.ndarray] = []
-        for j, t in enumerate(tensors):
-            p = op_index[t.producer]
-            rs = np.array(sorted(op_index[x] for x in t.readers), dtype=np.int64)
-            reader_idx.append(rs)
-            prod[j] = p
-            size[j] = t.size_bytes
-            last[j] = rs[-1] if rs.size else p
-            fw = rs[rs < n_fwd]
-            bw = rs[rs >= n_fwd]
-            last_fwd[j] = fw[-1] if fw.size else p
-            if bw.size:
-                first_bwd[j], last_bwd[j] = bw[0], bw[-1]
+        prod[:] = [op_index[t.producer] for t in tensors]
+        size[:] = [t.size_bytes for t in tensors]
+        counts = np.fromiter((len(t.readers) for t in tensors), dtype=np.int64, count=nt)
+        owner = np.repeat(np.arange(nt, dtype=np.int64), counts)
+        flat = np.fromiter((op_index[x] for t in tensors for x in t.readers), dtype=np.int64,
+                           count=int(counts.sum()))
+        order = np.lexsort((flat, owner))  # by tensor, then schedule position
+        flat, owner = flat[order], owner[order]
+        ends = np.cumsum(counts).tolist()
+        reader_idx: list[np.ndarray] = [flat[a:b] for a, b in zip([0, *ends], ends,
+                                                                   strict=False)]
+        last[:] = prod
+        np.maximum.at(last, owner, flat)
+        last_fwd[:] = prod
+        fw = flat < n_fwd
+        np.maximum.at(last_fwd, owner[fw], flat[fw])
+        big = np.iinfo(np.int64).max
+        fb = np.full(nt, big, dtype=np.int64)
+        np.minimum.at(fb, owner[~fw], flat[~fw])
+        first_bwd[:] = np.where(fb == big, -1, fb)
+        np.maximum.at(last_bwd, owner[~fw], flat[~fw])
         self.tensor_producer_idx = prod
         self.tensor_last_reader_idx = last
         self.tensor_size = size
@@ -507,7 +579,7 @@ class Instance:
         # A recipe whose inputs chain back to an unrebuildable-through-recipe cycle cannot
         # happen: inputs are produced no later than the tensor, and a tensor cannot read
         # itself; equal production (two outputs of one op) is acyclic unless mutual.
-        self._check_recipe_cycles()
+        self._check_recipe_cycles(prod[saved])
 
         sv = saved
         # Ready: the op after which a saved tensor holds its final forward value (its
@@ -698,11 +770,16 @@ class Instance:
             return None
         return self._blockers.get(k, "it has no recipe")
 
-    def _check_recipe_cycles(self) -> None:
+    def _check_recipe_cycles(self, prod: np.ndarray) -> None:
+        # A recipe input is produced no later than the tensor it rebuilds (`prod`: producer
+        # index per saved position), so a cycle can only join tensors of one producer:
+        # only those edges are looked at.
+        prod = prod.tolist()
         g = nx.DiGraph()
         for k, ins in enumerate(self.recipe_inputs):
             for i in ins:
-                g.add_edge(k, i)
+                if prod[i] == prod[k]:
+                    g.add_edge(k, i)
         if not nx.is_directed_acyclic_graph(g):
             cyc = nx.find_cycle(g)
             names = " -> ".join(self.saved_names[a] for a, _ in cyc)
@@ -711,7 +788,23 @@ class Instance:
     # ------------------------------------------------------------------ access
     @property
     def graph(self) -> nx.DiGraph:
-        """The operator graph over scheduled ops (edge attribute ``tensors``). Do not mutate."""
+        """The operator graph over scheduled ops (edge attribute ``tensors``). Do not mutate.
+
+        Built on first use (a networkx graph of a 150k-layer file costs seconds that
+        loading does not need); acyclic because every reader runs after its producer.
+        """
+        if self._graph is None:
+            g = nx.DiGraph()
+            for op in self.ops[: self.n_ops]:
+                g.add_node(op.name, phase=op.phase, layer=op.layer, kind=op.kind,
+                           duration_s=op.duration_s)
+            for t in self.tensors:
+                for rd in t.readers:
+                    if g.has_edge(t.producer, rd):
+                        g.edges[t.producer, rd]["tensors"].append(t.name)
+                    else:
+                        g.add_edge(t.producer, rd, tensors=[t.name])
+            self._graph = g
         return self._graph
 
     @property
@@ -779,56 +872,92 @@ class Instance:
                 f"T*={self.ideal_time_s * 1e3:.4g} ms)")
 
 
-def budget_bytes(instance: Instance, budget: float | int | str) -> int:
-    """Turn a budget into bytes.
+_SIZE_UNITS = {"b": 1, "kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12,
+               "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+BUDGET_FORMS = ("a fraction of P <= 1 (0.5), a percentage of P (50%), a multiple of P "
+                "with a P suffix (1.2P) or a size with a unit (11.5GB, 12GiB, 800MB)")
+"""The budget forms :func:`budget_bytes` accepts, for error messages."""
+
+
+def parse_budget(budget: float | int | str) -> tuple[str, float]:
+    """Read a budget without an instance: ``("fraction", f)`` (of P) or ``("bytes", b)``.
+
+    Forms: a float or bare number string is a fraction of P and must be <= 1 (a bare
+    "8" would be 8 x P, 185 GB on GPT-2 XL, which a user thinking in GB does not mean);
+    "50%" is a percentage of P; "1.2P" an explicit multiple of P (up to
+    :data:`MAX_FRACTION`); a string with a unit is a size (decimal KB/MB/GB/TB, binary
+    KiB/MiB/GiB/TiB, "B"); an int is bytes.
 
     Args:
-        instance: gives P for fractional budgets.
-        budget: a float in [0, 10] is a fraction of P; an int is bytes; a string is a
-            fraction ("0.5") or a size with a unit: "11.5GB", "800MB", "1.2e9B", "12GiB"
-            (decimal units KB/MB/GB/TB, binary KiB/MiB/GiB/TiB, "B" for bytes).
+        budget: the budget as given.
 
     Returns:
-        The budget M in bytes (int, >= 0).
+        (kind, value): kind "fraction" with value >= 0 (of P), or "bytes" with a value
+        >= 0 (not yet rounded).
 
     Raises:
-        BudgetError: if the budget is negative, not finite or cannot be parsed.
+        BudgetError: unparsable, negative, not finite, a bare number > 1, or more than
+            MAX_FRACTION x P; the message names the form to use instead.
     """
     from slackopt.errors import BudgetError
 
-    units = {"b": 1, "kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12,
-             "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
     if isinstance(budget, str):
         txt = budget.strip().lower().replace(" ", "")
         num, unit = txt, ""
-        for u in sorted(units, key=len, reverse=True):
+        for u in ("%", "p", *sorted(_SIZE_UNITS, key=len, reverse=True)):
             if txt.endswith(u) and txt[: -len(u)]:
                 num, unit = txt[: -len(u)], u
                 break
         try:
             value = float(num)
         except ValueError:
-            raise BudgetError(
-                f"budget '{budget}' is neither a fraction of P (0.5) nor a size (11.5GB)"
-            ) from None
+            raise BudgetError(f"budget '{budget}' is not {BUDGET_FORMS}") from None
         if not math.isfinite(value) or value < 0:
             raise BudgetError(f"budget '{budget}' must be finite and >= 0")
-        if unit:
-            return _checked(int(round(value * units[unit])), budget)
-        if value > MAX_FRACTION:
+        if unit in _SIZE_UNITS:
+            return "bytes", value * _SIZE_UNITS[unit]
+        frac = value / 100 if unit == "%" else value
+        if unit == "" and frac > 1:
             raise BudgetError(
-                f"budget '{budget}' has no unit: as a fraction of P it must be <= "
-                f"{MAX_FRACTION:g}; for bytes write a unit ('{budget}B', '{budget}GB')")
-        return int(math.floor(value * instance.P))
+                f"budget '{budget}' has no unit: a bare number is a fraction of P and must "
+                f"be <= 1. Fix: write '{budget}GB' (or another unit) for a size, or "
+                f"'{budget}P' for {budget} x P")
+        if frac > MAX_FRACTION:
+            raise BudgetError(f"budget '{budget}' is more than {MAX_FRACTION:g} x P; give a "
+                              "size with a unit (11.5GB) if you mean bytes")
+        return "fraction", frac
     if isinstance(budget, bool) or not _is_real(budget):
-        raise BudgetError(f"budget {budget!r} must be a number or a size string like '11.5GB'")
+        raise BudgetError(f"budget {budget!r} must be a number or a string: {BUDGET_FORMS}")
     if not math.isfinite(budget) or budget < 0:
         raise BudgetError(f"budget {budget!r} must be finite and >= 0")
     if isinstance(budget, (float, np.floating)):
-        if budget > MAX_FRACTION:
-            raise BudgetError(f"budget {budget!r} as a fraction of P must be <= "
-                              f"{MAX_FRACTION:g}; give bytes as an int or a size string")
-        return int(math.floor(budget * instance.P))
+        if budget > 1:
+            raise BudgetError(f"budget {budget!r}: a float is a fraction of P and must be "
+                              f"<= 1. Fix: give '{budget}P' for {budget} x P, or bytes as an "
+                              "int or a size string ('11.5GB')")
+        return "fraction", float(budget)
+    return "bytes", float(int(budget))
+
+
+def budget_bytes(instance: Instance, budget: float | int | str) -> int:
+    """Turn a budget into bytes.
+
+    Args:
+        instance: gives P for fractional budgets.
+        budget: any form :func:`parse_budget` reads: 0.5, "0.5", "50%", "1.2P", "11.5GB",
+            "800MB", "1.2e9B", "12GiB", or an int (bytes).
+
+    Returns:
+        The budget M in bytes (int, >= 0): floor(fraction x P) for fractions.
+
+    Raises:
+        BudgetError: as :func:`parse_budget`, or more than 2**62 bytes.
+    """
+    kind, value = parse_budget(budget)
+    if kind == "fraction":
+        return int(math.floor(value * instance.P))
+    if isinstance(budget, str):
+        return _checked(int(round(value)), budget)
     return _checked(int(budget), budget)
 
 
@@ -844,4 +973,4 @@ MAX_FRACTION = 10.0
 """Largest budget accepted as a fraction of P."""
 
 
-__all__ = ["Op", "Recipe", "Tensor", "Instance", "budget_bytes", "PHASES"]
+__all__ = ["Op", "Recipe", "Tensor", "Instance", "budget_bytes", "parse_budget", "PHASES"]

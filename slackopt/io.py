@@ -53,6 +53,9 @@ atomic (a temporary file renamed into place); an existing file is never replaced
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import gc
 import json
 import math
 import os
@@ -60,15 +63,16 @@ import re
 import types
 import typing
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NamedTuple, NotRequired
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, Strict, TypeAdapter, ValidationError
+from typing_extensions import TypedDict, is_typeddict
 
 from slackopt.errors import FileFormatError, InstanceError, PlanError, SlackoptError
-from slackopt.hardware import COPY_LATENCY_S, DUPLEX_FACTOR, Link
+from slackopt.hardware import Link
 from slackopt.instance import Instance, Op, Recipe, Tensor
 from slackopt.plan import DECISION_NAMES, POLICIES, Plan, check_runtime_params
 
@@ -96,62 +100,78 @@ NonNegInt = Annotated[int, Field(ge=0)]
 NonNegFloat = Annotated[float, Field(ge=0)]
 
 
-class LinkModel(_Strict):
+# Instance files are validated as TypedDicts (plain dicts out, no model objects: a file
+# of 150k layers has about a million fields), with the same strict rules as the models.
+# Absent optional fields stay absent; the defaults are those of Op, Tensor, Recipe and
+# Link. Lists fail fast: the first bad op or tensor ends the validation.
+_STRICT = ConfigDict(strict=True, extra="forbid", allow_inf_nan=False)
+
+
+class LinkModel(TypedDict):
     """``link``: the host link."""
 
+    __pydantic_config__ = _STRICT  # type: ignore[misc]
     name: str
     bytes_per_s: Annotated[float, Field(gt=0)]
-    duplex_factor: Annotated[float, Field(gt=0, le=1)] = DUPLEX_FACTOR
-    copy_latency_s: NonNegFloat = COPY_LATENCY_S
+    duplex_factor: NotRequired[Annotated[float, Field(gt=0, le=1)]]
+    copy_latency_s: NotRequired[NonNegFloat]
 
 
-class OpModel(_Strict):
+class OpModel(TypedDict):
     """``ops[i]``: one operator."""
 
+    __pydantic_config__ = _STRICT  # type: ignore[misc]
     name: Name
     phase: Literal["fwd", "bwd", "rebuild"]
     duration_s: NonNegFloat
-    layer: int = -1
-    kind: str = "other"
-    workspace_bytes: NonNegInt = 0
-    flops: NonNegFloat = 0.0
-    never_recompute: bool = False
-    random: bool = False
+    layer: NotRequired[int]
+    kind: NotRequired[str]
+    workspace_bytes: NotRequired[NonNegInt]
+    flops: NotRequired[NonNegFloat]
+    never_recompute: NotRequired[bool]
+    random: NotRequired[bool]
 
 
-class RecipeModel(_Strict):
+class RecipeModel(TypedDict):
     """``tensors[j].recipe``: how to rebuild a dropped tensor."""
 
+    __pydantic_config__ = _STRICT  # type: ignore[misc]
     ops: list[Name]
-    inputs: list[Name] = []
-    transient_bytes: NonNegInt = 0
+    inputs: NotRequired[list[Name]]
+    transient_bytes: NotRequired[NonNegInt]
 
 
-class TensorModel(_Strict):
+class TensorModel(TypedDict):
     """``tensors[j]``: one tensor."""
 
+    __pydantic_config__ = _STRICT  # type: ignore[misc]
     name: Name
     size_bytes: NonNegInt
     producer: Name
-    readers: list[Name] = []
-    recipe: RecipeModel | None = None
-    category: str = "other"
-    storage: Name | None = None
-    mutated_by: list[Name] = []
+    readers: NotRequired[list[Name]]
+    recipe: NotRequired[RecipeModel | None]
+    category: NotRequired[str]
+    storage: NotRequired[Name | None]
+    mutated_by: NotRequired[list[Name]]
 
 
-class InstanceFileModel(_Strict):
+class InstanceFileModel(TypedDict):
     """An instance file (schema version 1)."""
 
+    __pydantic_config__ = _STRICT  # type: ignore[misc]
     format: Literal["slackopt-instance"]
-    schema_version: Literal[1]
+    # not Literal[1]: pydantic's JSON mode takes true and 1.0 for a literal 1
+    schema_version: Annotated[int, Strict(), Field(ge=1, le=1)]
     name: str
     link: LinkModel
-    rng_capture: bool = True
-    host_memory_bytes: NonNegInt | None = None
-    ops: list[OpModel]
-    tensors: list[TensorModel]
-    meta: dict[str, Any] = {}
+    rng_capture: NotRequired[bool]
+    host_memory_bytes: NotRequired[NonNegInt | None]
+    ops: Annotated[list[OpModel], Field(fail_fast=True)]
+    tensors: Annotated[list[TensorModel], Field(fail_fast=True)]
+    meta: NotRequired[dict[str, Any]]
+
+
+_INSTANCE_SCHEMA = TypeAdapter(InstanceFileModel)
 
 
 class PlanFileModel(_Strict):
@@ -277,10 +297,11 @@ def _normalize(obj: Any, path: str, loc: tuple[str | int, ...] = ()) -> Any:
                           "stored in JSON", "use numbers, strings, booleans, null, lists and dicts")
 
 
-def _read_json(path: PathLike) -> Any:
+def _read_bytes(path: PathLike) -> bytes:
+    """The file's bytes, or a FileFormatError naming what is wrong with the path."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        return p.read_bytes()
     except FileNotFoundError:
         raise FileFormatError(p, "", "file not found", "check the path") from None
     except IsADirectoryError:
@@ -288,12 +309,18 @@ def _read_json(path: PathLike) -> Any:
             from None
     except PermissionError:
         raise FileFormatError(p, "", "permission denied", "make the file readable") from None
-    except UnicodeDecodeError as e:
-        raise FileFormatError(p, "", f"not UTF-8 text (byte {e.start})",
-                              "give a JSON file written by slackopt") from None
     except OSError as e:
         raise FileFormatError(p, "", f"cannot be read ({e.strerror or e})", "check the path") \
             from None
+
+
+def _read_json(path: PathLike) -> Any:
+    p = Path(path)
+    try:
+        text = _read_bytes(p).decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise FileFormatError(p, "", f"not UTF-8 text (byte {e.start})",
+                              "give a JSON file written by slackopt") from None
     if not text.strip():
         raise FileFormatError(p, "", "file is empty", "give a JSON file written by slackopt")
     try:
@@ -398,23 +425,32 @@ _FIXES = {
 }
 
 
-def _model_at(model: Any, loc: Sequence[str | int]) -> type[BaseModel] | None:
-    """The pydantic model that validates the object at `loc` (for listing its fields)."""
+def _fields(tp: Any) -> dict[str, Any] | None:
+    """Field name -> type of a pydantic model or a TypedDict, else None."""
+    if isinstance(tp, type) and issubclass(tp, BaseModel):
+        return {k: f.annotation for k, f in tp.model_fields.items()}
+    if is_typeddict(tp):
+        return typing.get_type_hints(tp)
+    return None
+
+
+def _model_at(model: Any, loc: Sequence[str | int]) -> Any:
+    """The model or TypedDict that validates the object at `loc` (for listing its fields)."""
     tp: Any = model
     for part in loc:
         tp = _unwrap(tp)
         if isinstance(part, str):
-            if not (isinstance(tp, type) and issubclass(tp, BaseModel)) \
-                    or part not in tp.model_fields:
+            fields = _fields(tp)
+            if fields is None or part not in fields:
                 return None
-            tp = tp.model_fields[part].annotation
+            tp = fields[part]
         else:
             args = typing.get_args(tp)
             if typing.get_origin(tp) is not list or not args:
                 return None
             tp = args[0]
     tp = _unwrap(tp)
-    return tp if isinstance(tp, type) and issubclass(tp, BaseModel) else None
+    return tp if _fields(tp) is not None else None
 
 
 def _unwrap(tp: Any) -> Any:
@@ -438,7 +474,7 @@ def _item_label(raw: Any, loc: Sequence[str | int]) -> str:
 
 
 def _pydantic_error(path: PathLike, err: ValidationError, raw: Any,
-                    top: type[BaseModel]) -> FileFormatError:
+                    top: Any) -> FileFormatError:
     errs = err.errors(include_url=False)
     e = errs[0]
     loc = [p for p in e["loc"] if isinstance(p, (str, int))]
@@ -458,7 +494,7 @@ def _pydantic_error(path: PathLike, err: ValidationError, raw: Any,
     fix = _FIXES.get(typ, "correct the value")
     if typ == "extra_forbidden":
         parent = _model_at(top, loc[:-1])
-        allowed = ", ".join(parent.model_fields) if parent else ""
+        allowed = ", ".join(_fields(parent) or {}) if parent is not None else ""
         fix = "remove it" + (f" (allowed fields: {allowed})" if allowed else "")
     elif typ == "missing":
         fix = f"add '{loc[-1]}'" if loc else fix
@@ -679,26 +715,53 @@ def instance_from_dict(d: Mapping[str, Any], source: str = "<dict>") -> Instance
     _check_header(source, d, INSTANCE_FORMAT, INSTANCE_SCHEMA_VERSIONS)
     raw = _normalize(d, source)
     try:
-        m = InstanceFileModel.model_validate(raw)
+        m = _INSTANCE_SCHEMA.validate_python(raw)
     except ValidationError as e:
         raise _pydantic_error(source, e, raw, InstanceFileModel) from None
-    link = Link(m.link.name, m.link.bytes_per_s, m.link.duplex_factor, m.link.copy_latency_s)
-    ops = [Op(o.name, o.phase, o.duration_s, o.layer, o.kind, o.workspace_bytes, o.flops,
-              o.never_recompute, o.random) for o in m.ops]
-    tensors = [Tensor(t.name, t.size_bytes, t.producer, tuple(t.readers),
-                      None if t.recipe is None else Recipe(tuple(t.recipe.ops),
-                                                           tuple(t.recipe.inputs),
-                                                           t.recipe.transient_bytes),
-                      t.category, t.storage, tuple(t.mutated_by)) for t in m.tensors]
+    return _build_instance(m, source)
+
+
+def _instance_of(m: Mapping[str, Any]) -> Instance:
+    """Instance(...) of a validated document whose ops and tensors are built."""
+    return Instance(m["name"], m["ops"], m["tensors"], Link(**m["link"]),
+                    meta=m.get("meta", {}),
+                    **{k: m[k] for k in ("rng_capture", "host_memory_bytes") if k in m})
+
+
+def _op_from(o: Mapping[str, Any]) -> Op:
+    return Op(**o)
+
+
+def _build_instance(m: Mapping[str, Any], source: str) -> Instance:
+    """The Instance of a validated document (defaults: those of Op, Tensor, Recipe, Link);
+    an InstanceError becomes a FileFormatError naming the field (from `m`'s dicts)."""
+    built = {**m, "ops": [_op_from(o) for o in m["ops"]],
+             "tensors": [_tensor_from(t) for t in m["tensors"]]}
     try:
-        return Instance(m.name, ops, tensors, link, meta=m.meta, rng_capture=m.rng_capture,
-                        host_memory_bytes=m.host_memory_bytes)
+        return _instance_of(built)
     except InstanceError as e:
-        field, fix = _instance_error_field(raw, str(e))
+        field, fix = _instance_error_field(m, str(e))
         problem = str(e)
         if problem.endswith("; " + fix):   # the message already ends with the fix
             problem = problem[: -len(fix) - 2]
         raise FileFormatError(source, field, problem, fix) from None
+
+
+_TENSOR_DEFAULTS = {f.name: f.default for f in dataclasses.fields(Tensor)}
+_RECIPE_DEFAULTS = {f.name: f.default for f in dataclasses.fields(Recipe)}
+
+
+def _tensor_from(t: Mapping[str, Any], d: Mapping[str, Any] = _TENSOR_DEFAULTS,
+                 rd: Mapping[str, Any] = _RECIPE_DEFAULTS) -> Tensor:
+    rec = t.get("recipe")
+    return Tensor(t["name"], t["size_bytes"], t["producer"],
+                  tuple(t.get("readers", d["readers"])),
+                  None if rec is None else Recipe(tuple(rec["ops"]),
+                                                  tuple(rec.get("inputs", rd["inputs"])),
+                                                  rec.get("transient_bytes",
+                                                          rd["transient_bytes"])),
+                  t.get("category", d["category"]), t.get("storage", d["storage"]),
+                  tuple(t.get("mutated_by", d["mutated_by"])))
 
 
 def save_instance(instance: Instance, path: PathLike, *, overwrite: bool = False) -> Path:
@@ -723,6 +786,14 @@ def save_instance(instance: Instance, path: PathLike, *, overwrite: bool = False
 def load_instance(path: PathLike) -> Instance:
     """Read an instance file.
 
+    Fast path: the bytes are parsed and checked against the schema in one pass
+    (pydantic's JSON parser, TypedDicts, the first bad op or tensor ends it), then checks
+    that this parser does not make (repeated keys, ``meta``'s values) run on the result.
+    A file that fails any of these, or holds escapes that the repeated-key check cannot
+    see through, is read again by the exact path (Python's JSON parser and a full walk),
+    which names the first problem. Either way the messages name the file, the field and
+    the fix. ``python benchmarks/load_speed.py`` measures MB/s and peak memory.
+
     Args:
         path: the file.
 
@@ -734,7 +805,84 @@ def load_instance(path: PathLike) -> Instance:
             unreadable file, not JSON, NaN/Infinity tokens, wrong format or schema version,
             a missing/unknown/mistyped field, or a malformed instance.
     """
-    return instance_from_dict(_read_json(path), source=str(path))
+    with _gc_paused():
+        return _load_instance(path)
+
+
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """No cyclic garbage collection meanwhile: building a million objects that form no
+    cycles would otherwise trigger full collections that rescan all of them."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def _load_instance(path: PathLike) -> Instance:
+    source = str(path)
+    data = _read_bytes(path)
+    try:
+        m = _INSTANCE_SCHEMA.validate_json(data)
+    except ValidationError as e:
+        types_ = {err["type"] for err in e.errors(include_url=False)}
+        if any(t.startswith("json") or t == "finite_number" for t in types_) \
+                or not _escape_free(data):
+            return instance_from_dict(_read_json(path), source=source)  # exact message
+        import pydantic_core
+
+        raw = pydantic_core.from_json(data)
+        _check_header(source, raw, INSTANCE_FORMAT, INSTANCE_SCHEMA_VERSIONS)
+        raise _pydantic_error(source, e, raw, InstanceFileModel) from None
+    if not (_escape_free(data) and _no_repeated_keys(data, m)):
+        return instance_from_dict(_read_json(path), source=source)
+    del data  # memory: the bytes are no longer needed
+    if "meta" in m:
+        m["meta"] = _normalize(m["meta"], source, ("meta",))
+    # Each op and tensor replaces its dict as it is built (peak memory: one copy). An
+    # instance-level problem is then named by the exact path, which keeps the dicts.
+    for key, build in (("ops", _op_from), ("tensors", _tensor_from)):
+        items = m[key]
+        for i, x in enumerate(items):
+            items[i] = build(x)
+    try:
+        return _instance_of(m)
+    except InstanceError:
+        return instance_from_dict(_read_json(path), source=source)
+
+
+_SPACE_BEFORE_COLON = re.compile(rb'"\s+:')
+
+
+def _escape_free(data: bytes) -> bool:
+    """No \\u or \\/ escapes and no space between a key and its colon: then every key
+    ``K`` appears in the text exactly as ``json.dumps(K) + ":"``."""
+    return b"\\u" not in data and b"\\/" not in data \
+        and _SPACE_BEFORE_COLON.search(data) is None
+
+
+def _no_repeated_keys(data: bytes, m: Mapping[str, Any]) -> bool:
+    """Whether no object of the file repeats a key (a parser keeps the last value).
+
+    In :func:`_escape_free` text every key is written as ``"key":``, so the text holds
+    ``":`` at least once per key it writes, and more often than the parsed objects hold
+    keys exactly when a key is repeated (or a string holds an escaped quote before a
+    colon: then the exact path decides).
+    """
+    held = len(m) + len(m["link"]) + sum(map(len, m["ops"])) + sum(map(len, m["tensors"]))
+    held += sum(len(t["recipe"]) for t in m["tensors"] if t.get("recipe") is not None)
+    stack = [m.get("meta")]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, dict):
+            held += len(x)
+            stack.extend(x.values())
+        elif isinstance(x, list):
+            stack.extend(x)
+    return data.count(b'":') == held
 
 
 # ----------------------------------------------------------------------------- plans
@@ -873,8 +1021,51 @@ def load_plan(path: PathLike, instance: Instance) -> Plan:
     return plan_from_dict(_read_json(path), instance, source=str(path))
 
 
+class PlanFile(NamedTuple):
+    """A plan file read with its header.
+
+    Attributes:
+        plan: the Plan, aligned with the instance's saved tensors.
+        instance: the instance name the file says it was made for, or None.
+        budget_bytes: the budget M (bytes) the plan was made for (``meta.budget_bytes``,
+            which ``slackopt solve -o`` writes), or None if the file records none.
+        meta: the file's ``meta`` object (provenance).
+    """
+
+    plan: Plan
+    instance: str | None
+    budget_bytes: int | None
+    meta: dict[str, Any]
+
+
+def read_plan_file(path: PathLike, instance: Instance) -> PlanFile:
+    """Read a plan file for `instance` with its header (made-for instance, budget, meta).
+
+    Args:
+        path: the file.
+        instance: the instance the plan is for.
+
+    Returns:
+        A :class:`PlanFile`.
+
+    Raises:
+        FileFormatError: as :func:`load_plan`, or ``meta.budget_bytes`` that is not an
+            integer >= 0 (naming the field and the fix).
+    """
+    doc = _read_json(path)
+    plan = plan_from_dict(doc, instance, source=str(path))
+    meta = doc.get("meta") if isinstance(doc.get("meta"), dict) else {}
+    m = meta.get("budget_bytes")
+    if m is not None and (isinstance(m, bool) or not isinstance(m, int) or m < 0):
+        raise FileFormatError(str(path), "meta.budget_bytes", f"{m!r} is not an integer >= 0",
+                              "remove it, or give --budget to choose the budget")
+    made_for = doc.get("instance")
+    return PlanFile(plan, made_for if isinstance(made_for, str) else None, m, dict(meta))
+
+
 __all__ = [
     "INSTANCE_FORMAT", "INSTANCE_SCHEMA_VERSIONS", "OutputExistsError", "PLAN_FORMAT",
-    "PLAN_SCHEMA_VERSIONS", "instance_from_dict", "instance_to_dict", "load_instance",
-    "load_plan", "plan_from_dict", "plan_to_dict", "save_instance", "save_plan",
+    "PLAN_SCHEMA_VERSIONS", "PlanFile", "instance_from_dict", "instance_to_dict",
+    "load_instance", "load_plan", "plan_from_dict", "plan_to_dict", "read_plan_file",
+    "save_instance", "save_plan",
 ]

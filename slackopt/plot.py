@@ -105,13 +105,23 @@ def _evaluations(evaluation: Evaluation | Mapping[str, Evaluation]) -> dict[str,
     return {"": evaluation}
 
 
+def _end_s(ev: Evaluation) -> float:
+    """Where the drawn time axis of `ev` ends (s): its step time if feasible; for an
+    infeasible plan, which has no step time, the moment it stopped (the step time field
+    if the evaluator still gives one, else the last traced event's end)."""
+    if ev.step_time_s is not None and math.isfinite(ev.step_time_s):
+        return float(ev.step_time_s)
+    ends = [e["end_s"] for e in ev.trace or () if e.get("end_s") is not None]
+    return float(max(ends, default=0.0))
+
+
 def _verdict(ev: Evaluation) -> str:
     if not ev.feasible:
         import re
 
         m = re.search(r"task '([^']+)'.*?(\d+) B short", ev.failure or "")
         why = f": '{m.group(1)}' is {_fmt_bytes(int(m.group(2)))} short of memory" if m else ""
-        return f"infeasible{why} (stopped at {_fmt_time(ev.step_time_s)}, red line)"
+        return f"infeasible{why}, no step time (stopped at {_fmt_time(_end_s(ev))}, red line)"
     return (f"step {_fmt_time(ev.step_time_s)} vs ideal {_fmt_time(ev.ideal_time_s)}, "
             f"throughput {ev.throughput:.1%}")
 
@@ -196,10 +206,10 @@ def _timeline_axes(ax: Axes, ev: Evaluation, instance: Instance | None, scale: f
                    linewidth=0.9)
     ax.axvline(ev.ideal_time_s * scale, color="black", linestyle=":", linewidth=1.2)
     if not ev.feasible:
-        ax.axvline(ev.step_time_s * scale, color=_C["stall"], linewidth=1.5)
+        ax.axvline(_end_s(ev) * scale, color=_C["stall"], linewidth=1.5)
     ax.set_yticks([2, 1, 0], ["compute", "D2H copies\n(offload)", "H2D copies\n(prefetch)"])
     ax.set_ylim(-0.6, 2.75)
-    ax.set_xlim(0, max(ev.step_time_s, ev.ideal_time_s) * scale * 1.01)
+    ax.set_xlim(0, max(_end_s(ev), ev.ideal_time_s) * scale * 1.01)
     ax.grid(axis="x", alpha=0.3)
     head = f"{label}: " if label else ""
     stalls = ev.stall_fwd_s + ev.stall_bwd_s
@@ -233,7 +243,7 @@ def timeline(evaluation: Evaluation | Mapping[str, Evaluation], instance: Instan
         SlackoptError: an evaluation without a trace.
     """
     evs = _evaluations(evaluation)
-    t_max = max(max(e.step_time_s, e.ideal_time_s) for e in evs.values())
+    t_max = max(max(_end_s(e), e.ideal_time_s) for e in evs.values())
     scale, unit = _time_unit(t_max)
     n = len(evs)
     fig = _fig(width, 1.9 * n + 1.3)
@@ -292,7 +302,7 @@ def memory_profile(evaluation: Evaluation | Mapping[str, Evaluation],
         SlackoptError: an evaluation without a trace.
     """
     evs = _evaluations(evaluation)
-    t_max = max(max(e.step_time_s, e.ideal_time_s) for e in evs.values())
+    t_max = max(max(_end_s(e), e.ideal_time_s) for e in evs.values())
     b_max = max(max(e.budget_bytes, e.peak_bytes) for e in evs.values())
     if instance is not None:
         b_max = max(b_max, instance.P)
@@ -320,7 +330,7 @@ def memory_profile(evaluation: Evaluation | Mapping[str, Evaluation],
         xs = np.array([0.0, *samples.keys()], dtype=float)
         ys = np.array([0, *samples.values()], dtype=float)
         if xs.size:
-            xs = np.append(xs, ev.step_time_s)
+            xs = np.append(xs, _end_s(ev))
             ys = np.append(ys, ys[-1])
         name = label or "this plan"
         ax.step(xs * ts, ys / bs, where="post", color=colors[i % len(colors)], linewidth=1.4,

@@ -303,6 +303,17 @@ class BaseSolver:
                     f"{_solver_label(cls)}: {k} must be {cls.param_specs[k].rule()}, got "
                     f"{getattr(self, k)!r} ({e}); valid keys: {describe_params(cls)}"
                 ) from None
+        try:
+            self.check_params()
+        except ValueError as e:
+            raise SolverParamError(f"{_solver_label(cls)}: {e}; valid keys: "
+                                   f"{describe_params(cls)}") from None
+
+    def check_params(self) -> None:
+        """Rules between hyperparameters that one :class:`Param` cannot state (e.g.
+        ``elites < population``); runs after the specs. Raise ValueError naming the keys
+        and the rule; it becomes a :class:`SolverParamError` listing the valid keys.
+        Default: none."""
 
     @property
     def params(self) -> dict[str, Any]:
@@ -400,7 +411,7 @@ class BaseSolver:
         return SolveResult(
             plan=out.plan, solver=self.name, params=self.params, status=status,
             objective_s=objective, lower_bound_s=out.lower_bound_s,
-            planning_time_s=time.perf_counter() - run.started, seed=seed, info=info)
+            planning_time_s=time.perf_counter() - run.started, seed=run.seed, info=info)
 
 
 @dataclass
@@ -409,7 +420,9 @@ class Run:
 
     Attributes:
         time_limit_s: seconds allowed (None: no limit).
-        seed: the seed given (None: use a fixed default, e.g. ``run.seed_or(0)``).
+        seed: the seed given (None: use a fixed default, e.g. ``run.seed_or(0)``). A
+            solver that substitutes its default may set ``run.seed`` to the seed it used;
+            the SolveResult reports ``run.seed``.
         started: ``time.perf_counter()`` at the start of the call.
     """
 

@@ -47,6 +47,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 import math
 import multiprocessing as mp
+import os
 import random
 import threading
 import time
@@ -56,10 +57,13 @@ from typing import Any, NamedTuple
 import numpy as np
 from deap import algorithms, base, tools
 
+from slackopt.errors import interrupt_cause
 from slackopt.instance import Instance
+from slackopt.parentwatch import sigint_blocked
 from slackopt.plan import KEEP, RECOMP, SWAP, Plan
 from slackopt.simulate import simulate
-from slackopt.solver import SolveResult, get_solver, registered_solvers
+from slackopt.solver import get_solver, registered_solvers
+from slackopt.solverbase import BaseSolver, Outcome, Param, Run
 
 SEEDINGS = ("slackswap+baselines", "random")
 UNBOUNDED_BUDGET_BYTES = 2**53
@@ -68,6 +72,9 @@ UNBOUNDED_BUDGET_BYTES = 2**53
 NOT_CHEAP_SOLVERS = ("genetic", "milp")
 """Registered solvers never used as seeds by default: this one, and exact solvers whose
 planning time is not small (any name starting with one of these)."""
+
+SEEDING_SHARE = 0.5
+"""Under a time limit, the seed solvers share at most this fraction of it."""
 
 _RANDOM_LOCK = threading.Lock()
 _IDEAL_RTOL = 1e-12
@@ -115,10 +122,17 @@ def score(instance: Instance, plan: Plan, budget_bytes: int) -> Score:
     Raises:
         PlanError: the plan does not fit the instance. BudgetError: M < 0.
     """
-    ev = simulate(instance, plan, budget_bytes)
-    if ev.feasible:
-        return Score(True, 0, float(ev.step_time_s), float(ev.throughput), int(ev.peak_bytes), 1)
-    un = simulate(instance, plan, UNBOUNDED_BUDGET_BYTES)
+    try:
+        ev = simulate(instance, plan, budget_bytes)
+        if ev.feasible:
+            return Score(True, 0, float(ev.step_time_s), float(ev.throughput),
+                         int(ev.peak_bytes), 1)
+        un = simulate(instance, plan, UNBOUNDED_BUDGET_BYTES)
+    except SystemError as e:  # Ctrl-C that landed inside the compiled evaluator
+        cause = interrupt_cause(e)
+        if cause is not None:
+            raise cause from None
+        raise
     return Score(False, max(0, int(un.peak_bytes) - int(budget_bytes)), float(un.step_time_s),
                  0.0, int(un.peak_bytes), 2)
 
@@ -128,15 +142,39 @@ def score(instance: Instance, plan: Plan, budget_bytes: int) -> Score:
 _CTX: dict[str, Any] = {}
 
 
-def _init_worker(instance: Instance, budget_bytes: int) -> None:
+def _init_worker(instance: Instance, budget_bytes: int, parent_pid: int | None = None) -> None:
+    """Keep the instance and M for :func:`_score_key`; in a pool worker (`parent_pid`
+    given) also leave Ctrl-C to the parent and end with it."""
     _CTX["instance"] = instance
     _CTX["M"] = int(budget_bytes)
+    if parent_pid is not None:
+        from slackopt.parentwatch import exit_with_parent, worker_ignores_sigint
+
+        worker_ignores_sigint()
+        exit_with_parent(parent_pid)
 
 
 def _score_key(key: bytes) -> Score:
     inst = _CTX["instance"]
     plan = Plan(np.frombuffer(key, dtype=np.int8), inst.saved_names)
     return score(inst, plan, _CTX["M"])
+
+
+def _progress_line(g: int, evaluations: int, best: Score, ideal_s: float, elapsed_s: float,
+                   time_limit_s: float | None) -> None:
+    """One progress line on stderr: generation, plans scored, the incumbent (best plan),
+    the bound T* and the gap to it, time used."""
+    import sys
+
+    if best.feasible:
+        inc = (f"best {best.step_time_s * 1e3:.4g} ms ({best.throughput:.2%} of ideal), "
+               f"bound T* {ideal_s * 1e3:.4g} ms, gap {best.step_time_s / ideal_s - 1:.2%}")
+    else:
+        inc = f"no feasible plan yet (best {best.over_bytes / 1e6:.4g} MB over budget)"
+    limit = f" of {time_limit_s:g} s" if time_limit_s is not None else ""
+    sys.stderr.write(f"genetic: generation {g}, {evaluations} plans scored, {inc}, "
+                     f"{elapsed_s:.1f} s{limit}\n")
+    sys.stderr.flush()
 
 
 # --------------------------------------------------------------------------- DEAP types
@@ -251,7 +289,7 @@ def random_individual(rebuildable: Sequence[bool]) -> Individual:
 
 
 # --------------------------------------------------------------------------- the solver
-class Genetic:
+class Genetic(BaseSolver):
     """DEAP genetic search over keep/swap/recomp decision vectors (paper sec. 4.4).
 
     One run (:meth:`solve`):
@@ -278,8 +316,10 @@ class Genetic:
     4. Stops after ``generations`` generations, once ``max_evaluations`` distinct plans
        have been scored, when the time limit would be exceeded by
        one more generation (estimated from the last one; checked only between
-       generations), or when the best plan runs at the ideal step time T* (a lower bound:
-       status "optimal").
+       generations), or when the best plan runs at the ideal step time T*: T* is a lower
+       bound on every plan's step (docs/model.md, invariant 2), so that plan is a proven
+       optimum and the status is "optimal" (equal to T* within 1e-12 relative, float
+       rounding); otherwise "feasible".
 
     The best plan ever scored (``tools.HallOfFame``) is returned; seeds are part of
     generation 0 and the best individuals always survive, so the result is never worse
@@ -323,13 +363,32 @@ class Genetic:
             "forkserver"), None for the platform default ("spawn" and "forkserver"
             re-import the caller's ``__main__``: guard scripts with ``if __name__ ==
             "__main__"``).
+        progress_s: a solve that runs longer than this (s) writes one line to stderr every
+            `progress_s` seconds (generation, plans scored, best step and throughput
+            (the incumbent), the lower bound T* and the gap to it, time used); 0 after
+            every generation, None never.
         seed: random seed used when :meth:`solve` gets none.
 
     Raises:
-        ValueError: a hyperparameter out of range.
+        SolverParamError: a hyperparameter out of range (the message lists the valid keys).
     """
 
     name = "genetic"
+    param_specs = {
+        "population": Param(int, min=2), "tournament_size": Param(int, min=1),
+        "crossover_rate": Param(float, min=0.0, max=1.0),
+        "mutation_rate": Param(float, min=0.0, max=1.0),
+        "mutation_indpb": Param(float, min=0.0, max=1.0, none=True),
+        "elites": Param(int, min=1, doc="< population"),
+        "generations": Param(int, min=0, none=True),
+        "max_evaluations": Param(int, min=1, none=True),
+        "seeding": Param(str, choices=SEEDINGS), "seed_solvers": Param(tuple, none=True),
+        "seed_time_limit_s": Param(float, positive=True), "unique": Param(bool),
+        "workers": Param(int, min=1),
+        "mp_start_method": Param(str, choices=("fork", "spawn", "forkserver"), none=True),
+        "progress_s": Param(float, min=0.0, none=True), "seed": Param(int),
+    }
+    min_budget_search = False  # infeasible answers state the best plan's peak instead
 
     def __init__(self, *, population: int = 48, tournament_size: int = 3,
                  crossover_rate: float = 0.6, mutation_rate: float = 0.5,
@@ -338,54 +397,28 @@ class Genetic:
                  seeding: str = "slackswap+baselines",
                  seed_solvers: Sequence[str] | None = None, seed_time_limit_s: float = 10.0,
                  unique: bool = True, workers: int = 1, mp_start_method: str | None = None,
-                 seed: int = 0) -> None:
-        if int(population) < 2:
-            raise ValueError("population must be >= 2")
-        if int(tournament_size) < 1:
-            raise ValueError("tournament_size must be >= 1")
-        for nm, v in (("crossover_rate", crossover_rate), ("mutation_rate", mutation_rate)):
-            if not 0.0 <= float(v) <= 1.0:
-                raise ValueError(f"{nm} must be in [0, 1], got {v!r}")
-        if mutation_indpb is not None and not 0.0 <= float(mutation_indpb) <= 1.0:
-            raise ValueError(f"mutation_indpb must be in [0, 1] or None, got {mutation_indpb!r}")
-        if not 1 <= int(elites) < int(population):
-            raise ValueError("elites must be >= 1 and < population")
-        if generations is not None and int(generations) < 0:
-            raise ValueError("generations must be >= 0 or None")
-        if max_evaluations is not None and int(max_evaluations) < 1:
-            raise ValueError("max_evaluations must be >= 1 or None")
-        if seeding not in SEEDINGS:
-            raise ValueError(f"seeding '{seeding}' is not one of {', '.join(SEEDINGS)}")
-        if int(workers) < 1:
-            raise ValueError("workers must be >= 1")
-        if not seed_time_limit_s > 0:
-            raise ValueError("seed_time_limit_s must be > 0")
-        self.population = int(population)
-        self.tournament_size = int(tournament_size)
-        self.crossover_rate = float(crossover_rate)
-        self.mutation_rate = float(mutation_rate)
-        self.mutation_indpb = None if mutation_indpb is None else float(mutation_indpb)
-        self.elites = int(elites)
-        self.generations = None if generations is None else int(generations)
-        self.max_evaluations = None if max_evaluations is None else int(max_evaluations)
+                 progress_s: float | None = 10.0, seed: int = 0) -> None:
+        self.population = population
+        self.tournament_size = tournament_size
+        self.crossover_rate = crossover_rate
+        self.mutation_rate = mutation_rate
+        self.mutation_indpb = mutation_indpb
+        self.elites = elites
+        self.generations = generations
+        self.max_evaluations = max_evaluations
         self.seeding = seeding
-        self.seed_solvers = None if seed_solvers is None else tuple(seed_solvers)
-        self.seed_time_limit_s = float(seed_time_limit_s)
-        self.unique = bool(unique)
-        self.workers = int(workers)
+        self.seed_solvers = seed_solvers
+        self.seed_time_limit_s = seed_time_limit_s
+        self.unique = unique
+        self.workers = workers
         self.mp_start_method = mp_start_method
-        self.seed = int(seed)
+        self.progress_s = progress_s
+        self.seed = seed
 
-    @property
-    def params(self) -> dict[str, Any]:
-        return {"population": self.population, "tournament_size": self.tournament_size,
-                "crossover_rate": self.crossover_rate, "mutation_rate": self.mutation_rate,
-                "mutation_indpb": self.mutation_indpb, "elites": self.elites,
-                "generations": self.generations, "max_evaluations": self.max_evaluations,
-                "seeding": self.seeding,
-                "seed_solvers": None if self.seed_solvers is None else list(self.seed_solvers),
-                "seed_time_limit_s": self.seed_time_limit_s, "unique": self.unique,
-                "workers": self.workers}
+    def check_params(self) -> None:
+        if not self.elites < self.population:
+            raise ValueError(f"elites must be < population, got elites={self.elites}, "
+                             f"population={self.population}")
 
     # ------------------------------------------------------------------ seeds
     def seed_solver_names(self) -> list[str]:
@@ -397,17 +430,31 @@ class Genetic:
 
     def _seed_plans(self, inst: Instance, M: int, seed: int,
                     deadline: float | None) -> tuple[list[tuple[str, bytes]], list[dict]]:
+        """Plans of the seed solvers; with a `deadline` (perf_counter time), seeding gets
+        :data:`SEEDING_SHARE` of the time left, each solver at most what remains of it,
+        and solvers not started by then are skipped (logged with ``skipped``)."""
         plans: list[tuple[str, bytes]] = []
         log: list[dict[str, Any]] = []
+        seed_end = None
+        if deadline is not None:
+            seed_end = time.perf_counter() + SEEDING_SHARE * max(0.0, deadline -
+                                                                 time.perf_counter())
         for nm in self.seed_solver_names():
             limit = self.seed_time_limit_s
-            if deadline is not None:
-                limit = max(1e-3, min(limit, deadline - time.perf_counter()))
+            if seed_end is not None:
+                left = seed_end - time.perf_counter()
+                if left <= 0 and plans:
+                    log.append({"solver": nm, "skipped": "no time left for seeding"})
+                    continue
+                limit = max(1e-3, min(limit, left))
             entry: dict[str, Any] = {"solver": nm}
             ts = time.perf_counter()
             try:
                 res = get_solver(nm).solve(inst, M, time_limit_s=limit, seed=seed)
             except Exception as e:  # a broken seed solver must not sink the search
+                cause = interrupt_cause(e)
+                if cause is not None:  # Ctrl-C inside the compiled evaluator
+                    raise cause from None
                 entry["error"] = f"{type(e).__name__}: {e}"
                 log.append(entry)
                 continue
@@ -426,41 +473,39 @@ class Genetic:
         return plans, log
 
     # ------------------------------------------------------------------ solve
-    def solve(self, instance: Instance, budget_bytes: int, *, time_limit_s: float | None = None,
-              seed: int | None = None) -> SolveResult:
+    def plan(self, instance: Instance, budget_bytes: int, run: Run) -> Outcome:
         """Search plans for `instance` under M = `budget_bytes` (bytes).
 
-        Args:
-            instance: the instance.
-            budget_bytes: M (bytes, >= 0).
-            time_limit_s: wall-clock limit (s) for the whole run, seeding included; checked
-                between generations (generation 0 always completes).
-            seed: random seed (None: the constructor's).
+        ``run.time_limit_s``: wall-clock limit (s) for the whole run, seeding included:
+        the seed solvers share at most :data:`SEEDING_SHARE` of it (each is given what is
+        left of that share; those not started when it is spent are skipped); generations
+        stop when the next one (estimated from the last) would end past the limit.
+        Generation 0 always completes. ``run.seed``: the random seed (None: the
+        constructor's, then reported as the result's seed).
 
         Returns:
-            SolveResult with the best plan found, status "optimal" (runs at T*),
-            "feasible" or "infeasible", ``lower_bound_s = T*`` and ``info`` as in the
-            class docstring.
+            The best plan found, status "optimal" (runs at T*), "feasible" or
+            "infeasible", ``lower_bound_s = T*`` and ``info`` as in the class docstring.
 
         Raises:
             ValueError: no generation, evaluation or time limit.
-            BudgetError: M < 0.
         """
-        if self.generations is None and self.max_evaluations is None and time_limit_s is None:
+        if self.generations is None and self.max_evaluations is None \
+                and run.time_limit_s is None:
             raise ValueError("genetic: give a generation limit, an evaluation limit or a "
                              "time limit")
-        seed = self.seed if seed is None else int(seed)
+        run.seed = seed = self.seed if run.seed is None else int(run.seed)
         with _RANDOM_LOCK:
             state = random.getstate()
             random.seed(seed)
             try:
-                return self._run(instance, int(budget_bytes), time_limit_s, seed)
+                return self._run(instance, int(budget_bytes), run)
             finally:
                 random.setstate(state)
 
-    def _run(self, inst: Instance, M: int, time_limit_s: float | None,
-             seed: int) -> SolveResult:  # noqa: C901 - one GA loop
-        t0 = time.perf_counter()
+    def _run(self, inst: Instance, M: int, run: Run) -> Outcome:  # noqa: C901 - one GA loop
+        t0 = run.started
+        time_limit_s, seed = run.time_limit_s, int(run.seed)  # type: ignore[arg-type]
         deadline = None if time_limit_s is None else t0 + float(time_limit_s)
         n = inst.n_saved
         rebuildable = np.isfinite(np.asarray(inst.c, dtype=float)).tolist()
@@ -480,7 +525,8 @@ class Genetic:
         if self.workers > 1:
             ctx = mp.get_context(self.mp_start_method)
             pool = cf.ProcessPoolExecutor(max_workers=self.workers, mp_context=ctx,
-                                          initializer=_init_worker, initargs=(inst, M))
+                                          initializer=_init_worker,
+                                          initargs=(inst, M, os.getpid()))
 
         def evaluate(inds: list[Individual]) -> None:
             todo: list[bytes] = []
@@ -492,7 +538,9 @@ class Genetic:
                     todo.append(k)
             if pool is not None and len(todo) > 1:
                 chunk = max(1, math.ceil(len(todo) / (4 * self.workers)))
-                scores = list(pool.map(_score_key, todo, chunksize=chunk))
+                with sigint_blocked():  # workers start with Ctrl-C blocked
+                    it = pool.map(_score_key, todo, chunksize=chunk)
+                scores = list(it)
             else:
                 scores = [_score_key(k) for k in todo]
             for k, sc in zip(todo, scores, strict=True):
@@ -547,7 +595,19 @@ class Genetic:
                     "feasible_evaluations": counters["feasible"],
                 })
 
+            last_report = [t0]
+
+            def report(g: int) -> None:
+                now = time.perf_counter()
+                if self.progress_s is None or now - t0 < self.progress_s \
+                        or now - last_report[0] < self.progress_s:
+                    return
+                last_report[0] = now
+                _progress_line(g, len(cache), cache[hof[0].key()], ideal, now - t0,
+                               time_limit_s)
+
             record(0)
+            report(0)
             gen_times: list[float] = []
             stopped_by = "generations"
             g = 0
@@ -580,6 +640,7 @@ class Genetic:
                 hof.update(offspring)
                 record(g)
                 gen_times.append(time.perf_counter() - tg)
+                report(g)
         finally:
             if pool is not None:
                 pool.shutdown(wait=True, cancel_futures=True)
@@ -618,16 +679,12 @@ class Genetic:
                 else None)
         if best.feasible:
             status = "optimal" if best.step_time_s <= ideal * (1 + _IDEAL_RTOL) else "feasible"
-        else:
-            status = "infeasible"
-            m_un = best.peak_bytes
-            info["min_budget_bytes"] = (int(m_un) if simulate(inst, plan, int(m_un)).feasible
-                                        else None)
-        return SolveResult(
-            plan=plan, solver=self.name, params=self.params, status=status,
-            objective_s=best.step_time_s if best.feasible else None,
-            lower_bound_s=ideal, planning_time_s=elapsed, seed=seed, info=info)
-
+            return Outcome(plan, status=status, objective_s=best.step_time_s,
+                           lower_bound_s=ideal, info=info)
+        m_un = best.peak_bytes
+        return Outcome(plan, status="infeasible", lower_bound_s=ideal, info=info,
+                       min_budget_bytes=(int(m_un) if simulate(inst, plan, int(m_un)).feasible
+                                         else None))
 
 __all__ = ["Genetic", "Score", "score", "mutate", "random_individual", "Individual",
            "UNBOUNDED_BUDGET_BYTES", "SEEDINGS", "NOT_CHEAP_SOLVERS"]

@@ -1,8 +1,7 @@
 """SlackSwap: the two-pass keep/swap/recompute planner with validation and repair.
 
-Paper: ../shared/papers/slackswap-2026.txt, section 3 (Algorithm 1); the details the
-paper leaves open are pinned in ../shared/spec/semantics.md ("SlackSwap details the
-paper leaves open").
+Paper: the SlackSwap paper (2026), section 3 (Algorithm 1); the details the paper leaves
+open are pinned in docs/model.md ("SlackSwap details the paper leaves open").
 
 - :func:`pass1` (sec. 3.2, Alg. 1 lines 2-6) spends the link budget: it adds saved
   tensors to the swap set S in decreasing recompute cost per byte rho while both the
@@ -15,6 +14,14 @@ paper leaves open").
   with no candidate it converts the earliest block to full recomputation.
 - :func:`plan` runs both passes; :class:`SlackSwap` (sec. 3.4) replays each plan in the
   evaluator (:func:`slackopt.simulate.simulate`) and repairs it for at most six rounds.
+
+Runtime rules (docs/model.md, "Plan semantics under the barrier-free runtime"): Pass 1
+plans every D2H to end by (1 - g) T_F, before the first H2D may start, so its model needs
+none of the three rules that keep the runtime from wasting the link: no H2D waits on an
+unfinished D2H (no head-of-line blocking to model), no D2H can be dropped (every swapped
+tensor still has its backward readers at T_F) and no device copy lags into the backward
+pass (no lagging inputs to claim). Validation replays each plan in the evaluator, which
+implements the rules, and the repair rounds act on what it observes.
 
 All functions are deterministic. Saved tensors are addressed by their position in
 ``Instance.saved`` (production order).
@@ -40,7 +47,7 @@ from slackopt.solver import SolveResult
 
 SWAP_ORDERS = ("rho", "production")
 GUARD_STEP = 0.02
-"""Raise of the offload guard g after a round with forward stalls (semantics.md)."""
+"""Raise of the offload guard g after a round with forward stalls (docs/model.md)."""
 MIN_BUDGET_REL_TOL = 0.005
 """Resolution of the min-budget bisection, as a share of P."""
 
@@ -69,12 +76,13 @@ class _Prep:
         self.last_fwd = np.asarray(inst.saved_last_fwd_idx, dtype=np.int64)
         self.first_bwd = np.asarray(inst.saved_first_bwd_idx, dtype=np.int64)
         self.last_bwd = np.asarray(inst.saved_last_bwd_idx, dtype=np.int64)
-        # Prefetch credits: a kept tensor frees its bytes when its last backward reader ends.
+        # Prefetch credits: every saved tensor frees its bytes when its last backward
+        # reader ends (a kept tensor, or a swapped tensor's prefetch buffer);
+        # cc[j] = bytes freed by the j+1 earliest releases.
         rel = self.end_s[self.last_bwd] if n else np.zeros(0)
         self.rel_order = np.argsort(rel, kind="stable")
         self.rel_sorted = rel[self.rel_order]
-        self.rel_rank = np.empty(n, dtype=np.int64)
-        self.rel_rank[self.rel_order] = np.arange(n)
+        self.credits = np.cumsum(self.s[self.rel_order])
         # Recipe graph: inputs (given) and dependents (tensors whose recipe reads k).
         self.inputs: list[tuple[int, ...]] = [tuple(x) for x in inst.recipe_inputs]
         deps: list[list[int]] = [[] for _ in range(n)]
@@ -194,9 +202,11 @@ def prefetch_schedule(instance: Instance, positions: Any) -> tuple[np.ndarray, n
     """Planned H2D schedule of swap set `positions` (sec. 3.2).
 
     Copies start no earlier than T_F, run one at a time in deadline order (d, ties by
-    production order) and copy j starts only once the kept tensors (saved tensors not in
-    the set) released by the ideal backward pass (at the end of their last backward
-    reader) cover the bytes of copies 1..j.
+    production order) and copy j starts only once the bytes released by the ideal
+    backward pass (each saved tensor at the end of its last backward reader) cover the
+    bytes of copies 1..j. Memory is assumed full at T_F; a swapped tensor is released
+    like a kept one, since its prefetch buffer is freed after its last backward reader
+    (see :func:`pass1` for this reading of sec. 3.2).
 
     Returns:
         (order, ends): saved positions in prefetch order and each copy's end time (s);
@@ -204,19 +214,16 @@ def prefetch_schedule(instance: Instance, positions: Any) -> tuple[np.ndarray, n
     """
     pr = _prep(instance)
     pos = np.asarray(positions, dtype=np.int64)
-    inS = np.zeros(pr.n, dtype=bool)
-    inS[pos] = True
     order = pos[np.lexsort((pos, pr.d[pos]))]
-    cc = np.cumsum(np.where(inS[pr.rel_order], 0, pr.s[pr.rel_order]))
-    ends = _prefetch_ends(pr, cc, pr.s[order])
-    return order, ends
+    return order, _prefetch_ends(pr, pr.s[order])
 
 
-def _prefetch_ends(pr: _Prep, cc: np.ndarray, s_ord: np.ndarray) -> np.ndarray:
-    """H2D ends for copies of sizes `s_ord` in queue order, credits `cc` (cumulative kept
-    bytes in release order)."""
+def _prefetch_ends(pr: _Prep, s_ord: np.ndarray) -> np.ndarray:
+    """H2D ends for copies of sizes `s_ord` in queue order, gated by the release credits
+    ``pr.credits``."""
     if s_ord.size == 0:
         return np.zeros(0)
+    cc = pr.credits
     need = np.cumsum(s_ord)
     ri = np.searchsorted(cc, need, side="left")
     ok = ri < cc.size
@@ -244,9 +251,22 @@ def pass1(
     - offload: D2H copies in production order, each no earlier than its r, one at a time,
       each taking ``copy_latency_s + s / W``; the last ends by ``(1 - g) * T_F``;
     - prefetch: H2D copies from T_F in deadline order (d), each starting only once the
-      kept tensors released so far (ideal end of their last backward reader; memory is
-      assumed full at T_F) cover the bytes of all copies up to and including it; each
-      copy ends by its d.
+      bytes released so far by the ideal backward pass cover the bytes of all copies up
+      to and including it; each copy ends by its d. Memory is assumed full at T_F.
+
+    Reading of sec. 3.2 ("credit the bytes of each kept tensor when its last backward
+    reader ends"): once prefetched, a swapped tensor is resident until its last backward
+    reader ends, like a kept one, and the runtime frees its buffer then (sec. 3.4,
+    docs/model.md), so its bytes are credited at that time too: "kept" is read as
+    "resident on the device in the backward pass", and the credits still leave transient
+    buffers (gradients, temporaries) to validation. Only copies earlier in
+    the queue can be credited this way in a schedule that passes the test (a copy later
+    in deadline order is released after its d, which is after every earlier copy's end).
+    Crediting kept tensors alone would let the first swapped bytes use up the credits:
+    with an all-swap set no byte would ever be released and nothing could be prefetched,
+    so Pass 1 stopped at 11.2 GB of the 16.2 GB deficit of GPT-2 XL at 30% of P however
+    fast the link (Figure 6a: 16.7 GB at 200 GB/s in the paper). Before Pass 2 decides
+    recomputations every tensor outside S counts as kept.
 
     Pass 1 stops once S covers the deficit D = P - M, or when the candidates run out.
 
@@ -296,16 +316,15 @@ def pass1(
     tail = np.zeros(n + 1)
     PM = np.full(n, -np.inf)
     SM = np.full(n, -np.inf)
-    # Prefetch state: credits of kept tensors cumulated in release order; S in queue
-    # order (d, then position) as sizes, durations and deadlines.
-    cc = np.cumsum(s[pr.rel_order])
+    # Prefetch state: release credits (fixed, pr.credits); S in queue order (d, then
+    # position) as sizes, durations and deadlines.
+    cc = pr.credits
     rel_sorted = pr.rel_sorted
     keys: list[tuple[float, int]] = []
     Ss = np.zeros(0, dtype=np.int64)
     Sdur = np.zeros(0)
     Sd = np.zeros(0)
     r_l, d_l, dur_l, s_l = r.tolist(), d.tolist(), dur.tolist(), s.tolist()
-    rank_l = pr.rel_rank.tolist()
     total = 0
     checked = 0
     for p in cand.tolist():
@@ -321,14 +340,12 @@ def pass1(
         # Offload test, O(1): the last D2H end with p inserted.
         if max(PM[p] + dp_, rp + dp_ + tail[p + 1], SM[p]) > limit:
             continue
-        # Prefetch test, O(|S| log n): p leaves the credits and joins the queue.
+        # Prefetch test, O(|S| log n): p joins the queue.
         sp = s_l[p]
-        ccp = cc.copy()
-        ccp[rank_l[p]:] -= sp
         key = (ddp, p)
         j = bisect.bisect_left(keys, key)
         s_new = np.concatenate((Ss[:j], (sp,), Ss[j:]))
-        ri = ccp.searchsorted(np.cumsum(s_new))
+        ri = cc.searchsorted(np.cumsum(s_new))
         if ri[-1] >= n:
             continue  # the releases never cover the queue
         rel = rel_sorted[ri]
@@ -341,7 +358,7 @@ def pass1(
         inS[p] = True
         total += sp
         keys.insert(j, key)
-        Ss, Sdur, Sd, cc = s_new, dur_new, d_new, ccp
+        Ss, Sdur, Sd = s_new, dur_new, d_new
         durS[p] = dp_
         tail[:n] = np.cumsum(durS[::-1])[::-1]
         V = np.where(inS, r + tail[:n], -np.inf)
@@ -518,7 +535,7 @@ def pass2_detailed(instance: Instance, M: int, decisions: Any,
     non-saved tensors and workspaces plus the windows of :class:`_Profile`). At the first
     op i with m(i) > M, the candidates are keep tensors with finite c and s > 0 resident at
     i but unused there (last forward reader < i < first need); the one minimizing
-    ``c_t / min(s_t, E)``, E = max_j (m(j) - M) over the whole profile (semantics.md), is
+    ``c_t / min(s_t, E)``, E = max_j (m(j) - M) over the whole profile (docs/model.md), is
     marked recomp (ties: earliest produced) and the profile is updated in place. With no
     candidate at i, the earliest block (``Instance.saved_layers`` >= 0) that still has a
     non-recomp tensor with finite c and s > 0 is converted to full recomputation (every
@@ -679,7 +696,7 @@ class SlackSwap:
 
     Rounds: each round plans with :func:`plan` and evaluates the plan with
     :func:`slackopt.simulate.simulate` at the true budget M. Repairs before the next round
-    (semantics.md): forward stalls raise g by 0.02; a tensor whose H2D kept the compute
+    (docs/model.md): forward stalls raise g by 0.02; a tensor whose H2D kept the compute
     stream waiting for w seconds becomes recomp in later rounds if c_t < w, else it is
     excluded from S; an infeasible plan is re-planned at ``M * (1 - 0.01 * 2**k)``, k = 0, 1,
     ... (k counts infeasible rounds). At most ``max_rounds`` plans are evaluated in all;

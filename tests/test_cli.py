@@ -379,3 +379,67 @@ def test_bad_milp_parameter_is_a_user_error(capsys: pytest.CaptureFixture[str],
     rc, out, err = run(capsys, "solve", str(files["inst"]), "--solver", "milp",
                        "--budget", "0.5", "--param", "threads=1.5")
     assert_user_error(rc, out, err, "threads must be an integer")
+
+
+# ----------------------------------------------------------------------------- defaults
+def test_simulate_uses_the_budget_the_plan_file_records(
+        capsys: pytest.CaptureFixture[str], files: dict[str, Path]) -> None:
+    inst = small_instance()
+    plan = files["dir"] / "ss.json"
+    rc, out, err = run(capsys, "solve", files["inst"], "-s", "slackswap", "-b", "50%", "-o",
+                       plan, "--json")
+    assert rc == 0, err
+    m = inst.P // 2
+    assert json.loads(out)["budget_bytes"] == m == json.loads(plan.read_text())["meta"][
+        "budget_bytes"]
+    rc, out, err = run(capsys, "simulate", files["inst"], plan, "--json")
+    doc = json.loads(out)
+    assert rc == 0 and doc["budget_bytes"] == m and doc["budget_source"] == "plan_file"
+    assert doc["evaluation"]["budget_bytes"] == m
+    assert "recorded in the plan file" in err and "--budget" in err
+    rc, out, err = run(capsys, "simulate", files["inst"], plan, "--budget", "1.0", "--json")
+    doc = json.loads(out)
+    assert doc["budget_bytes"] == inst.P and doc["budget_source"] == "option"
+    assert doc["plan_budget_bytes"] == m
+    # a plan file without a recorded budget (the fixture's) is scored at P, and says so
+    rc, out, err = run(capsys, "simulate", files["inst"], files["keep"], "--json")
+    doc = json.loads(out)
+    assert doc["budget_bytes"] == inst.P and doc["budget_source"] == "default_P"
+    assert "records no budget" in err
+
+
+def test_a_bad_recorded_budget_is_named(capsys: pytest.CaptureFixture[str],
+                                        files: dict[str, Path]) -> None:
+    doc = json.loads(files["keep"].read_text())
+    doc["meta"] = {"budget_bytes": -3}
+    bad = files["dir"] / "bad.json"
+    bad.write_text(json.dumps(doc))
+    assert_user_error(*run(capsys, "simulate", files["inst"], bad), "meta.budget_bytes",
+                      "--budget")
+
+
+def test_an_infeasible_result_has_no_step_time(capsys: pytest.CaptureFixture[str],
+                                               files: dict[str, Path]) -> None:
+    rc, out, err = run(capsys, "solve", files["inst"], "-s", "keep_all", "-b", "0.5", "--json")
+    ev = json.loads(out)["evaluation"]
+    assert rc == 0 and ev["feasible"] is False
+    assert ev["step_time_s"] is None and ev["throughput"] == 0.0
+    assert "cannot allocate" in ev["failure"]
+    rc, out, err = run(capsys, "simulate", files["inst"], files["keep"], "-b", "0.5", "--json")
+    ev = json.loads(out)["evaluation"]
+    assert ev["step_time_s"] is None and ev["throughput"] == 0.0
+    rc, out, err = run(capsys, "simulate", files["inst"], files["keep"], "-b", "0.5")
+    row = next(line for line in out.splitlines() if "step_time_s" in line)
+    assert row.split("│")[2].strip() == "-"
+
+
+@pytest.mark.parametrize("budget, fix", [("8", "'8P'"), ("1.2", "'1.2GB'")])
+def test_a_bare_budget_above_one_is_refused_with_the_fix(
+        capsys: pytest.CaptureFixture[str], files: dict[str, Path], budget: str, fix: str
+        ) -> None:
+    assert_user_error(*run(capsys, "solve", files["inst"], "-s", "keep_all", "-b", budget),
+                      "fraction of P", fix)
+    rc, out, err = run(capsys, "solve", files["inst"], "-s", "keep_all", "-b", f"{budget}P",
+                       "--json")
+    assert rc == 0 and json.loads(out)["budget_bytes"] == int(float(budget) *
+                                                              small_instance().P)

@@ -139,9 +139,8 @@ def test_a_failing_solver_is_a_row_not_a_crash() -> None:
 
 
 def test_a_solver_past_its_deadline_becomes_a_timeout_row() -> None:
-    t0 = time.perf_counter()
+    # Sleepy sleeps 60 s and then fails the test: only the deadline ends it sooner.
     df = compare([TINY], [Sleepy(), "keep_all"], [1.0], time_limit_s=0.01, progress=False)
-    assert time.perf_counter() - t0 < 10
     row = df[df["solver"] == "sleepy"].iloc[0]
     assert row["status"] == "timeout" and "interrupted" in row["message"]
     assert df[df["solver"] == "keep_all"].iloc[0]["status"] == "feasible"

@@ -190,7 +190,7 @@ def test_no_saved_tensors(capsys, solver) -> None:
 
 @pytest.mark.parametrize("solver", ["slackswap", "keep_all", "checkpoint", "sqrt_checkpoint"])
 def test_budget_above_p_is_keep_all(capsys, solver) -> None:
-    d = solve_json(capsys, "recompute_chain", solver, "2.5")
+    d = solve_json(capsys, "recompute_chain", solver, "2.5P")
     assert d["status"] == "feasible" and d["budget_bytes"] == 625
     assert d["decisions"] == {"keep": 4, "swap": 0, "recomp": 0}
     assert d["evaluation"]["step_time_s"] == approx(6.875)

@@ -9,7 +9,8 @@ non-UTF-8 bytes, truncation and empty files. Each input is run through ``slackop
 describe``, ``slackopt solve ... --solver keep_all --budget 1.0`` or ``slackopt simulate``
 in-process (:func:`slackopt.cli.main`) and must end with exit status 2 and one message on
 stderr naming the file (and the field, for a document that parses), or with status 0 when
-the mutation happened to leave a valid file; never status 1, a traceback, or more than 1 s.
+the mutation happened to leave a valid file; never status 1 or a traceback. How long a
+refusal takes is measured in ``benchmarks/timings.py``, not asserted here.
 
 The examples are derandomized (the same ones on every run) and bounded, about 10 s in all
 on two cores. ``atheris`` (coverage-guided) installs from wheels for CPython 3.11 on x86-64
@@ -27,7 +28,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -70,13 +70,11 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return d
 
 
-def run_cli(capsys: pytest.CaptureFixture[str], argv: list[str]) -> tuple[int, str, str, float]:
+def run_cli(capsys: pytest.CaptureFixture[str], argv: list[str]) -> tuple[int, str, str]:
     capsys.readouterr()
-    t0 = time.perf_counter()
     rc = main(argv)
-    dt = time.perf_counter() - t0
     out, err = capsys.readouterr()
-    return rc, out, err, dt
+    return rc, out, err
 
 
 def check(capsys: pytest.CaptureFixture[str], workdir: Path, data: bytes, kind: str,
@@ -90,8 +88,7 @@ def check(capsys: pytest.CaptureFixture[str], workdir: Path, data: bytes, kind: 
         cmds = [["describe", str(path), "--json"],
                 ["solve", str(path), "--solver", "keep_all", "--budget", "1.0", "--json"]]
     for argv in cmds:
-        rc, out, err, dt = run_cli(capsys, argv)
-        assert dt < 1.0, (argv[0], dt)
+        rc, out, err = run_cli(capsys, argv)
         assert "Traceback" not in out + err
         assert rc in ((2,) if must_fail else (0, 2)), (rc, err, data[:300])
         if rc == 2:
@@ -273,11 +270,11 @@ def test_files_are_data_never_code(capsys, workdir) -> None:
     doc["tensors"][0]["category"] = "__import__('os').system('touch PWNED')"
     path = workdir / "evil.json"
     path.write_text(json.dumps(doc))
-    rc, out, err, _ = run_cli(capsys, ["describe", str(path), "--json"])
+    rc, out, err = run_cli(capsys, ["describe", str(path), "--json"])
     assert rc == 0 and not (workdir / "PWNED").exists() and not Path("PWNED").exists()
     assert io.load_instance(path).meta == doc["meta"]
     path.write_bytes(b"\x80\x04\x95cos\nsystem\n.")       # a pickle stream
-    rc, out, err, _ = run_cli(capsys, ["describe", str(path)])
+    rc, out, err = run_cli(capsys, ["describe", str(path)])
     assert rc == 2 and "not UTF-8" in err or "not valid JSON" in err
     # Nothing in the loaders or the CLI can execute or unpickle file contents.
     for f in ("slackopt/io.py", "slackopt/cli.py", "slackopt/instance.py", "slackopt/plan.py"):

@@ -96,17 +96,31 @@ def test_arrays_are_read_only():
 
 @pytest.mark.parametrize("budget, expected", [
     (0.5, 28), ("0.5", 28), (1.0, 57), ("57B", 57), ("1KB", 1000), ("1KiB", 1024),
-    (1000, 1000), ("0", 0), (2.0, 114), ("10", 570), (np.int64(7), 7),
+    (1000, 1000), ("0", 0), ("2P", 114), ("10p", 570), (np.int64(7), 7), ("50%", 28),
+    ("100%", 57), (" 12.5 % ", 7), ("1", 57), ("0.25P", 14), ("200%", 114),
 ])
 def test_budget_parsing(budget, expected):
+    # small(): P = 57 bytes; fractions are floored.
+    assert small().P == 57
     assert budget_bytes(small(), budget) == expected
 
 
 @pytest.mark.parametrize("budget", [-0.5, "abc", float("nan"), "-1GB", float("inf"), True,
-                                    "inf", "12", "10.5", 11.0, 10**30, "1e30GB", None])
+                                    "inf", "12", "10.5", 11.0, 10**30, "1e30GB", None,
+                                    "1001%", "11P", "-5%", "%", "P"])
 def test_bad_budgets(budget):
     with pytest.raises(BudgetError):
         budget_bytes(small(), budget)
+
+
+@pytest.mark.parametrize("budget", ["8", "1.2", 2.0, 8.0])
+def test_a_bare_number_above_one_names_the_fix(budget):
+    # "--budget 8" used to mean 8 x P silently (185 GB on GPT-2 XL).
+    with pytest.raises(BudgetError) as e:
+        budget_bytes(small(), budget)
+    msg = str(e.value)
+    assert "fraction of P" in msg and "<= 1" in msg
+    assert f"'{budget}P'" in msg and "GB" in msg
 
 
 def test_plan_round_trip_and_checks():
@@ -124,3 +138,13 @@ def test_plan_round_trip_and_checks():
         Plan(np.zeros(3), inst.saved_names)
     with pytest.raises(PlanError, match="runtime policy"):
         Plan(np.zeros(2), inst.saved_names, "magic")
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -1.0])
+def test_a_bad_duration_after_good_ones_is_named(bad):
+    # The bulk checks (min/max over all ops) must not let a NaN through: min() and max()
+    # skip a NaN that is not first.
+    ops = [Op("f0", "fwd", 1.0), Op("f1", "fwd", 2.0), Op("f2", "fwd", bad),
+           Op("b0", "bwd", 1.0)]
+    with pytest.raises(InstanceError, match="op 'f2': duration_s"):
+        Instance("x", ops, [Tensor("t", 8, "f0", ("b0",))], Link("l", 1e9))

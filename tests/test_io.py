@@ -351,11 +351,50 @@ def test_error_message_has_file_field_and_fix(tmp_path: Path, doc: dict) -> None
     assert "field 'tensors[2].size_bytes'" in msg and "Fix:" in msg
 
 
-def test_only_first_of_many_problems_reported_with_count(tmp_path: Path, doc: dict) -> None:
+def test_the_first_bad_tensor_ends_the_check(tmp_path: Path, doc: dict) -> None:
+    # Validation stops at the first bad op or tensor (fail fast: a 47 MB file is not read
+    # to its end for a message about its first tensor), so no count of the rest.
     doc["tensors"][0]["size_bytes"] = -1
     doc["tensors"][1]["size_bytes"] = -1
     e = _load_error(tmp_path, doc)
-    assert e.field == "tensors[0].size_bytes" and "1 more problem" in e.problem
+    assert e.field == "tensors[0].size_bytes" and "more problem" not in e.problem
+    assert "greater than or equal to 0" in e.problem and e.fix == "use a value >= 0"
+
+
+def test_a_bad_last_tensor_is_named(tmp_path: Path, doc: dict) -> None:
+    doc["tensors"][-1]["producer"] = 7
+    e = _load_error(tmp_path, doc)
+    last = len(doc["tensors"]) - 1
+    assert e.field == f"tensors[{last}].producer" and "valid string" in e.problem
+
+
+@pytest.mark.parametrize("where", ["op", "tensor", "recipe", "link", "meta", "top"])
+def test_repeated_keys_are_found_on_the_fast_path(tmp_path: Path, doc: dict,
+                                                  where: str) -> None:
+    # The fast loader's parser keeps the last of repeated keys; the key count catches it
+    # and the exact path names the key.
+    text = json.dumps(doc, separators=(",", ":"))
+    target = {"op": '"duration_s":', "tensor": '"size_bytes":', "link": '"bytes_per_s":',
+              "meta": '"generator":', "top": '"name":'}.get(where)
+    if where == "recipe":
+        i = text.index('"transient_bytes":')
+        text = text[:i] + '"transient_bytes":0,' + text[i:]
+    else:
+        i = text.index(target)
+        j = text.index(",", i)
+        text = text[:i] + text[i:j] + "," + text[i:j] + text[j:]
+    e = _load_error(tmp_path, text)
+    assert "appears more than once" in e.problem, e
+
+
+def test_a_clean_file_loads_on_either_path_to_the_same_instance(tmp_path: Path, doc: dict
+                                                                ) -> None:
+    compact = _write(tmp_path, json.dumps(doc, separators=(",", ":")))
+    a = io.load_instance(compact)
+    spaced = _write(tmp_path, json.dumps(doc, indent=2).replace('": ', '" : '), "b.json")
+    b = io.load_instance(spaced)  # a space before a colon: read by the exact path
+    assert io.instance_to_dict(a) == io.instance_to_dict(b) == io.instance_to_dict(
+        io.instance_from_dict(doc))
 
 
 # ----------------------------------------------------------------------------- bad plans

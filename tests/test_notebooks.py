@@ -51,3 +51,59 @@ def test_notebook_runs(name: str) -> None:
               if o.get("output_type") in ("display_data", "execute_result")
               and "image/png" in o.get("data", {})]
     assert len(images) >= 2, "the notebook's figures were not displayed"
+
+
+def test_notebook01_stalls_are_prefetch_waits() -> None:
+    # Notebook 01 explains every stall it shows as a backward task waiting for an H2D
+    # (prefetch) that starts no earlier than the end of the forward pass and costs the
+    # copy latency plus bytes at W (at 0.85 W while a D2H is in flight). Checked here on
+    # its sweep and its default plan (slackswap at 0.9 P), including the 20 MB swap inside
+    # the 122 MB link budget that stalls.
+    import numpy as np
+
+    import slackopt
+    from slackopt import KEEP, RECOMP, SWAP, Plan
+    from slackopt.io import load_instance
+
+    inst = load_instance(NOTEBOOKS.parent / "instances" / "teaching" / "chain8_a100-pcie4.json")
+    link = inst.link
+    tensors = {t.name: t for t in inst.tensors}
+    rebuildable = np.flatnonzero(np.isfinite(inst.rho))
+    order = rebuildable[np.argsort(-inst.rho[rebuildable], kind="stable")]
+    evs = []
+    for k in range(len(order) + 1):
+        dec = np.full(inst.n_saved, KEEP, dtype=np.int8)
+        dec[order] = RECOMP
+        dec[order[:k]] = SWAP
+        evs.append(slackopt.simulate(inst, Plan(dec, inst.saved_names), inst.P, trace=True))
+    m = slackopt.budget_bytes(inst, 0.9)
+    # its timeline: slackswap, swap everything, recompute everything at 0.9 P
+    for plan in (slackopt.solve(inst, "slackswap", m).plan, Plan.uniform(inst, SWAP),
+                 Plan.uniform(inst, RECOMP)):
+        evs.append(slackopt.simulate(inst, plan, m, trace=True))
+    stalled = {"h2d": 0, "d2h": 0}
+    for ev in evs:
+        copies = [e for e in ev.trace if e["lane"] in ("h2d", "d2h")]
+        for s in (e for e in ev.trace if e["lane"] == "stall"):
+            copy = [e for e in copies if abs(e["end_s"] - s["end_s"]) < 1e-12]
+            assert len(copy) == 1, s  # the stall ends when one copy ends
+            c = copy[0]
+            stalled[c["lane"]] += 1
+            if c["lane"] == "h2d":  # a prefetch the task reads: not before the backward pass
+                assert c["start_s"] >= inst.forward_time_s - 1e-12
+                readers = set(tensors[c["name"]].readers) | {
+                    f"rebuild:{t.name}" for t in inst.tensors
+                    if t.recipe is not None and c["name"] in t.recipe.inputs}
+                assert s["name"] in readers, (s, c)
+            dur = c["end_s"] - c["start_s"]
+            fastest = link.copy_latency_s + c["bytes"] / link.bytes_per_s
+            slowest = link.copy_latency_s + c["bytes"] / (link.duplex_factor * link.bytes_per_s)
+            assert fastest - 1e-12 <= dur <= slowest + 1e-12
+    assert stalled["h2d"] > 0 and stalled["d2h"] > 0
+    # the one swap inside the link budget that stalls: 10 us + 19.97 MB / 25 GB/s
+    one = evs[1]
+    assert inst.s[order[:1]].sum() < link.bytes_per_s * inst.forward_time_s
+    assert one.stall_bwd_s == pytest.approx(link.copy_latency_s + inst.s[order[0]] /
+                                            link.bytes_per_s, rel=1e-9)
+    slackswap = evs[len(order) + 1]
+    assert slackswap.stall_bwd_s == pytest.approx(one.stall_bwd_s, rel=1e-9)

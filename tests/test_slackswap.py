@@ -62,15 +62,21 @@ def test_pass1_offload_copies_queue_fifo():
 
 def test_pass1_prefetch_waits_for_released_memory():
     inst = chain([1, 1, 1, 1], head=1)
-    # Credits: z (1 B) at 6, t3 (1 B) at 7. With S = {t0, t1, t2} the three H2D copies
-    # need 3 B of released kept bytes: only 2 B are ever released, so t2 is refused.
+    # Memory is full at T_F = 5. Credits: z (1 B) at 6, t3 (1 B, kept) at 7, then the
+    # prefetch buffers of swapped tensors when their reader ends: t2 at 8, t1 at 9.
+    # S = {t0, t1, t2}: t2 from 6 (z) ends 7 = d_2; t1 from 7 (t3) ends 8 = d_1; t0 needs
+    # 3 B, the third byte is t2's freed buffer at 8: ends 9 = d_0. t3 (d_3 = 6) cannot
+    # start before z's release at 6, so it stays.
     sw = pass1(inst, 0, g=0.0)
-    assert names(inst, sw.positions) == ["t0", "t1"]
-    order, ends = prefetch_schedule(inst, [0, 1])
-    assert names(inst, order) == ["t1", "t0"]
-    np.testing.assert_allclose(ends, [7, 8])  # t1 from 6 (z), t0 from 7 (t3)
+    assert names(inst, sw.positions) == ["t0", "t1", "t2"]
     order, ends = prefetch_schedule(inst, [0, 1, 2])
-    assert np.isinf(ends[-1])
+    assert names(inst, order) == ["t2", "t1", "t0"]
+    np.testing.assert_allclose(ends, [7, 8, 9])
+    # Crediting kept tensors alone (z + t3 = 2 B) would never cover t0's third byte: an
+    # all-swap set would then never be prefetchable (the Figure 6a cap). A bigger head
+    # frees 4 B at 6 and gives the same schedule without the swapped buffers.
+    np.testing.assert_allclose(prefetch_schedule(chain([1, 1, 1, 1], head=4), [0, 1, 2])[1],
+                               [7, 8, 9])
 
 
 def test_pass1_prefetch_must_meet_the_deadline():
@@ -216,6 +222,25 @@ def test_solve_plans_are_feasible_under_the_evaluator(tiny, frac):
     else:
         assert res.info["evaluations"] <= 6
         assert res.objective_s == pytest.approx(ev.step_time_s)
+
+
+@pytest.mark.parametrize("frac", [0.6, 0.5, 0.4])
+def test_planned_swaps_need_none_of_the_runtime_rules(tiny, frac):
+    """Pass 1 ends every D2H by (1 - g) T_F (module docstring): under the evaluator's rules
+    no D2H of a SlackSwap plan is dropped (rule 2) and no swapped tensor's H2D is cancelled
+    because its device copy lagged (rule 3): D2H bytes = swapped bytes, and H2D bytes =
+    swapped bytes when nothing is evicted."""
+    M = int(frac * tiny.P)
+    pl = plan(tiny, M)
+    swapped = int(tiny.s[pl.decisions == SWAP].sum())
+    assert swapped > 0
+    ev = simulate(tiny, pl.to_plan(tiny), M)
+    assert ev.feasible
+    assert ev.d2h_bytes == swapped
+    if ev.evictions == 0:
+        assert ev.h2d_bytes == swapped
+    else:
+        assert ev.h2d_bytes > swapped
 
 
 @pytest.mark.parametrize("M", [12, 18, 22, 30, 42, 50, 55])
@@ -385,7 +410,9 @@ def naive_pass1(inst, M, g, order="rho"):
             end = max(r[k], end) + lat + s[k] / W
         if end > (1 - g) * TF:
             continue
-        releases = sorted((rel[k], s[k]) for k in range(n) if k not in T)
+        # Memory full at T_F; every saved tensor (kept, or a swapped one's prefetch
+        # buffer) frees its bytes when its last backward reader ends.
+        releases = sorted((rel[k], s[k]) for k in range(n))
         end, need, ok = TF, 0, True
         for q in sorted(T, key=lambda k: (d[k], k)):
             need += s[q]
@@ -459,3 +486,38 @@ def test_paper_throughput(make, workload, frac, floor):
     if workload == "gpt2-xl":
         # The whole forward link budget (3.3 GB, sec. 4.3) goes to swaps.
         assert 3.0e9 <= res.info["swapped_bytes"] <= 3.4e9
+
+
+# --------------------------------------------------------------------------- Figure 6a
+def test_link_sweep_moves_from_recompute_to_swap(make):
+    """Paper sec. 4.5, Figure 6a, on a reduced GPT-2 XL (8 layers, 4K vocabulary) at 30%
+    of P: as the link grows, swapped bytes grow and recomputed bytes shrink; at 200 GB/s
+    and above nothing is recomputed, and SlackSwap is never below a baseline. Before the
+    swapped tensors' prefetch buffers were credited (:func:`pass1`), Pass 1 stopped at
+    1.85 GB swapped / 0.81 GB recomputed from 100 GB/s up and ran at 98.6% while
+    SwapAdvisor ran at 100%."""
+    from slackopt.hardware import Link
+    from slackopt.instance import budget_bytes
+
+    swapped, recomputed, deficit = [], [], []
+    for W in (12e9, 50e9, 100e9, 200e9, 450e9):
+        inst = make("gpt2-xl", link=Link("sweep", W), layers=8, vocab=4096)
+        res = solve(inst, "slackswap", 0.3)
+        assert res.status == "feasible" and res.evaluation.feasible
+        d = res.plan.decisions
+        swapped.append(int(inst.s[d == SWAP].sum()))
+        recomputed.append(int(inst.s[d == RECOMP].sum()))
+        deficit.append(inst.P - budget_bytes(inst, 0.3))
+        if W in (12e9, 450e9):
+            for b in ("vdnn", "superneurons", "swapadvisor", "checkpoint"):
+                ev = solve(inst, b, 0.3).evaluation
+                assert ev is None or not ev.feasible \
+                    or res.evaluation.throughput >= ev.throughput, (W, b)
+    # Swapped bytes grow until the swap set covers the deficit.
+    assert all(a < b for a, b in zip(swapped[:-2], swapped[1:-1], strict=True))
+    # From 200 GB/s the swap set alone covers the deficit D = P - M (Pass 1 stops there).
+    assert swapped[-2] >= deficit[-2] and swapped[-1] >= deficit[-1]
+    assert all(a > b for a, b in zip(recomputed[:-2], recomputed[1:-1], strict=True))
+    assert recomputed[-2] == recomputed[-1] == 0
+    # At 12 GB/s the link budget is small: most of the deficit is recomputed.
+    assert recomputed[0] > 5 * swapped[0]

@@ -42,7 +42,6 @@ NOT_YET_MIGRATED = {
     "slackswap-swap-first": "subclasses SlackSwap (branch slackswap)",
     "slackswap-recompute-only": "subclasses SlackSwap (branch slackswap)",
     "slackswap-barriers": "subclasses SlackSwap (branch slackswap)",
-    "genetic": "being changed on branch runs",
     "milp": "being split into a package on branch gaps",
 }
 """Registered solvers not on BaseSolver yet, with why. This list only shrinks: a test
@@ -390,3 +389,18 @@ def test_min_budget_search_finds_p_for_keep_all_and_stops_at_the_time_limit() ->
     assert out.info["min_budget_bytes"] is None
     assert out.info["min_budget_note"] == ("the minimum-budget search stopped at the time "
                                            "limit (0 s)")
+
+
+def test_genetic_seed_is_a_param_and_cross_rules_name_the_keys() -> None:
+    from solvers.genetic import Genetic
+
+    inst = chain(4)
+    a, b = Genetic(seed=1), Genetic(seed=2)
+    assert a.params["seed"] == 1 and b.params["seed"] == 2
+    assert run_key(inst, 10, a, seed=None, time_limit_s=None) != \
+        run_key(inst, 10, b, seed=None, time_limit_s=None)
+    with pytest.raises(SolverParamError, match=r"elites must be < population, got elites=5, "
+                                               r"population=4; valid keys: population \(int"):
+        Genetic(population=4, elites=5)
+    res = Genetic(population=6, generations=1, seed=3, seeding="random").solve(inst, int(inst.P))
+    assert res.seed == 3  # the constructor's seed, reported

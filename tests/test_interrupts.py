@@ -1,0 +1,320 @@
+"""Runs that people interrupt and kill: Ctrl-C ends with exit 130 and one line saying how
+to go on, nothing interrupted is stored, error rows are retried, a store left empty by a
+kill is recovered, workers end with a killed sweep, a bad scheduler fails at once
+(slackopt.cli, slackopt.compare, slackopt.parentwatch, solvers.genetic).
+
+These tests drive real processes: they wait for a sign on stderr (a progress line) or in
+/proc, with bounded polling, and assert exit codes, stored rows and processes, never
+durations.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from slackopt.compare import ResultStore, compare
+from slackopt.errors import FileFormatError, interrupt_cause
+from slackopt.solver import SolveResult, get_solver
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = ROOT / "instances" / "teaching" / "tiny-gpt_a100-pcie4.json"
+CHAIN = ROOT / "instances" / "teaching" / "chain8_a100-pcie4.json"
+WAIT_S = 120.0
+"""Upper bound of every wait for a process (a loaded CI machine is slow; never asserted)."""
+LONG_GA = json.dumps([["genetic", {"generations": None, "progress_s": 0}]])
+"""A genetic search that only its time limit stops, reporting after every generation."""
+
+linux_only = pytest.mark.skipif(not Path("/proc/self/stat").exists(),
+                                reason="process checks read /proc")
+
+
+def start(*args: str, **kw: Any) -> subprocess.Popen:
+    """Start `slackopt ARGS` as a process with pipes for stdout and stderr."""
+    return subprocess.Popen([sys.executable, "-m", "slackopt.cli", *map(str, args)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+
+
+def wait_for_line(proc: subprocess.Popen, word: str) -> list[str]:
+    """Read stderr lines until one contains `word` (bounded by WAIT_S); returns them."""
+    import selectors
+
+    lines: list[str] = []
+    sel = selectors.DefaultSelector()
+    sel.register(proc.stderr, selectors.EVENT_READ)
+    end = time.monotonic() + WAIT_S
+    while time.monotonic() < end:
+        if not sel.select(timeout=1.0):
+            continue
+        line = proc.stderr.readline()
+        if not line:
+            break
+        lines.append(line)
+        if word in line:
+            return lines
+    proc.kill()
+    raise AssertionError(f"no line with {word!r} on stderr: {''.join(lines)[-2000:]}")
+
+
+def finish(proc: subprocess.Popen) -> tuple[int, str, str]:
+    out, err = proc.communicate(timeout=WAIT_S)
+    return proc.returncode, out, err
+
+
+def alive(pid: int) -> bool:
+    """Whether `pid` runs (a zombie, dead but not yet reaped by init, is not alive)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def descendants(pid: int) -> set[int]:
+    """Processes whose parent chain leads to `pid`, read from /proc."""
+    parent: dict[int, int] = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                parent[int(d.name)] = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                pass
+    out: set[int] = set()
+    frontier = {pid}
+    while frontier:
+        frontier = {c for c, p in parent.items() if p in frontier} - out
+        out |= frontier
+    return out
+
+
+def wait_until(cond: Any, what: str) -> None:
+    end = time.monotonic() + WAIT_S
+    while time.monotonic() < end:
+        if cond():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"still waiting for: {what}")
+
+
+def store_rows(path: Path) -> list[tuple[str, str]]:
+    con = sqlite3.connect(path)
+    try:
+        return con.execute("SELECT solver, status FROM runs").fetchall()
+    finally:
+        con.close()
+
+
+# ----------------------------------------------------------------------------- Ctrl-C
+def test_interrupt_cause_finds_ctrl_c_behind_a_system_error() -> None:
+    try:
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as k:
+            raise SystemError("returned a result with an exception set") from k
+    except SystemError as e:
+        assert isinstance(interrupt_cause(e), KeyboardInterrupt)
+    assert interrupt_cause(ValueError("plain")) is None
+
+
+@pytest.mark.parametrize("attempt", range(3))
+def test_ctrl_c_inside_a_genetic_solve_exits_130_with_one_line(attempt: int) -> None:
+    # Most of a generation is spent inside the compiled evaluator, where Ctrl-C used to
+    # come out as "SystemError ... returned a result with an exception set".
+    proc = start("solve", TINY, "--solver", "genetic", "--budget", "0.4", "--time-limit",
+                 "600", "--param", "generations=null", "--param", "progress_s=0",
+                 "--param", "population=64")
+    wait_for_line(proc, f"generation {attempt + 1},")
+    proc.send_signal(signal.SIGINT)
+    rc, out, err = finish(proc)
+    assert rc == 130, err[-2000:]
+    assert "Traceback" not in err and "SystemError" not in err and "internal error" not in err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("slackopt: interrupted; ") and "run the same command again" in last
+    assert out == ""
+
+
+def test_ctrl_c_in_a_sweep_stores_no_row_for_the_interrupted_run(tmp_path: Path) -> None:
+    store = tmp_path / "runs.sqlite"
+    proc = start("compare", TINY, "--solvers", f'["keep_all", {LONG_GA[1:-1]}]',
+                 "--budgets", "0.4", "--time-limit", "600", "--store", store)
+    wait_for_line(proc, "genetic: generation 2,")
+    proc.send_signal(signal.SIGINT)
+    rc, out, err = finish(proc)
+    assert rc == 130, err[-2000:]
+    assert "Traceback" not in err
+    last = err.strip().splitlines()[-1]
+    assert last == (f"slackopt: interrupted; {store} holds 1 finished runs: run the same "
+                    "command again to do only the missing ones")
+    assert store_rows(store) == [("keep_all", "infeasible")]  # not the interrupted genetic run
+
+
+# ----------------------------------------------------------------------------- error rows
+FLAKY_CALLS: list[int] = []
+
+
+class Flaky:
+    """Fails on its first call, then plans like keep_all."""
+
+    name = "flaky"
+    params: dict[str, Any] = {}
+
+    def solve(self, instance, budget_bytes, *, time_limit_s=None, seed=None) -> SolveResult:
+        FLAKY_CALLS.append(budget_bytes)
+        if len(FLAKY_CALLS) == 1:
+            raise OSError("disk full")
+        return get_solver("keep_all").solve(instance, budget_bytes)
+
+
+def test_error_rows_are_run_again_on_resume(tmp_path: Path) -> None:
+    store = tmp_path / "runs.sqlite"
+    FLAKY_CALLS.clear()
+    df = compare([TINY], [Flaky(), "keep_all"], [1.0], store=store, progress=False)
+    assert list(df["status"]) == ["error", "feasible"]
+    assert sorted(store_rows(store)) == [("flaky", "error"), ("keep_all", "feasible")]
+    df = compare([TINY], [Flaky(), "keep_all"], [1.0], store=store, progress=False)
+    assert list(df["status"]) == ["feasible", "feasible"]
+    assert df.attrs == {"runs_from_store": 1, "runs_now": 1}
+    assert len(FLAKY_CALLS) == 2  # keep_all was not run again; flaky was
+    assert sorted(store_rows(store)) == [("flaky", "feasible"), ("keep_all", "feasible")]
+    df = compare([TINY], [Flaky(), "keep_all"], [1.0], store=store, progress=False)
+    assert df.attrs == {"runs_from_store": 2, "runs_now": 0} and len(FLAKY_CALLS) == 2
+
+
+# ----------------------------------------------------------------------------- the store
+def _sqlite_with(path: Path, *sql: str) -> None:
+    con = sqlite3.connect(path)
+    with con:
+        for q in sql:
+            con.execute(q)
+    con.close()
+
+
+@pytest.mark.parametrize("leftover", ["zero_bytes", "no_tables", "meta_only"])
+def test_a_store_left_empty_by_a_kill_is_completed(tmp_path: Path, leftover: str) -> None:
+    store = tmp_path / "runs.sqlite"
+    if leftover == "zero_bytes":
+        store.write_bytes(b"")
+    elif leftover == "no_tables":
+        _sqlite_with(store, "PRAGMA user_version = 0")
+        assert store.stat().st_size == 0 or store.read_bytes()[:6] == b"SQLite"
+    else:
+        _sqlite_with(store, "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)",
+                     "INSERT INTO meta VALUES ('format', 'slackopt-compare-store')")
+    df = compare([TINY], ["keep_all"], [1.0], store=store, progress=False)
+    assert df.attrs["runs_now"] == 1
+    assert store_rows(store) == [("keep_all", "feasible")]
+
+
+@pytest.mark.parametrize("content", ["user_table", "meta_of_someone_else", "text"])
+def test_a_file_that_holds_data_is_never_taken_over(tmp_path: Path, content: str) -> None:
+    store = tmp_path / "runs.sqlite"
+    if content == "user_table":
+        _sqlite_with(store, "CREATE TABLE notes (x TEXT)")
+    elif content == "meta_of_someone_else":
+        _sqlite_with(store, "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)",
+                     "INSERT INTO meta VALUES ('owner', 'alice')")
+    else:
+        store.write_text("a,b\n1,2\n")
+    before = store.read_bytes()
+    with pytest.raises(FileFormatError, match="refusing to write to it"):
+        compare([TINY], ["keep_all"], [1.0], store=store, progress=False)
+    assert store.read_bytes() == before
+
+
+def test_a_store_is_never_seen_half_created(tmp_path: Path) -> None:
+    # Creation writes the schema to a temporary file and links it into place: the store
+    # path holds either nothing or a complete store, and the temporary file is removed.
+    store = tmp_path / "runs.sqlite"
+    with ResultStore(store) as st:
+        assert st.keys() == set()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["runs.sqlite"]
+
+
+@linux_only
+def test_sigkill_while_the_store_is_created_leaves_a_store_a_rerun_uses(tmp_path: Path
+                                                                       ) -> None:
+    store = tmp_path / "runs.sqlite"
+    args = ("compare", TINY, "--solvers", "keep_all,checkpoint", "--budgets", "1.0,0.5",
+            "--store", store)
+    proc = start(*args)
+    # Kill as soon as anything of the store appears (the file or its temporary twin).
+    wait_until(lambda: proc.poll() is not None or any(
+        p.name.startswith((".runs.sqlite", "runs.sqlite")) for p in tmp_path.iterdir()),
+        "the store to appear")
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=WAIT_S)
+    rerun = subprocess.run([sys.executable, "-m", "slackopt.cli", *map(str, args), "--json"],
+                           capture_output=True, text=True, timeout=WAIT_S)
+    assert rerun.returncode == 0, rerun.stderr[-2000:]
+    doc = json.loads(rerun.stdout)
+    assert doc["runs"] == 4 and doc["runs_now"] + doc["runs_from_store"] == 4
+    assert len(store_rows(store)) == 4
+
+
+# ----------------------------------------------------------------------------- workers
+@linux_only
+def test_no_worker_outlives_a_killed_parallel_sweep(tmp_path: Path) -> None:
+    proc = start("compare", TINY, "--solvers", LONG_GA, "--budgets", "0.4,0.35",
+                 "--time-limit", "600", "--workers", "2", "--store", tmp_path / "s.sqlite")
+    wait_for_line(proc, "genetic: generation 1,")
+    kids = descendants(proc.pid)
+    assert len(kids) >= 2  # two pool workers (and the resource tracker)
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=WAIT_S)
+    wait_until(lambda: not any(alive(p) for p in kids),
+               f"workers {sorted(p for p in kids if alive(p))} to end")
+    assert store_rows(tmp_path / "s.sqlite") == []
+
+
+# ----------------------------------------------------------------------------- Dask
+@pytest.mark.parametrize("address", ["notanaddress", "tcp://127.0.0.1:1"])
+def test_a_bad_scheduler_address_is_one_line(address: str) -> None:
+    pytest.importorskip("distributed")
+    res = subprocess.run([sys.executable, "-m", "slackopt.cli", "compare", str(TINY),
+                          "--solvers", "keep_all", "--budgets", "1.0", "--scheduler", address],
+                         capture_output=True, text=True, timeout=WAIT_S)
+    assert res.returncode == 2
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1, res.stderr
+    assert lines[0].startswith("slackopt: error: ") and address in lines[0]
+    assert "tcp://HOST:PORT" in lines[0]
+
+
+def test_worker_processes_watch_their_parent() -> None:
+    # A process whose parent is killed ends by itself (exit_with_parent), here a plain
+    # child of a shell that exits at once: the child must not stay behind.
+    code = ("import os, time; from slackopt.parentwatch import exit_with_parent; "
+            "exit_with_parent(); print(os.getpid(), flush=True); time.sleep(600)")
+    shell = subprocess.Popen(["/bin/sh", "-c", f'{sys.executable} -c "{code}" & wait'],
+                             stdout=subprocess.PIPE, text=True)
+    child = int(shell.stdout.readline())
+    assert alive(child)
+    os.kill(shell.pid, signal.SIGKILL)
+    shell.wait(timeout=WAIT_S)
+    wait_until(lambda: not alive(child), "the orphaned child to end")
+
+
+@linux_only
+def test_ctrl_c_during_reproduce_exits_130_and_leaves_no_worker(tmp_path: Path) -> None:
+    proc = start("reproduce", "--tiny", "--out", tmp_path / "r")
+    # Interrupt once the sweep's worker processes run (a Python child, not the tracker).
+    wait_until(lambda: proc.poll() is not None or len(descendants(proc.pid)) >= 2,
+               "reproduce's workers to start")
+    kids = descendants(proc.pid)
+    proc.send_signal(signal.SIGINT)
+    rc, out, err = finish(proc)
+    assert rc == 130, err[-2000:]
+    assert "Traceback" not in err
+    assert err.strip().splitlines()[-1] == ("slackopt: interrupted; nothing was kept; run the "
+                                           "same command again to start over")
+    assert not (tmp_path / "r" / "report.md").exists()
+    wait_until(lambda: not any(alive(p) for p in kids), "reproduce's workers to end")

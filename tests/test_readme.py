@@ -1,0 +1,209 @@
+"""Every example in README.md runs, and shows what the command prints.
+
+The README's fenced blocks are read in order:
+
+- ``text`` blocks hold ``$ slackopt ...`` commands (a trailing ``\\`` continues a line)
+  followed by lines of their output. Each command runs as a process in a scratch directory
+  that sees the repository's ``instances/`` and ``tests/``; each output line shown must
+  appear in what it prints: a table row cell by cell (cells under a ``planning`` column,
+  and the ``planning_time_s`` row, are wall clock and not compared), any other line as
+  text (whitespace and line wrapping do not matter).
+- A block after ``<!-- readme-test: measured -->`` shows measured numbers: its table rows
+  must exist (by their first cell), their values are not compared.
+- A block after ``<!-- readme-test: slow ... -->`` runs for minutes (the MILP to its 300 s
+  limit): its command is parsed by the command line (every option known and valid) but
+  not run.
+- ``python`` blocks run in the same scratch directory, in order, after the text blocks
+  before them (the PyTorch example reads the files the profile example wrote).
+- ``bash`` blocks are the install and test commands that built the environment these
+  tests run in; they are checked to be exactly that.
+
+Examples that need the ``[torch]`` extra are skipped where torch is not installed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+WALL_CLOCK_COLUMNS = {"planning"}
+WALL_CLOCK_ROWS = {"planning_time_s"}
+
+
+@dataclass
+class Block:
+    lang: str
+    line: int
+    text: str
+    marker: str  # "", "measured" or "slow"
+
+
+def blocks() -> list[Block]:
+    lines = README.read_text(encoding="utf-8").splitlines()
+    out: list[Block] = []
+    i = 0
+    while i < len(lines):
+        m = re.match(r"^```(\w*)\s*$", lines[i])
+        if not m:
+            i += 1
+            continue
+        j = i + 1
+        while not lines[j].startswith("```"):
+            j += 1
+        prev = next((ln for ln in reversed(lines[:i]) if ln.strip()), "")
+        mk = re.match(r"<!-- readme-test: (\w+)", prev)
+        out.append(Block(m.group(1), i + 1, "\n".join(lines[i + 1:j]), mk.group(1) if mk else ""))
+        i = j + 1
+    return out
+
+
+def commands(block: Block) -> list[tuple[list[str], list[str]]]:
+    """(argv, output lines shown) per ``$ slackopt`` command of a text block."""
+    out: list[tuple[list[str], list[str]]] = []
+    lines = block.text.splitlines()
+    i = 0
+    while i < len(lines):
+        if lines[i].startswith("$ "):
+            cmd = lines[i][2:]
+            while cmd.endswith("\\"):
+                i += 1
+                cmd = cmd[:-1] + " " + lines[i].strip()
+            out.append((shlex.split(cmd), []))
+        elif out:
+            out[-1][1].append(lines[i])
+        i += 1
+    return out
+
+
+def cells(row: str) -> list[str]:
+    return [c.strip() for c in re.split(r"[│┃]", row)[1:-1]]
+
+
+def is_row(line: str) -> bool:
+    return line.startswith(("│", "┃"))
+
+
+def squash(text: str) -> str:
+    return " ".join(text.split())
+
+
+def check_output(shown: list[str], printed: str, measured: bool) -> None:
+    rows = [cells(ln) for ln in printed.splitlines() if is_row(ln.strip())]
+    rows = [r for r in rows if r]
+    header: list[str] = []
+    for line in shown:
+        if not is_row(line):
+            assert squash(line) in squash(printed), f"not printed: {line!r}"
+            continue
+        want = cells(line)
+        if line.startswith("┃"):
+            header = want
+        if measured:
+            assert any(r[:1] == want[:1] for r in rows), f"no row {want[0]!r}"
+            continue
+        wild = {k for k, name in enumerate(header) if name in WALL_CLOCK_COLUMNS} \
+            if line.startswith("│") else set()
+        if want and want[0] in WALL_CLOCK_ROWS:
+            wild = set(range(1, len(want)))
+
+        def same(r: list[str], want: list[str] = want, wild: set[int] = wild) -> bool:
+            return len(r) == len(want) and all(
+                k in wild or a == b for k, (a, b) in enumerate(zip(r, want, strict=True)))
+
+        assert any(same(r) for r in rows), f"no printed row matches {want}\nprinted:\n{printed}"
+
+
+@pytest.fixture(scope="module")
+def scratch(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    d = tmp_path_factory.mktemp("readme")
+    for name in ("instances", "tests"):
+        (d / name).symlink_to(ROOT / name)
+    return d
+
+
+def needs_torch(block: Block) -> bool:
+    return "profile" in block.text or "torch_runtime" in block.text
+
+
+ALL = blocks()
+TEXT = [b for b in ALL if b.lang == "text" and "$ slackopt" in b.text]
+PYTHON = [b for b in ALL if b.lang == "python"]
+
+
+def test_the_readme_has_the_examples_this_test_runs() -> None:
+    assert len(TEXT) >= 5 and len(PYTHON) >= 2
+    assert [b.marker for b in TEXT if b.marker] == ["measured", "slow"]
+    for b in ALL:
+        if b.lang == "bash":
+            assert "pip install" in b.text and b.text.count("\n") == 0, b.text
+        else:
+            assert b.lang in ("text", "python", ""), (b.line, b.lang)
+
+
+@pytest.mark.parametrize("block", TEXT, ids=[f"line{b.line}" for b in TEXT])
+def test_command_examples(block: Block, scratch: Path) -> None:
+    if needs_torch(block):
+        pytest.importorskip("torch")
+    for argv, shown in commands(block):
+        assert argv[0] == "slackopt", argv
+        if block.marker == "slow":
+            import typer
+
+            from slackopt.cli import app
+
+            cmd = typer.main.get_command(app)
+            with cmd.make_context("slackopt", argv[1:]) as ctx:
+                sub = cmd.get_command(ctx, argv[1])
+                sub.make_context(argv[1], argv[2:], parent=ctx)  # raises on a bad option
+            continue
+        for k, a in enumerate(argv[:-1]):  # files the examples write are fresh each run
+            if a in ("-o", "--output"):
+                (scratch / argv[k + 1]).unlink(missing_ok=True)
+        res = subprocess.run([sys.executable, "-m", "slackopt.cli", *argv[1:]], cwd=scratch,
+                             capture_output=True, text=True, timeout=600,
+                             env={**os.environ, "COLUMNS": "200"})
+        assert res.returncode == 0, res.stderr[-3000:]
+        check_output(shown, res.stdout, measured=block.marker == "measured")
+
+
+@pytest.mark.parametrize("block", PYTHON, ids=[f"line{b.line}" for b in PYTHON])
+def test_python_examples(block: Block, scratch: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    if needs_torch(block):
+        pytest.importorskip("torch")
+        if not (scratch / "gpt-plan.json").exists():  # the profile example writes it
+            prof = next(b for b in TEXT if needs_torch(b))
+            test_command_examples(prof, scratch)
+    monkeypatch.chdir(scratch)
+    namespace: dict = {"__name__": "__readme__"}
+    exec(compile(block.text, f"README.md:{block.line}", "exec"), namespace)  # noqa: S102
+    if "compare(" in block.text:
+        df = namespace["df"]
+        assert len(df) == 6 and set(df["solver"]) == {"slackswap", "checkpoint", "genetic"}
+    if "execute_plan" in block.text:
+        assert namespace["report"].matches_plan()
+
+
+def test_the_readme_lists_every_preset_and_workload() -> None:
+    from slackopt.hardware import GPUS, LINKS
+    from slackopt.workloads import WORKLOADS
+
+    text = squash(README.read_text(encoding="utf-8"))
+    assert f"GPU presets (`--gpu`): {', '.join(GPUS)}." in text
+    assert f"Host-link presets (`--link`): {', '.join(LINKS)} " in text
+    assert ", ".join(f"`{w}`" for w in WORKLOADS) in text
+    res = subprocess.run([sys.executable, "-m", "slackopt.cli", "make", "--help"],
+                         capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "COLUMNS": "300"})
+    helptext = squash(res.stdout)
+    assert f"Workload name: {', '.join(WORKLOADS)}." in helptext
+    assert f"GPU preset: {', '.join(GPUS)}." in helptext
+    assert f"Host-link preset: {', '.join(LINKS)} " in helptext
