@@ -47,14 +47,7 @@ import numpy as np
 from slackopt.errors import SolverError
 from slackopt.instance import Instance
 from slackopt.plan import KEEP, RECOMP, SWAP, Plan
-from slackopt.solverbase import (
-    BaseSolver,
-    Outcome,
-    Param,
-    Run,
-    SolverParamError,
-    describe_params,
-)
+from slackopt.solverbase import BaseSolver, Outcome, Param, Run
 
 DEFAULT_OFFLOAD = ("qkv", "attn_out")
 DEFAULT_RECOMPUTE = ("norm_out",)
@@ -106,14 +99,12 @@ class ModuleOffload(BaseSolver):
         self.offload = offload
         self.recompute = recompute
 
-    def _check_params(self) -> None:
-        super()._check_params()
+    def check_params(self) -> None:
         both = sorted(set(categories(self.offload)) & set(categories(self.recompute)))
         if both:
-            raise SolverParamError(
-                f"solver 'module-offload': categories {', '.join(both)} are both offloaded "
-                "and recomputed; Megatron does not recompute an offloaded tensor: name each "
-                f"once; valid keys: {describe_params(type(self))}")
+            raise ValueError(f"offload and recompute share categories {', '.join(both)}; "
+                             "Megatron does not recompute an offloaded tensor: name each "
+                             "once")
 
     def plan(self, instance: Instance, budget_bytes: int, run: Run) -> Outcome:
         off, rec = categories(self.offload), categories(self.recompute)
