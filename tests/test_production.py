@@ -10,6 +10,7 @@ saves x{i} (block input, 4 B, c = inf), a{i} (2 B, rebuilt by f{i}.0 in 1 s) and
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -323,3 +324,24 @@ def test_production_suite_from_the_cli_and_in_compare():
     assert set(df["status"]) <= {"feasible", "infeasible"}
     feas = df[df["feasible"]]
     assert (feas["peak_bytes"] <= feas["budget_bytes"]).all()
+
+
+def test_dp_rounding_lets_the_kept_set_pass_the_capacity():
+    """The README's finding on GPT-2 XL at 0.99 P: PyTorch's dp_knapsack rounds each item
+    to 1/10,000 of the ratio range, and over 435 items the kept bytes pass the capacity
+    b (A - A_fixed) (179 MB here); greedy_knapsack works on the exact sizes and stays
+    within it. The evaluator finds the DP's plan over M at the loss backward."""
+    pytest.importorskip("torch", reason="torch-knapsack calls PyTorch (the [torch] extra)")
+    from slackopt.io import load_instance
+
+    inst = load_instance(Path(__file__).resolve().parents[1] / "instances" / "paper"
+                         / "gpt2-xl_a100-pcie4.json")
+    M = int(0.99 * inst.P)
+    room = M - (inst.P - inst.A)                  # what the model lets the saved bytes use
+    dp, info_dp = knapsack_plan(inst, M, "dp")
+    _, info_greedy = knapsack_plan(inst, M, "greedy")
+    assert len(knapsack_inputs(inst)[0]) == 435
+    assert info_dp["model_fits"] and info_dp["model_saved_bytes"] > room
+    assert info_greedy["model_saved_bytes"] <= room
+    ev = simulate(inst, dp, M)
+    assert not ev.feasible and "'loss.bwd'" in ev.failure
