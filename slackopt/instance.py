@@ -841,6 +841,12 @@ class Instance:
         return a
 
     @cached_property
+    def blocks(self) -> tuple[int, ...]:
+        """The blocks: distinct layers >= 0 of the saved tensors' producers, ascending
+        (forward order in a chain of blocks); what block checkpointing recomputes."""
+        return tuple(sorted({int(b) for b in self.saved_layers.tolist() if b >= 0}))
+
+    @cached_property
     def forward_flops(self) -> float:
         """Sum of forward-op FLOPs."""
         return float(sum(op.flops for op in self.ops[: self.n_fwd]))

@@ -268,18 +268,32 @@ def _planning_times(run: _Run, fig4: pd.DataFrame, t3: pd.DataFrame) -> dict[tup
     return out
 
 
+def _vdnn_plan(inst: Any, config: str, M: int) -> Any:
+    """The plan of one fixed vDNN configuration, from the registered solver (this module
+    imports no solver module)."""
+    from slackopt.solver import get_solver
+
+    return get_solver("vdnn", mode=config, min_budget_search=False).solve(inst, M).plan
+
+
+def _checkpoint_plan(inst: Any, k: int) -> Any:
+    """Block checkpointing of exactly the bottom k blocks, from the registered solver."""
+    from slackopt.solver import get_solver
+
+    return get_solver("checkpoint", blocks=k).solve(inst, int(inst.P)).plan
+
+
 def _vgg_titanx(run: _Run) -> dict[str, float]:
     import pandas as pd
 
     from slackopt.simulate import simulate
     from slackopt.workloads import make
-    from solvers.vdnn import vdnn_plan
 
     inst = make("vgg16", gpu="titanx", **(TINY_PARAMS["vgg16"] if run.mode == "tiny" else {}))
     out: dict[str, float] = {}
     rows = []
     for cfg in ("conv", "all"):
-        ev = simulate(inst, vdnn_plan(inst, cfg), inst.P)
+        ev = simulate(inst, _vdnn_plan(inst, cfg, inst.P), inst.P)
         out[cfg] = ev.step_time_s / ev.ideal_time_s - 1.0
         rows.append({"config": f"vDNN{cfg}", "feasible": ev.feasible,
                      "ideal_ms": ev.ideal_time_s * 1e3, "step_ms": ev.step_time_s * 1e3,
@@ -312,25 +326,23 @@ def _bert_diagnostics(run: _Run) -> dict[str, float]:
     from slackopt.instance import budget_bytes
     from slackopt.plan import KEEP, RECOMP, Plan
     from slackopt.simulate import simulate
-    from solvers.baselines import checkpoint_blocks, checkpoint_plan
 
     out: dict[str, float] = {}
     for w in TRANSFORMERS:
         inst = run.insts[w]
         ops = inst.scheduled_ops[: inst.n_fwd]
-        blocks = checkpoint_blocks(inst)
-        b0 = blocks[0]
+        b0 = inst.blocks[0]
         fwd = sum(op.duration_s for op in ops if op.layer == b0)
-        pl = checkpoint_plan(inst, 1)
+        pl = _checkpoint_plan(inst, 1)
         rec = float(np.where(pl.decisions == RECOMP, inst.c, 0.0).sum())
         out[f"{w}.block_share"] = rec / fwd if fwd else math.nan
     inst = run.insts["bert-large"]
-    blocks = checkpoint_blocks(inst)
+    blocks = inst.blocks
 
     def residual_boundary(k: int) -> Plan:
         """Checkpoint k blocks at the residual the block's output norm reads (post-LN):
         keep that residual, rebuild the block output (the next block's input) from it."""
-        dec = checkpoint_plan(inst, k).decisions.copy()
+        dec = _checkpoint_plan(inst, k).decisions.copy()
         layers = np.asarray(inst.saved_layers)
         for b in blocks[:k]:
             for t in np.flatnonzero(layers == b):
@@ -360,7 +372,6 @@ def _barrier_diagnostics(run: _Run) -> dict[str, float]:
     from slackopt.simulate import simulate
     from slackopt.solver import solve
     from slackopt.workloads import make
-    from solvers.vdnn import vdnn_plan
 
     out: dict[str, float] = {}
     for w in TRANSFORMERS:
@@ -376,11 +387,11 @@ def _barrier_diagnostics(run: _Run) -> dict[str, float]:
             out[f"{w}.{la}.bwd_exposed"] = ev.stall_bwd_s / copy if copy else math.nan
     inst = run.insts["gpt2-xl"]
     adj = {"prefetch": "at_issue", "lookahead": "adjacent"}
-    ev = simulate(inst, vdnn_plan(inst, "conv").with_policy("layer_barriers", adj),
-                  budget_bytes(inst, 0.5))
+    M = budget_bytes(inst, 0.5)
+    ev = simulate(inst, _vdnn_plan(inst, "conv", M).with_policy("layer_barriers", adj), M)
     out["fig5.vdnn.adjacent_ms"] = ev.step_time_s * 1e3
     tx = make("vgg16", gpu="titanx", **(TINY_PARAMS["vgg16"] if run.mode == "tiny" else {}))
-    ev = simulate(tx, vdnn_plan(tx, "conv").with_policy("layer_barriers", adj), tx.P)
+    ev = simulate(tx, _vdnn_plan(tx, "conv", tx.P).with_policy("layer_barriers", adj), tx.P)
     out["vgg.conv.adjacent"] = ev.step_time_s / ev.ideal_time_s - 1.0
     return out
 

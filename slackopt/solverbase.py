@@ -39,7 +39,8 @@ Rules for ``plan(instance, budget_bytes, run)``:
 - ``run.time_limit_s`` (s, or None): a search polls ``run.expired()`` /
   ``run.remaining()`` and returns its best plan so far; the whole call must end within
   1.5 x limit + 1 s (:func:`slackopt.compare.hard_deadline_s`). Report "timeout" only
-  with no plan; "optimal" only for a proven optimum of the evaluator's semantics; a
+  when the limit stopped the search before any feasible plan (the plan returned, if
+  any, is not feasible); "optimal" only for a proven optimum of the evaluator's semantics; a
   ``lower_bound_s`` only if valid for every plan.
 - A bare Plan is judged by the evaluator under M. An :class:`Outcome` may set the status
   (one of :data:`slackopt.solver.STATUSES`), ``objective_s``, ``lower_bound_s``,
@@ -104,6 +105,7 @@ class Param:
             ``int``/``float``; ``int`` is accepted for ``float`` (stored as float).
         min: smallest allowed value (inclusive), ints and floats.
         max: largest allowed value (inclusive), ints and floats.
+        below: the value must be < this (exclusive upper end), ints and floats.
         positive: the value must be > 0 (floats: an open lower end).
         choices: the allowed values (``str``), or the allowed items (``tuple``).
         none: None is allowed (means "the solver's default rule").
@@ -113,6 +115,7 @@ class Param:
     type: type
     min: float | None = None
     max: float | None = None
+    below: float | None = None
     positive: bool = False
     choices: Sequence[Any] | None = None
     none: bool = False
@@ -121,7 +124,7 @@ class Param:
     def rule(self) -> str:
         """The constraint in words, e.g. ``"int >= 1 or None"``."""
         name = {tuple: "list of str"}.get(self.type, self.type.__name__)
-        parts = [name]
+        parts = []
         if self.choices is not None:
             sep = "items from " if self.type is tuple else "one of "
             parts.append(sep + "{" + ", ".join(map(str, self.choices)) + "}")
@@ -131,7 +134,10 @@ class Param:
             parts.append(f">= {self.min:g}")
         if self.max is not None:
             parts.append(f"<= {self.max:g}")
-        return " ".join(parts) + (" or None" if self.none else "")
+        if self.below is not None:
+            parts.append(f"< {self.below:g}")
+        return " ".join([name, " and ".join(parts)] if parts else [name]) + \
+            (" or None" if self.none else "")
 
     def check(self, value: Any) -> Any:
         """The normalized value, or a ValueError whose message states :meth:`rule`."""
@@ -155,6 +161,8 @@ class Param:
                 raise ValueError(f"below {self.min:g}")
             if self.max is not None and value > self.max:
                 raise ValueError(f"above {self.max:g}")
+            if self.below is not None and not value < self.below:
+                raise ValueError(f"not below {self.below:g}")
             return value
         if t is str:
             if not isinstance(value, str):
@@ -223,24 +231,26 @@ def _solver_label(cls: type) -> str:
 
 
 def _checked_init(init: Callable[..., None]) -> Callable[..., None]:
-    """Wrap a solver's ``__init__``: refuse unknown or positional keys, then check and
-    normalize every stored hyperparameter against ``param_specs``."""
+    """Wrap a solver's ``__init__``: refuse unknown or positional keys (those of the class
+    that defines this ``__init__``, so a subclass may call ``super().__init__`` with fixed
+    values of other keywords), then, in the most derived class only, check and normalize
+    every stored hyperparameter against ``param_specs``."""
 
     @functools.wraps(init)
     def __init__(self: BaseSolver, *args: Any, **kwargs: Any) -> None:
-        cls = type(self)
+        owner = getattr(__init__, "_owner", type(self))
         if args:
             raise SolverParamError(
-                f"{_solver_label(cls)} takes keyword parameters only, got {len(args)} "
-                f"positional; valid keys: {describe_params(cls)}")
-        names = param_names(cls)
+                f"{_solver_label(type(self))} takes keyword parameters only, got {len(args)} "
+                f"positional; valid keys: {describe_params(type(self))}")
+        names = param_names(owner)
         unknown = [k for k in kwargs if k not in names]
         if unknown:
             raise SolverParamError(
-                f"{_solver_label(cls)} has no parameter "
-                f"{', '.join(repr(k) for k in unknown)}; valid keys: {describe_params(cls)}")
+                f"{_solver_label(owner)} has no parameter "
+                f"{', '.join(repr(k) for k in unknown)}; valid keys: {describe_params(owner)}")
         init(self, **kwargs)
-        if cls.__init__ is __init__:  # the most derived class checks, once
+        if type(self).__init__ is __init__:  # the most derived class checks, once
             self._check_params()
 
     return __init__
@@ -280,6 +290,7 @@ class BaseSolver:
             cls.name = cls.__name__
         if "__init__" in cls.__dict__:
             cls.__init__ = _checked_init(cls.__dict__["__init__"])  # type: ignore[method-assign]
+            cls.__init__._owner = cls  # type: ignore[attr-defined]
         names = param_names(cls)
         specs = cls.param_specs or {}
         missing = [k for k in names if k not in specs]
@@ -378,7 +389,8 @@ class BaseSolver:
             instance: the problem.
             budget_bytes: M (bytes).
             time_limit_s: seconds the solver may use (None: no limit); solvers that search
-                stop by ``run.expired()`` and return status "timeout" only without a plan.
+                stop by ``run.expired()``, returning status "timeout" only when no feasible
+                plan was found in time.
             seed: the seed (None: the solver's fixed default); the same seed gives the
                 same plan.
         """

@@ -44,9 +44,9 @@ class KeepAll(BaseSolver):
 
 
 def checkpoint_blocks(instance: Instance) -> list[int]:
-    """The blocks (layers >= 0 of the saved tensors' producers) in forward order."""
-    layers = np.asarray(instance.saved_layers)
-    return sorted({int(b) for b in layers.tolist() if b >= 0})
+    """The blocks (layers >= 0 of the saved tensors' producers) in forward order
+    (:attr:`slackopt.instance.Instance.blocks`)."""
+    return list(instance.blocks)
 
 
 def checkpoint_plan(instance: Instance, k: int) -> Plan:
@@ -130,13 +130,25 @@ class Checkpoint(BaseSolver):
       the policy does not apply; status "infeasible", the keep-all plan,
       ``min_budget_bytes = P``, ``applies = False`` and a ``note`` saying why.
 
-    So the returned plan's peak never exceeds P. ``block_structure`` is False when the
-    blocks are not contiguous in the forward pass (:func:`blocks_are_contiguous`), with a
-    note; the rule is still applied there (on ``unet(2)`` recomputing level 0 drops p0
-    until its backward use, 128 of 4544 B in the test's small U-Net).
+    With ``blocks=k`` the plan is :func:`checkpoint_plan` of exactly min(k, L) blocks
+    whatever M (feasible iff M covers its peak, else ``min_budget_bytes`` = its peak).
+
+    So the returned plan's peak never exceeds P (without ``blocks``). ``block_structure``
+    is False when the blocks are not contiguous in the forward pass
+    (:func:`blocks_are_contiguous`), with a note; the rule is still applied there (on
+    ``unet(2)`` recomputing level 0 drops p0 until its backward use, 128 of 4544 B in the
+    test's small U-Net).
+
+    Args:
+        blocks: None (the fewest blocks that fit), or a fixed number k of bottom blocks.
     """
 
     name = "checkpoint"
+    param_specs = {"blocks": Param(int, min=0, none=True,
+                                   doc="recompute exactly the bottom k blocks")}
+
+    def __init__(self, *, blocks: int | None = None) -> None:
+        self.blocks = blocks
 
     def plan(self, instance: Instance, budget_bytes: int, run: Run) -> Outcome:
         M = int(budget_bytes)
@@ -145,6 +157,10 @@ class Checkpoint(BaseSolver):
         L = len(blocks)
         contiguous = blocks_are_contiguous(instance)
         base: dict[str, Any] = {"blocks": L, "evaluations": 0, "block_structure": contiguous}
+        if self.blocks is not None:  # a fixed k, whatever M: budget-oblivious
+            k = min(self.blocks, L)
+            pl = checkpoint_plan(instance, k)
+            return _fixed_plan_result(instance, pl, M, {**base, "k": k, "applies": True})
         if M >= P:
             return _keep_all_fits(instance, base)
         if L == 0:

@@ -38,18 +38,15 @@ from typing import Any
 
 import numpy as np
 
-from slackopt.bisection import smallest_true
 from slackopt.instance import Instance
 from slackopt.linkbudget import forward_link_budget_bytes
 from slackopt.plan import KEEP, RECOMP, SWAP, Plan
 from slackopt.simulate import Evaluation, simulate
-from slackopt.solver import SolveResult
+from slackopt.solverbase import MIN_BUDGET_REL_TOL, BaseSolver, Outcome, Param, Run
 
 SWAP_ORDERS = ("rho", "production")
 GUARD_STEP = 0.02
 """Raise of the offload guard g after a round with forward stalls (docs/model.md)."""
-MIN_BUDGET_REL_TOL = 0.005
-"""Resolution of the min-budget bisection, as a share of P."""
 
 
 # --------------------------------------------------------------------------- per-instance data
@@ -691,7 +688,7 @@ def _stalls(ev: Evaluation) -> float:
     return float(ev.stall_fwd_s) + float(ev.stall_bwd_s)
 
 
-class SlackSwap:
+class SlackSwap(BaseSolver):
     """SlackSwap (Algorithm 1 with the validation and repair of sec. 3.4).
 
     Rounds: each round plans with :func:`plan` and evaluates the plan with
@@ -735,28 +732,19 @@ class SlackSwap:
     """
 
     name = "slackswap"
+    param_specs = {
+        "g": Param(float, min=0.0, below=1.0, doc="offload guard, share of T_F"),
+        "max_rounds": Param(int, min=1), "swap_order": Param(str, choices=SWAP_ORDERS),
+        "use_link": Param(bool), "min_budget_search": Param(bool),
+    }
 
     def __init__(self, *, g: float = 0.02, max_rounds: int = 6, swap_order: str = "rho",
                  use_link: bool = True, min_budget_search: bool = True) -> None:
-        if swap_order not in SWAP_ORDERS:
-            raise ValueError(f"swap_order '{swap_order}' is not one of {', '.join(SWAP_ORDERS)}")
-        if isinstance(g, bool) or not isinstance(g, (int, float)) or not (0 <= g < 1):
-            raise ValueError(f"g must be a number in [0, 1), got {g!r}")
-        if isinstance(max_rounds, bool) or not isinstance(max_rounds, int) or max_rounds < 1:
-            raise ValueError(f"max_rounds must be an integer >= 1, got {max_rounds!r}")
-        for flag, v in (("use_link", use_link), ("min_budget_search", min_budget_search)):
-            if not isinstance(v, bool):
-                raise ValueError(f"{flag} must be true or false, got {v!r}")
-        self.g = float(g)
-        self.max_rounds = int(max_rounds)
+        self.g = g
+        self.max_rounds = max_rounds
         self.swap_order = swap_order
-        self.use_link = bool(use_link)
-        self.min_budget_search = bool(min_budget_search)
-
-    @property
-    def params(self) -> dict[str, Any]:
-        return {"g": self.g, "max_rounds": self.max_rounds, "swap_order": self.swap_order,
-                "use_link": self.use_link}
+        self.use_link = use_link
+        self.min_budget_search = min_budget_search
 
     # ------------------------------------------------------------------ rounds
     def _rounds(self, inst: Instance, M: int, deadline: float | None) -> dict[str, Any]:
@@ -872,22 +860,20 @@ class SlackSwap:
         return d
 
     # ------------------------------------------------------------------ solve
-    def solve(self, instance: Instance, budget_bytes: int, *, time_limit_s: float | None = None,
-              seed: int | None = None) -> SolveResult:
-        """Plan `instance` under `budget_bytes` (M, bytes); deterministic (`seed` unused)."""
-        t0 = time.perf_counter()
+    def plan(self, instance: Instance, budget_bytes: int, run: Run) -> Outcome:
+        """Plan `instance` under `budget_bytes` (M, bytes); deterministic (the seed is
+        unused); the rounds stop at ``run.time_limit_s`` (status "timeout" if none was
+        feasible by then)."""
         M = int(budget_bytes)
         P = int(instance.P)
         link_budget = forward_link_budget_bytes(instance, self.g)
         if M >= P:
-            return SolveResult(
-                plan=Plan.keep_all(instance), solver=self.name, params=self.params,
-                status="feasible", objective_s=instance.ideal_time_s,
-                planning_time_s=time.perf_counter() - t0, seed=seed,
+            return Outcome(
+                Plan.keep_all(instance), status="feasible", objective_s=instance.ideal_time_s,
                 info={"rounds": [], "evaluations": 0, "swapped_bytes": 0, "recomputed_bytes": 0,
                       "link_budget_bytes": link_budget, "link_budget_used": 0.0,
                       "reason": "M >= P: keep all"})
-        deadline = None if time_limit_s is None else t0 + float(time_limit_s)
+        deadline = None if run.time_limit_s is None else run.started + float(run.time_limit_s)
         out = self._rounds(instance, M, deadline)
         info: dict[str, Any] = {"rounds": out["rounds"], "evaluations": out["evaluations"],
                                 "link_budget_bytes": link_budget}
@@ -902,42 +888,27 @@ class SlackSwap:
                 "link_budget_used": swapped / link_budget if link_budget > 0 else 0.0,
                 "counts": pl.to_plan(instance).counts(),
             })
-            return SolveResult(
-                plan=pl.to_plan(instance), solver=self.name, params=self.params,
-                status="feasible", objective_s=float(ev.step_time_s),
-                planning_time_s=time.perf_counter() - t0, seed=seed, info=info)
+            return Outcome(pl.to_plan(instance), status="feasible",
+                           objective_s=float(ev.step_time_s), info=info)
         # No feasible round.
-        status = "timeout" if out["timed_out"] else "infeasible"
         last = plan(instance, M, g=self.g, swap_order=self.swap_order, use_link=self.use_link)
-        if self.min_budget_search and status == "infeasible":
-            info["min_budget_bytes"] = self.min_budget(instance, lo=M)
+        info.update({"swapped_bytes": int(instance.s[last.decisions == SWAP].sum()),
+                     "recomputed_bytes": int(instance.s[last.decisions == RECOMP].sum())})
+        if out["timed_out"]:
+            return Outcome(last.to_plan(instance), status="timeout", min_budget_bytes=None,
+                           info=info)
+        if self.min_budget_search:  # the base class bisects over feasible_at
             info["min_budget_method"] = (
                 "bisection over M in (M, P], SlackSwap feasible at the upper end, "
                 f"resolution {MIN_BUDGET_REL_TOL:.1%} of P")
-        else:
-            info["min_budget_bytes"] = None
-        info.update({"swapped_bytes": int(instance.s[last.decisions == SWAP].sum()),
-                     "recomputed_bytes": int(instance.s[last.decisions == RECOMP].sum())})
-        return SolveResult(
-            plan=last.to_plan(instance), solver=self.name, params=self.params, status=status,
-            planning_time_s=time.perf_counter() - t0, seed=seed, info=info)
+        return Outcome(last.to_plan(instance), status="infeasible", info=info)
 
-    def feasible_at(self, instance: Instance, M: int) -> bool:
-        """True if SlackSwap's rounds find a feasible plan at budget M (bytes)."""
-        if M >= instance.P:
+    def feasible_at(self, instance: Instance, budget_bytes: int, run: Run | None = None) -> bool:
+        """True if SlackSwap's rounds find a feasible plan at budget M (bytes), without a
+        time limit (the predicate of the minimum-budget bisection)."""
+        if budget_bytes >= instance.P:
             return True
-        return self._rounds(instance, int(M), None)["best"] is not None
-
-    def min_budget(self, instance: Instance, lo: int = 0) -> int:
-        """Smallest budget (bytes) at which SlackSwap finds a feasible plan, to within 0.5%
-        of P, by bisection on (lo, P] (`lo` assumed infeasible; feasibility assumed
-        monotone in M; about log2(1 / 0.005) = 8 solves)."""
-        P = int(instance.P)
-        if lo >= P:
-            return P
-        tol = max(1, int(math.ceil(MIN_BUDGET_REL_TOL * P)))
-        return smallest_true(lambda m: self.feasible_at(instance, m), int(lo), P, tol=tol)
-
+        return self._rounds(instance, int(budget_bytes), None)["best"] is not None
 
 __all__ = ["SlackSwap", "SwapSet", "Pass2Result", "PlannedRound", "pass1", "pass2",
            "pass2_detailed", "plan", "offload_schedule", "prefetch_schedule", "offload_end_op"]

@@ -12,20 +12,19 @@ solvers. Each removes one idea; none copies planner code (:mod:`solvers.slackswa
 
 from __future__ import annotations
 
-import time
-from typing import Any
-
 from slackopt.instance import Instance
 from slackopt.simulate import simulate
-from slackopt.solver import SolveResult
-from solvers.baselines import min_budget_by_bisection
+from slackopt.solverbase import BaseSolver, Outcome, Run
 from solvers.slackswap import SlackSwap
+
+_SPECS = {k: SlackSwap.param_specs[k] for k in ("g", "max_rounds", "min_budget_search")}
 
 
 class SlackSwapSwapFirst(SlackSwap):
     """SlackSwap with swap candidates in production order (ablation, sec. 4.4)."""
 
     name = "slackswap-swap-first"
+    param_specs = _SPECS
 
     def __init__(self, *, g: float = 0.02, max_rounds: int = 6,
                  min_budget_search: bool = True) -> None:
@@ -37,6 +36,7 @@ class SlackSwapRecomputeOnly(SlackSwap):
     """SlackSwap without Pass 1: recomputation only (ablation, sec. 4.4)."""
 
     name = "slackswap-recompute-only"
+    param_specs = _SPECS
 
     def __init__(self, *, g: float = 0.02, max_rounds: int = 6,
                  min_budget_search: bool = True) -> None:
@@ -44,7 +44,7 @@ class SlackSwapRecomputeOnly(SlackSwap):
                          min_budget_search=min_budget_search)
 
 
-class SlackSwapBarriers:
+class SlackSwapBarriers(BaseSolver):
     """SlackSwap's plan under vDNN's per-layer barriers (ablation, sec. 4.4).
 
     Plans with :class:`~solvers.slackswap.SlackSwap` (same hyperparameters), then returns
@@ -55,43 +55,23 @@ class SlackSwapBarriers:
     """
 
     name = "slackswap-barriers"
+    param_specs = _SPECS
     policy = "layer_barriers"
 
     def __init__(self, *, g: float = 0.02, max_rounds: int = 6,
                  min_budget_search: bool = True) -> None:
-        self.inner = SlackSwap(g=g, max_rounds=max_rounds, min_budget_search=False)
-        self.min_budget_search = bool(min_budget_search)
+        self.g = g
+        self.max_rounds = max_rounds
+        self.min_budget_search = min_budget_search
 
-    @property
-    def params(self) -> dict[str, Any]:
-        return self.inner.params
-
-    def _plan(self, instance: Instance, M: int) -> tuple[SolveResult, Any]:
-        res = self.inner.solve(instance, M)
-        return res, (res.plan.with_policy(self.policy) if res.plan is not None else None)
-
-    def _feasible_at(self, instance: Instance, m: int) -> bool:
-        _, pl = self._plan(instance, m)
-        return pl is not None and simulate(instance, pl, m).feasible
-
-    def solve(self, instance: Instance, budget_bytes: int, *, time_limit_s: float | None = None,
-              seed: int | None = None) -> SolveResult:
-        """Plan `instance` under `budget_bytes` (M); deterministic (`seed` unused)."""
-        t0 = time.perf_counter()
+    def plan(self, instance: Instance, budget_bytes: int, run: Run) -> Outcome:
         M = int(budget_bytes)
-        res, pl = self._plan(instance, M)
-        ev = simulate(instance, pl, M) if pl is not None else None
-        ok = ev is not None and ev.feasible
-        info: dict[str, Any] = {"slackswap": res.info}
-        if not ok:
-            info["min_budget_bytes"] = (
-                min_budget_by_bisection(instance, lambda m: self._feasible_at(instance, m), M)
-                if self.min_budget_search else None)
-        return SolveResult(
-            plan=pl, solver=self.name, params=self.params,
-            status="feasible" if ok else "infeasible",
-            objective_s=float(ev.step_time_s) if ok else None,
-            planning_time_s=time.perf_counter() - t0, seed=seed, info=info)
+        res = SlackSwap(g=self.g, max_rounds=self.max_rounds, min_budget_search=False).solve(
+            instance, M, time_limit_s=max(0.0, run.remaining()) if run.time_limit_s is not None
+            else None)
+        pl = res.plan.with_policy(self.policy) if res.plan is not None else None
+        return Outcome(pl, evaluation=simulate(instance, pl, M) if pl is not None else None,
+                       info={"slackswap": res.info})
 
 
 __all__ = ["SlackSwapSwapFirst", "SlackSwapRecomputeOnly", "SlackSwapBarriers"]

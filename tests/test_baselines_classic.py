@@ -252,9 +252,14 @@ def test_recompute_all_rebuilds_the_whole_chain():
 # ============================================================================ ablations
 def test_ablation_variants_are_slackswap_with_one_idea_removed(tiny):
     M = int(0.3 * tiny.P)
-    assert SlackSwapSwapFirst().params["swap_order"] == "production"
+    # params are the variant's own keywords (issue 15: no swap_order its constructor
+    # rejects); the idea removed is a fixed attribute
+    sf = SlackSwapSwapFirst()
+    assert sf.params == {"g": 0.02, "max_rounds": 6, "min_budget_search": True}
+    assert sf.swap_order == "production"
+    assert SlackSwapRecomputeOnly().use_link is False
     ro = solve(tiny, "slackswap-recompute-only", M)
-    assert ro.params["use_link"] is False
+    assert ro.params == sf.params
     assert ro.plan is not None and not (ro.plan.decisions == SWAP).any()
     ss = SlackSwap().solve(tiny, M)
     br = solve(tiny, "slackswap-barriers", M)

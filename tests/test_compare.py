@@ -104,7 +104,10 @@ def test_tidy_table_one_row_per_run() -> None:
     assert list(df["budget_fraction"].iloc[:8]) == [1.0] * 4 + [0.7] * 4
     assert list(df["solver"].iloc[:4]) == ["keep_all", "keep_all", "slackswap", "slackswap"]
     assert list(df["seed"].iloc[:2]) == [0, 1]
-    assert set(df["params"]) == {"{}", '{"g":0.02}'}
+    # every hyperparameter, canonical JSON: ("slackswap", {"g": 0.02}) and "slackswap"
+    # are the same experiment (BaseSolver.params)
+    assert set(df["params"]) == {"{}", '{"g":0.02,"max_rounds":6,"min_budget_search":true,'
+                                       '"swap_order":"rho","use_link":true}'}
     inst = load_instance(TINY)
     t = df[df["instance"] == inst.name]
     assert (t["P_bytes"] == inst.P).all() and (t["A_bytes"] == inst.A).all()
@@ -150,7 +153,9 @@ def test_a_solver_past_its_deadline_becomes_a_timeout_row() -> None:
 def test_bad_input_is_refused_before_running() -> None:
     with pytest.raises(SolverError, match="unknown solver 'nope'"):
         compare([TINY], ["nope"], [0.5], progress=False)
-    with pytest.raises(SolverError, match="bad parameters"):
+    with pytest.raises(SolverError, match=r"solver 'slackswap' has no parameter "
+                                          r"'no_such_knob'; valid keys: g \(float >= 0 and "
+                                          r"< 1, default 0.02\), max_rounds"):
         compare([TINY], [("slackswap", {"no_such_knob": 1})], [0.5], progress=False)
     with pytest.raises(SlackoptError, match="budget"):
         compare([TINY], ["keep_all"], ["half"], progress=False)
