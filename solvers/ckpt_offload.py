@@ -29,7 +29,7 @@ import numpy as np
 from slackopt.instance import Instance
 from slackopt.plan import SWAP, Plan
 from slackopt.solverbase import BaseSolver, Outcome, Param, Run
-from solvers.baselines import checkpoint_blocks, checkpoint_plan
+from solvers.baselines import checkpoint_plan
 
 BLOCK_INPUT = "block_input"
 
@@ -52,7 +52,7 @@ def block_inputs(instance: Instance) -> dict[int, int]:
 
 def ckpt_offload_plan(instance: Instance, blocks: int | None = None) -> Plan:
     """Checkpoint the bottom `blocks` blocks (all if None) and swap their inputs."""
-    all_blocks = checkpoint_blocks(instance)
+    all_blocks = list(instance.blocks)
     k = len(all_blocks) if blocks is None else min(int(blocks), len(all_blocks))
     base = checkpoint_plan(instance, k)
     dec = np.array(base.decisions, dtype=np.int8)
@@ -82,7 +82,7 @@ class CkptOffload(BaseSolver):
     def plan(self, instance: Instance, budget_bytes: int, run: Run) -> Outcome:
         plan = ckpt_offload_plan(instance, self.blocks)
         by = plan.bytes_by_decision(instance)
-        return Outcome(plan, info={"blocks": len(checkpoint_blocks(instance)),
+        return Outcome(plan, info={"blocks": len(instance.blocks),
                                    "offloaded_bytes": by["swap"],
                                    "recomputed_bytes": by["recomp"]})
 

@@ -10,8 +10,9 @@ ILP for joint AC + CPU offload"), #3975 (the same with torchinsights estimators)
 and what that becomes on a slackopt instance (bytes scaled by A and seconds by T* inside
 the programs, for the solver's numerics):
 
-**Outer LP** (PuLP/CBC), over the blocks L (layers >= 0 of the saved tensors' producers),
-a_L = the saved bytes produced in block L, variables k_L, r_L, o_L in [0, 1]:
+**Outer LP** (PuLP/CBC), over the blocks L (``Instance.blocks``: layers >= 0 of the
+saved tensors' producers), a_L = the saved bytes produced in block L, variables k_L,
+r_L, o_L in [0, 1]:
 
 - ``split``: k_L + r_L + o_L = 1;
 - ``mustkeep``: k_L >= (bytes of L that cannot be recomputed) / a_L (torchtitan: RNG ops
@@ -69,7 +70,6 @@ from slackopt.errors import SolverError
 from slackopt.instance import Instance
 from slackopt.plan import KEEP, RECOMP, SWAP, Plan
 from slackopt.solverbase import BaseSolver, Outcome, Param, Run
-from solvers.baselines import checkpoint_blocks
 
 OFFLOAD_MIN_BYTES = 1 << 20
 """torchtitan's ``OFFLOAD_MIN_BYTES``: smaller tensors are not offloaded (bytes)."""
@@ -88,7 +88,7 @@ def _cbc(time_limit_s: float | None) -> Any:
 
 def _layer_layout(instance: Instance) -> dict[str, Any]:
     """Per-block quantities of the outer LP (bytes, seconds)."""
-    blocks = checkpoint_blocks(instance)
+    blocks = list(instance.blocks)
     layers = np.asarray(instance.saved_layers)
     s = np.asarray(instance.s, dtype=np.int64)
     fixed = ~np.isfinite(instance.c)
@@ -279,7 +279,7 @@ class TitanAuto(BaseSolver):
         if M >= P:
             return Outcome(Plan.keep_all(instance), objective_s=instance.ideal_time_s,
                            info={"model_fits": True, "note": "M >= P: nothing to do"})
-        if not checkpoint_blocks(instance):
+        if not instance.blocks:
             return Outcome(Plan.keep_all(instance), status="infeasible",
                            info={"model_fits": False, "model_min_budget_bytes": P,
                                  "note": "no blocks (no saved tensor has a layer >= 0): "
