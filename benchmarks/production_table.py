@@ -65,7 +65,7 @@ def table(path: str) -> str:
         moved = (r.d2h_bytes + r.h2d_bytes) / 1e9 if r.feasible else math.nan
         lines.append(
             f"| {r.instance.split('_')[0]} | {r.budget_fraction:.2g} | {solver} | {r.status} "
-            f"| {_pct(r.throughput)} | "
+            f"| {_pct(r.throughput) if r.feasible else '-'} | "
             f"{'-' if not r.feasible else f'{r.peak_bytes / 1e9:.2f}'} | "
             f"{'-' if moved != moved else f'{moved:.2f}'} | {_pct(r.gap_to_bound, 2)} | "
             f"{_pct(r.gap_to_best, 2)} | {model_verdict(r)} | {reach} |")
