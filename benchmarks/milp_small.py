@@ -15,9 +15,10 @@ Run: python benchmarks/milp_small.py [--backends scip,highs,pulp] [--time-limit 
    SlackSwap's gap to that bound).
 4. ``--write-references`` writes instances/small/references.json (format in
    :mod:`slackopt.compare`): per (instance, budget) the largest lower bound of any run,
-   the best simulated step, the status, solver, backend and settings of the run that
-   proved the bound, and today's date. It asks before replacing an existing file unless
-   ``--force`` is given.
+   the best simulated step, their status ("optimal" when within
+   slackopt.solver.OPTIMAL_REL_TOL, else "bounded"), the solver, backend and settings
+   of the run that proved the bound, and today's date. It asks before replacing an
+   existing file unless ``--force`` is given.
 
 Nothing here is asserted by tests; the README quotes the tables.
 """
@@ -35,6 +36,7 @@ import pandas as pd
 
 from slackopt.compare import REFERENCES_FORMAT, compare
 from slackopt.io import load_instance, save_instance
+from slackopt.solver import OPTIMAL_REL_TOL
 from slackopt.workloads import make
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -69,8 +71,20 @@ def _ms(v: float | None) -> str:
     return _fmt(None if v is None else 1e3 * v, ".4f")
 
 
+def pair_status(lower: float | None, best: float | None, status: str) -> str:
+    """The status of a references entry, for its (bound, best step) pair: "optimal" when
+    the best simulated step is within OPTIMAL_REL_TOL of the largest valid bound,
+    "bounded" when both exist with a larger gap, else the bound's run's status
+    ("infeasible", "timeout")."""
+    if lower is None or best is None:
+        return status
+    return "optimal" if (best - lower) <= OPTIMAL_REL_TOL * lower else "bounded"
+
+
 def references(df: pd.DataFrame) -> list[dict]:
-    """One references entry per (instance, budget) from the MILP rows of `df`."""
+    """One references entry per (instance, budget) from the MILP rows of `df`: the largest
+    lower bound of any run, the best simulated step of any run (MILP or SlackSwap), and
+    their status (:func:`pair_status`)."""
     today = dt.date.today().isoformat()
     out = []
     milp = df[df["solver"] == "milp"]
@@ -79,13 +93,13 @@ def references(df: pd.DataFrame) -> list[dict]:
         src = lbs.loc[lbs["lower_bound_s"].idxmax()] if len(lbs) else g.iloc[0]
         steps = df[(df["instance"] == name) & (df["budget_bytes"] == m) & df["feasible"]]
         params = json.loads(src["params"])
+        lb = None if pd.isna(src["lower_bound_s"]) else float(src["lower_bound_s"])
+        best = float(steps["step_time_s"].min()) if len(steps) else None
         out.append({
             "instance": name, "budget_bytes": int(m),
             "budget_fraction": float(src["budget_fraction"]),
-            "lower_bound_s": None if pd.isna(src["lower_bound_s"]) else
-            float(src["lower_bound_s"]),
-            "best_step_s": float(steps["step_time_s"].min()) if len(steps) else None,
-            "status": str(src["status"]),
+            "lower_bound_s": lb, "best_step_s": best,
+            "status": pair_status(lb, best, str(src["status"])),
             "min_budget_bytes": None if pd.isna(src["min_budget_bytes"]) else
             int(src["min_budget_bytes"]),
             "solver": "milp", "backend": params.get("backend"),

@@ -597,6 +597,20 @@ def list_solvers(json_output: JsonOpt = False) -> dict[str, Any] | None:
 
 
 # ----------------------------------------------------------------------------- compare
+def _solver_label(name: str, params_json: str | None) -> str:
+    """``name``, then the hyperparameters that differ from the solver's defaults as JSON
+    (all of them when the solver class cannot be loaded here)."""
+    from slackopt.solver import solver_class
+    from slackopt.solverbase import non_default_params
+
+    params = json.loads(params_json) if isinstance(params_json, str) and params_json else {}
+    try:
+        params = non_default_params(solver_class(name), params)
+    except SlackoptError:
+        pass
+    return f"{name} {json.dumps(params, separators=(',', ':'))}" if params else name
+
+
 def _split_list(text: str, what: str, opt: str) -> list[str]:
     items = [x.strip() for x in text.split(",")]
     if not text.strip() or any(not x for x in items):
@@ -746,7 +760,7 @@ def compare_cmd(
             t.add_column(c, justify="left" if c in ("solver", "status") else "right",
                          no_wrap=c != "solver")
         for r in g.itertuples(index=False):
-            solver = r.solver if r.params in ("{}", None) else f"{r.solver} {r.params}"
+            solver = _solver_label(r.solver, r.params)
             row = [f"{r.budget_fraction:.3g} P" if r.budget_fraction == r.budget_fraction
                    else _fmt_bytes(r.budget_bytes), solver]
             if show_seed:
@@ -1045,15 +1059,18 @@ def profile_cmd(
     input_dtype: Annotated[list[str] | None, typer.Option(
         "--input-dtype", help="dtype of the inputs (float32, bf16, int64, ...): once for all "
         "or once per input.")] = None,
-    input_high: Annotated[int, typer.Option(
-        "--input-high", min=1, help="Integer inputs are drawn from [0, N) (token ids: the "
-        "vocabulary size).")] = 2,
+    input_high: Annotated[int | None, typer.Option(
+        "--input-high", min=1, help="Integer inputs are drawn from [0, N) (token ids; "
+        "default: the model's vocabulary, config.vocab_size or its first nn.Embedding).")
+    ] = None,
     device: Annotated[str, typer.Option(help="Where to run the step: cpu, cuda, cuda:1.")
                       ] = "cpu",
     timing: Annotated[str, typer.Option(help="measure (timed on the device) or roofline "
                                         "(from FLOPs and bytes on --gpu).")] = "measure",
-    gpu: Annotated[str | None, typer.Option(help=f"GPU preset for roofline timing and the "
-                                            f"default link: {', '.join(GPUS)}.")] = None,
+    gpu: Annotated[str | None, typer.Option(help=f"GPU preset ({', '.join(GPUS)}) or a "
+                                            "JSON file of peaks, for roofline timing and "
+                                            "the default link. Refused with measure timing "
+                                            "on the CPU.")] = None,
     link: Annotated[str | None, typer.Option(help=f"Host-link preset: {', '.join(LINKS)} "
                                              "(default: the GPU's, else pcie4).")] = None,
     seed: Annotated[int, typer.Option(help="torch seed for the factory and the inputs.")] = 0,

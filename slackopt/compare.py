@@ -103,7 +103,7 @@ SCHEMA: dict[str, str] = {
     "params": "object",              # the solver's hyperparameters, canonical JSON text
     "seed": "Int64",                 # <NA> for no seed
     "time_limit_s": "float64",       # NaN for none
-    "status": "object",              # optimal, feasible, infeasible, timeout, error
+    "status": "object",              # optimal, bounded, feasible, infeasible, timeout, error
     "message": "object",             # error / timeout text, or the evaluator's failure
     # the Evaluation of the returned plan: an infeasible plan has no step time (NaN) and
     # throughput 0; both are NaN for a run without a plan (error, timeout)

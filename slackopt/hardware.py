@@ -34,6 +34,10 @@ class GPU:
         hbm_bytes_per_s: HBM bandwidth (B/s).
         dtype_bytes: bytes per element of the training dtype (2 for BF16, 4 for FP32).
         default_link: name of the host-link preset the GPU ships with.
+        peak_flops_by_dtype: peak FLOP/s per compute dtype (``(("float32", 19.5e12),
+            ...)``; names as ``torch.dtype`` prints them without ``torch.``), used by
+            :func:`roofline_s` when the kernel's dtype is known; a dtype not listed uses
+            ``peak_flops``.
     """
 
     name: str
@@ -41,6 +45,14 @@ class GPU:
     hbm_bytes_per_s: float
     dtype_bytes: int
     default_link: str
+    peak_flops_by_dtype: tuple[tuple[str, float], ...] = ()
+
+    def peak_for(self, dtype: str | None) -> float:
+        """Peak FLOP/s for kernels computing in `dtype` (None: ``peak_flops``)."""
+        for name, peak in self.peak_flops_by_dtype:
+            if name == dtype:
+                return peak
+        return self.peak_flops
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,11 +77,16 @@ class Link:
 
 GPUS: dict[str, GPU] = {
     "titanx": GPU("titanx", 7e12, 336.5e9, 4, "pcie3-titanx"),
-    "v100": GPU("v100", 125e12, 0.9e12, 2, "pcie3"),
-    "a100": GPU("a100", 312e12, 2.039e12, 2, "pcie4"),
-    "h100": GPU("h100", 989.4e12, 3.35e12, 2, "pcie5"),
+    "v100": GPU("v100", 125e12, 0.9e12, 2, "pcie3",
+                (("float16", 125e12), ("float32", 15.7e12))),
+    "a100": GPU("a100", 312e12, 2.039e12, 2, "pcie4",
+                (("bfloat16", 312e12), ("float16", 312e12), ("float32", 19.5e12))),
+    "h100": GPU("h100", 989.4e12, 3.35e12, 2, "pcie5",
+                (("bfloat16", 989.4e12), ("float16", 989.4e12), ("float32", 66.9e12))),
 }
-"""GPU presets of docs/workloads.md (datasheet peaks)."""
+"""GPU presets of docs/workloads.md (datasheet peaks; ``peak_flops`` is the training
+dtype's tensor-core peak, FP32 the non-tensor-core peak: PyTorch does not use TF32 for
+matmuls unless ``torch.backends.cuda.matmul.allow_tf32`` is set)."""
 
 LINKS: dict[str, float] = {
     "pcie3": 12e9,
@@ -98,7 +115,8 @@ def link(name: str) -> Link:
 
 
 def roofline_s(
-    g: GPU, flops: float = 0.0, bytes_moved: float = 0.0, efficiency: float = GEMM_EFF
+    g: GPU, flops: float = 0.0, bytes_moved: float = 0.0, efficiency: float = GEMM_EFF,
+    dtype: str | None = None,
 ) -> float:
     """Roofline time of one kernel (s).
 
@@ -107,10 +125,93 @@ def roofline_s(
         flops: floating-point operations of the kernel.
         bytes_moved: HBM bytes read plus written.
         efficiency: sustained share of peak FLOP/s for this kernel class.
+        dtype: the kernel's compute dtype ("float32", "bfloat16"); None: the GPU's
+            training dtype (``g.peak_flops``).
 
     Returns:
-        LAUNCH_S + max(flops / (efficiency * peak), bytes / (MEM_EFF * HBM)).
+        LAUNCH_S + max(flops / (efficiency * peak), bytes / (MEM_EFF * HBM)), with peak =
+        ``g.peak_for(dtype)``.
     """
-    compute = flops / (efficiency * g.peak_flops) if flops else 0.0
+    compute = flops / (efficiency * g.peak_for(dtype)) if flops else 0.0
     memory = bytes_moved / (MEM_EFF * g.hbm_bytes_per_s) if bytes_moved else 0.0
     return LAUNCH_S + max(compute, memory)
+
+
+_GPU_FIELDS = {"name": str, "peak_flops": float, "hbm_bytes_per_s": float,
+               "dtype_bytes": int, "default_link": str, "peak_flops_by_dtype": dict}
+
+
+def gpu_from_file(path: str) -> GPU:
+    """A GPU read from a JSON file of peaks.
+
+    The file holds one object: ``peak_flops`` (FLOP/s, > 0) and ``hbm_bytes_per_s``
+    (B/s, > 0) are required; ``name`` (default: the file's stem), ``dtype_bytes``
+    (default 2), ``default_link`` (a link preset, default "pcie4") and
+    ``peak_flops_by_dtype`` (``{"float32": 19.5e12, ...}``) are optional. Example::
+
+        {"name": "l4", "peak_flops": 121e12, "hbm_bytes_per_s": 300e9,
+         "default_link": "pcie4", "peak_flops_by_dtype": {"float32": 30.3e12}}
+
+    Raises:
+        ValueError: the file is missing or not JSON, an unknown or missing field, a value
+            of the wrong type or not positive, an unknown link preset (the message names
+            the file and the field).
+    """
+    import json
+    from pathlib import Path
+
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text())
+    except OSError as e:
+        raise ValueError(f"{path}: cannot read the GPU file ({e.strerror})") from None
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}: not JSON ({e.msg} at line {e.lineno})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: a GPU file holds one JSON object")
+    unknown = sorted(set(data) - set(_GPU_FIELDS))
+    if unknown:
+        raise ValueError(f"{path}: unknown field(s) {', '.join(unknown)}; fields: "
+                         f"{', '.join(_GPU_FIELDS)}")
+    for f in ("peak_flops", "hbm_bytes_per_s"):
+        if f not in data:
+            raise ValueError(f"{path}: field '{f}' is required")
+    out: dict = {"name": p.stem, "dtype_bytes": 2, "default_link": "pcie4"}
+    for f, typ in _GPU_FIELDS.items():
+        if f not in data:
+            continue
+        v = data[f]
+        ok = (isinstance(v, (int, float)) and not isinstance(v, bool) if typ is float
+              else isinstance(v, typ) and not isinstance(v, bool))
+        if not ok:
+            raise ValueError(f"{path}: field '{f}' must be {typ.__name__}, got {v!r}")
+        out[f] = v
+    for f in ("peak_flops", "hbm_bytes_per_s", "dtype_bytes"):
+        if not out[f] > 0:
+            raise ValueError(f"{path}: field '{f}' must be > 0, got {out[f]!r}")
+    if out["default_link"] not in LINKS:
+        raise ValueError(f"{path}: field 'default_link' is '{out['default_link']}'; "
+                         f"presets: {', '.join(LINKS)}")
+    by = out.pop("peak_flops_by_dtype", {})
+    for k, v in by.items():
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
+            raise ValueError(f"{path}: peak_flops_by_dtype['{k}'] must be a number > 0, "
+                             f"got {v!r}")
+    return GPU(out["name"], float(out["peak_flops"]), float(out["hbm_bytes_per_s"]),
+               out["dtype_bytes"], out["default_link"],
+               tuple((str(k), float(v)) for k, v in sorted(by.items())))
+
+
+def resolve_gpu(spec: str) -> GPU:
+    """A GPU preset name ("a100") or the path of a JSON file of peaks
+    (:func:`gpu_from_file`; any spec ending in ``.json`` or naming an existing file).
+
+    Raises:
+        KeyError: an unknown preset (lists the presets).
+        ValueError: a bad GPU file.
+    """
+    import os
+
+    if spec.endswith(".json") or os.path.isfile(spec):
+        return gpu_from_file(spec)
+    return gpu(spec)

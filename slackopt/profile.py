@@ -35,9 +35,13 @@ How the step is read
   data; they are not instance ops (a read through a view is a read of its storage).
 - **Durations** (``timing="measure"``): ``time.perf_counter`` around each CPU call; a pair
   of CUDA events around each call on a GPU (resolved after one synchronisation at the end).
-  ``timing="roofline"``: :func:`slackopt.hardware.roofline_s` of the GPU preset from the
-  op's FLOPs (``torch.utils.flop_counter``'s formulas, plus CPU flash attention) and the
-  bytes it reads and writes. FLOPs are recorded in both modes (``Op.flops``).
+  The per-op median of the repeated steps is kept, and their spread in ``meta["spread"]``.
+  Measured CPU durations are not a GPU's: paired with a GPU preset they are refused, and
+  alone they come with a warning (``meta["timing_note"]``).
+  ``timing="roofline"``: :func:`slackopt.hardware.roofline_s` of the GPU (a preset or a
+  JSON file of peaks), at the peak of the op's dtype, from the op's FLOPs
+  (``torch.utils.flop_counter``'s formulas, plus CPU flash attention) and the bytes it
+  reads and writes. FLOPs are recorded in both modes (``Op.flops``).
 - **Tensors** are storages. Identity is the storage object (its ``StorageImpl``), held by a
   weak reference for the whole step, so an address that the allocator reuses after a free
   is a new tensor, and all views of one storage are one tensor of the storage's size.
@@ -80,6 +84,7 @@ import contextlib
 import re
 import statistics
 import time
+import warnings
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -91,9 +96,9 @@ from slackopt.hardware import (
     GEMM_EFF,
     GPU,
     Link,
+    resolve_gpu,
     roofline_s,
 )
-from slackopt.hardware import gpu as gpu_preset
 from slackopt.hardware import link as link_preset
 from slackopt.instance import Instance, Op, Recipe, Tensor
 
@@ -519,7 +524,8 @@ class _Recorder(StepTracer):
             eff = GEMM_EFF
             if rec.kind == "attention":
                 eff = ATTN_FWD_EFF if rec.phase == "fwd" else ATTN_BWD_EFF
-            rec.duration_s = roofline_s(self.gpu, rec.flops, rec.bytes_moved, eff)
+            rec.duration_s = roofline_s(self.gpu, rec.flops, rec.bytes_moved, eff,
+                                        _compute_dtype(args, kwargs, out))
         if rec.phase == "bwd" and self.pending_unpacks:
             for k in self.pending_unpacks:
                 s = self.storages[k]
@@ -548,6 +554,16 @@ class _Recorder(StepTracer):
         if k is not None and not self.storages[k].persistent:
             self.pending_unpacks.append(k)
         return t
+
+
+def _compute_dtype(args: Any, kwargs: Any, out: Any) -> str | None:
+    """The dtype a kernel computes in: that of its first floating-point input, else of its
+    first floating-point output ("float32", "bfloat16"); None without one."""
+    for group in ((args, kwargs), out):
+        for t in tree_flatten(group)[0]:
+            if isinstance(t, torch.Tensor) and t.is_floating_point():
+                return str(t.dtype).removeprefix("torch.")
+    return None
 
 
 def _cuda_device(args: Any, kwargs: Any) -> Any | None:
@@ -584,14 +600,47 @@ def as_input_tuple(example_inputs: Any) -> tuple[Any, ...]:
         return (example_inputs,)
     if isinstance(example_inputs, (list, tuple)):
         return tuple(example_inputs)
-    raise ProfileError(f"example_inputs must be a tensor or a sequence of arguments, got "
+    raise ProfileError(f"example_inputs must be a tensor, a sequence of arguments, a dict of "
+                       f"keyword arguments or a callable returning one, got "
                        f"{type(example_inputs).__name__}")
 
 
-def run_loss(model: Any, inputs: tuple[Any, ...], loss_fn: Callable[..., Any] | None) -> Any:
-    """``loss_fn(model(*inputs), *inputs)`` checked to be a scalar tensor that needs grad."""
-    out = model(*inputs)
-    loss = (loss_fn or default_loss)(out, *inputs)
+def as_model_inputs(example_inputs: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The model's call arguments as (positional tuple, keyword dict).
+
+    Accepts one tensor, a list or tuple of positional arguments, a dict of keyword
+    arguments (a Hugging Face batch: ``{"input_ids": ..., "attention_mask": ...,
+    "labels": ...}``), or a callable with no arguments returning one of those (called
+    once per step).
+
+    Raises:
+        ProfileError: anything else (names the type).
+    """
+    if callable(example_inputs) and not isinstance(example_inputs, torch.Tensor):
+        example_inputs = example_inputs()
+    if isinstance(example_inputs, Mapping):
+        if not all(isinstance(k, str) for k in example_inputs):
+            raise ProfileError("a dict of example inputs must have str keys (keyword "
+                               "argument names)")
+        return (), dict(example_inputs)
+    return as_input_tuple(example_inputs), {}
+
+
+def run_loss(model: Any, inputs: Any, loss_fn: Callable[..., Any] | None,
+             kwargs: Mapping[str, Any] | None = None) -> Any:
+    """``loss_fn(model(*inputs, **kwargs), *inputs, **kwargs)`` checked to be a scalar
+    tensor that needs grad. `inputs` may also be anything :func:`as_model_inputs` takes
+    (then `kwargs` must be None). Without a loss_fn, an output with a scalar ``loss``
+    attribute or key (a Hugging Face model given ``labels``) gives that loss, else
+    :func:`default_loss`."""
+    if kwargs is None:
+        inputs, kwargs = as_model_inputs(inputs)
+    out = model(*inputs, **kwargs)
+    if loss_fn is None:
+        hf = _output_loss(out)
+        loss = hf if hf is not None else default_loss(out, *inputs)
+    else:
+        loss = loss_fn(out, *inputs, **kwargs)
     if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
         raise ProfileError("loss_fn must return a tensor with one element, got "
                            f"{type(loss).__name__}"
@@ -601,6 +650,14 @@ def run_loss(model: Any, inputs: tuple[Any, ...], loss_fn: Callable[..., Any] | 
         raise ProfileError("the loss does not require grad: is the model in no_grad mode, "
                            "or are all parameters frozen?")
     return loss
+
+
+def _output_loss(out: Any) -> Any:
+    """The ``loss`` entry of a model output (Hugging Face ``ModelOutput``), or None."""
+    loss = out.get("loss") if isinstance(out, Mapping) else getattr(out, "loss", None)
+    if isinstance(loss, torch.Tensor) and loss.numel() == 1:
+        return loss
+    return None
 
 
 class _StepState:
@@ -647,13 +704,13 @@ def _module_tracker(model: Any, stack: list[str]) -> Iterator[None]:
             h.remove()
 
 
-def _trace(model: Any, inputs: tuple[Any, ...], loss_fn: Callable[..., Any] | None,
-           timing: str, g: GPU | None) -> _Recorder:
+def _trace(model: Any, inputs: tuple[Any, ...], kwargs: dict[str, Any],
+           loss_fn: Callable[..., Any] | None, timing: str, g: GPU | None) -> _Recorder:
     stack: list[str] = []
     rec = _Recorder(timing, g, stack)
     with _module_tracker(model, stack), rec:
         with torch.autograd.graph.saved_tensors_hooks(rec.pack, rec.unpack):
-            loss = run_loss(model, inputs, loss_fn)
+            loss = run_loss(model, inputs, loss_fn, kwargs)
         rec.phase = "bwd"
         loss.backward()
         if rec.pending_unpacks and rec.ops and rec.ops[-1].phase == "bwd":
@@ -692,12 +749,19 @@ def profile_step(
     Args:
         model: a ``torch.nn.Module`` (any callable whose parameters are reachable through
             ``.parameters()`` and ``.named_modules()``).
-        example_inputs: one tensor or a sequence of positional arguments for the model.
-        loss_fn: ``loss_fn(output, *example_inputs) -> scalar tensor``; default
-            :func:`default_loss` (mean of squares of the floating-point outputs).
+        example_inputs: one tensor, a sequence of positional arguments, a dict of keyword
+            arguments (a Hugging Face batch) or a callable returning one of those
+            (:func:`as_model_inputs`; called once).
+        loss_fn: ``loss_fn(output, *args, **kwargs) -> scalar tensor``; default the
+            output's ``loss`` (Hugging Face, given ``labels``), else :func:`default_loss`
+            (mean of squares of the floating-point outputs).
         timing: "measure" (perf_counter on CPU, CUDA events on a GPU; seconds) or
             "roofline" (:func:`slackopt.hardware.roofline_s` of `gpu` from FLOPs and bytes).
-        gpu: GPU preset or name ("a100"); needed for "roofline"; also picks the default link.
+        gpu: GPU preset ("a100"), path of a JSON file of peaks
+            (:func:`slackopt.hardware.gpu_from_file`) or a GPU; needed for "roofline"
+            (which uses the peak of each op's dtype); also picks the default link. Refused
+            with "measure" on the CPU (CPU durations with a GPU's link); a measured CPU
+            profile without it warns and records ``meta["timing_note"]``.
         link: host link (a :class:`~slackopt.hardware.Link` or preset name); default the
             GPU's link, else "pcie4".
         name: instance name (default ``<model class>-profile``).
@@ -715,7 +779,8 @@ def profile_step(
         bytes, recipe statistics).
 
     Raises:
-        ProfileError: unknown timing mode or preset, roofline without a GPU, bad inputs, a
+        ProfileError: unknown timing mode or preset, a bad GPU file, roofline without a
+            GPU, a GPU with measured CPU timing, bad inputs, a ``torch.compile``d module, a
             loss that is not a scalar needing grad, repeats whose op sequences differ.
         MissingTorchError: PyTorch is not installed (at import).
     """
@@ -729,19 +794,33 @@ def profile_step(
     if timing == "roofline" and g is None:
         raise ProfileError("timing='roofline' needs a GPU preset (gpu='a100', ...)")
     lk = _resolve_link(link, g)
-    inputs = as_input_tuple(example_inputs)
+    inputs, kwargs = as_model_inputs(example_inputs)
+    _refuse_compiled(model)
+    note = _check_timing(timing, _device_of(model, (inputs, kwargs)), g, lk)
+    if note is not None:
+        warnings.warn(note, UserWarning, stacklevel=2)
 
     state = _StepState(model) if restore else None
+    params = list(model.parameters())
+
+    def fresh_grads() -> None:
+        # Every profiled step starts without .grad: accumulation into an existing gradient
+        # is not part of the step (the runtime recognises and skips it).
+        for p in params:
+            p.grad = None
+
     try:
         for _ in range(warmup):
-            loss = run_loss(model, inputs, loss_fn)
+            fresh_grads()
+            loss = run_loss(model, inputs, loss_fn, kwargs)
             loss.backward()
             del loss
             if state is not None:
                 state.restore()
         runs = []
         for _ in range(repeat):
-            runs.append(_trace(model, inputs, loss_fn, timing, g))
+            fresh_grads()
+            runs.append(_trace(model, inputs, kwargs, loss_fn, timing, g))
             if state is not None:
                 state.restore()
     finally:
@@ -759,7 +838,8 @@ def profile_step(
 
     param_keys = {p.untyped_storage()._cdata for p in model.parameters()}
     buffer_keys = {b.untyped_storage()._cdata for b in model.buffers()} - param_keys
-    input_keys = {s._cdata for x in tree_flatten(inputs)[0] if (s := storage_of(x)) is not None}
+    input_keys = {s._cdata for x in tree_flatten((inputs, kwargs))[0]
+                  if (s := storage_of(x)) is not None}
     meta = {
         "generator": GENERATOR,
         "params": {"timing": timing, "warmup": warmup, "repeat": repeat,
@@ -770,8 +850,13 @@ def profile_step(
                          for x in inputs],
         "input_dtypes": [str(x.dtype).removeprefix("torch.") if isinstance(x, torch.Tensor)
                          else type(x).__name__ for x in inputs],
+        "input_kwargs": {k: ([list(v.shape), str(v.dtype).removeprefix("torch.")]
+                             if isinstance(v, torch.Tensor) else type(v).__name__)
+                         for k, v in kwargs.items()},
+        "spread": _spread(runs),
+        "timing_note": note,
         "torch_version": str(torch.__version__),
-        "device": _device_of(model, inputs),
+        "device": _device_of(model, (inputs, kwargs)),
         "timing": timing,
         "gpu": g.name if g is not None else None,
         "link": lk.name,
@@ -781,7 +866,36 @@ def profile_step(
                           buffer_keys=buffer_keys, input_keys=input_keys, n_packs=rec.n_packs)
 
 
-def _device_of(model: Any, inputs: tuple[Any, ...]) -> str:
+def _spread(runs: Sequence[_Recorder]) -> dict[str, Any]:
+    """How much the repeated measurements disagree: per-step totals (forward, backward;
+    seconds) and the median over ops of (max - min) / median of each op's duration."""
+    fwd = [sum(op.duration_s for op in r.ops if op.phase == "fwd") for r in runs]
+    bwd = [sum(op.duration_s for op in r.ops if op.phase == "bwd") for r in runs]
+    rel = []
+    for i in range(len(runs[-1].ops)):
+        ds = [r.ops[i].duration_s for r in runs]
+        med = statistics.median(ds)
+        if med > 0:
+            rel.append((max(ds) - min(ds)) / med)
+    return {"repeats": len(runs), "forward_s": fwd, "backward_s": bwd,
+            "op_relative_range_median": float(statistics.median(rel)) if rel else 0.0}
+
+
+def _refuse_compiled(model: Any) -> None:
+    """``torch.compile`` output is refused: its step is not the eager step the profile and
+    the runtime see (they would silently run eager)."""
+    mods = [model] + (list(model.modules()) if hasattr(model, "modules") else [])
+    for m in mods:
+        if type(m).__name__ == "OptimizedModule" or hasattr(m, "_orig_mod") \
+                or hasattr(getattr(m, "forward", None), "_torchdynamo_orig_callable"):
+            raise ProfileError(
+                "the model is a torch.compile'd module: slackopt profiles and runs the eager "
+                "step, whose kernels and saved tensors differ from the compiled one. Pass the "
+                "module before torch.compile (model._orig_mod), plan it, and compile after "
+                "if you do not run the plan")
+
+
+def _device_of(model: Any, inputs: Any) -> str:
     for x in [*model.parameters(), *tree_flatten(inputs)[0]]:
         if isinstance(x, torch.Tensor):
             return str(x.device)
@@ -792,9 +906,31 @@ def _resolve_gpu(g: GPU | str | None) -> GPU | None:
     if g is None or isinstance(g, GPU):
         return g
     try:
-        return gpu_preset(str(g))
+        return resolve_gpu(str(g))
     except KeyError as e:
         raise ProfileError(str(e.args[0])) from None
+    except ValueError as e:
+        raise ProfileError(str(e)) from None
+
+
+CPU_TIMING_NOTE = (
+    "the durations are measured on the CPU but copies are timed on a GPU host link "
+    "({link}): CPU kernels are far slower than a GPU's, so swapping looks almost free "
+    "and the plan is not one for a GPU. Profile on the GPU (model and inputs on cuda), or "
+    "use timing='roofline' with gpu=PRESET or a JSON file of peaks (--timing roofline "
+    "--gpu a100)")
+
+
+def _check_timing(timing: str, device: str, g: GPU | None, lk: Link) -> str | None:
+    """Measured CPU timing paired with a GPU: refused (gpu given) or a warning text."""
+    if timing != "measure" or not device.startswith("cpu"):
+        return None
+    if g is not None:
+        raise ProfileError(
+            f"gpu='{g.name}' with timing='measure' on the CPU would pair CPU durations with "
+            f"the {g.name}'s link; use timing='roofline' with that GPU, or profile on the "
+            "GPU itself (then no gpu is needed)")
+    return CPU_TIMING_NOTE.format(link=lk.name)
 
 
 def _resolve_link(lk: Link | str | None, g: GPU | None) -> Link:
@@ -1045,6 +1181,9 @@ def load_factory(target: str) -> Callable[..., Any]:
             if spec is None or spec.loader is None:
                 raise ProfileError(f"cannot import '{mod_name}' as a Python file")
             module = importlib.util.module_from_spec(spec)
+            here = str(path.resolve().parent)  # sibling imports work as for `python file`
+            if here not in sys.path:
+                sys.path.insert(0, here)
             sys.modules[spec.name] = module
             spec.loader.exec_module(module)
         else:
@@ -1064,6 +1203,50 @@ def load_factory(target: str) -> Callable[..., Any]:
     if not callable(obj):
         raise ProfileError(f"'{target}' is not callable")
     return obj
+
+
+def resolve_factory(target: str) -> str:
+    """`target` in a form that loads from any working directory: a ``.py`` path made
+    absolute, a top-level module found in the current directory turned into its absolute
+    file path; a dotted or installed module is kept as it is (importable anywhere).
+
+    Raises:
+        ProfileError: malformed target.
+    """
+    import importlib.util
+    import os
+    from pathlib import Path
+
+    mod_name, sep, attr = target.rpartition(":")
+    if not sep or not mod_name or not attr:
+        raise ProfileError(f"'{target}' is not MODULE:FACTORY (for example mymodels:make_gpt)")
+    if mod_name.endswith(".py") or os.sep in mod_name or "/" in mod_name:
+        return f"{Path(mod_name).resolve()}:{attr}"
+    if "." not in mod_name:
+        local = Path.cwd() / f"{mod_name}.py"
+        if local.is_file():
+            return f"{local.resolve()}:{attr}"
+    try:
+        spec = importlib.util.find_spec(mod_name)
+    except (ImportError, ValueError):
+        spec = None
+    if spec is not None and spec.origin and "." not in mod_name \
+            and Path(spec.origin).parent == Path.cwd():
+        return f"{Path(spec.origin).resolve()}:{attr}"
+    return target
+
+
+def vocab_size(model: Any) -> int | None:
+    """The vocabulary size of a language model: ``model.config.vocab_size`` (Hugging Face),
+    else ``num_embeddings`` of its first ``nn.Embedding``; None if it has neither."""
+    cfg = getattr(model, "config", None)
+    v = getattr(cfg, "vocab_size", None)
+    if isinstance(v, int) and v > 0:
+        return v
+    for m in model.modules():
+        if isinstance(m, torch.nn.Embedding):
+            return int(m.num_embeddings)
+    return None
 
 
 def make_inputs(shapes: Sequence[tuple[int, ...]], dtypes: Sequence[Any], device: Any,
@@ -1101,17 +1284,18 @@ def build_from_factory(
     input_shapes: Sequence[str | Sequence[int]] = (),
     *,
     input_dtypes: Sequence[str] = ("float32",),
-    input_high: int = 2,
+    input_high: int | None = None,
     params: Mapping[str, Any] | None = None,
     device: str = "cpu",
     seed: int = 0,
-) -> tuple[Any, tuple[Any, ...], Callable[..., Any] | None]:
+) -> tuple[Any, Any, Callable[..., Any] | None]:
     """Build ``(model, inputs, loss_fn)`` from a user's factory, as ``slackopt profile`` does.
 
     The factory contract: ``FACTORY(**params)`` returns either a ``torch.nn.Module`` or a
     dict with ``"model"`` (the module) and optionally ``"loss_fn"``
     (``loss_fn(output, *inputs) -> scalar tensor``; default :func:`default_loss`) and
-    ``"make_inputs"`` (``make_inputs(shapes, device) -> sequence of tensors``; default
+    ``"make_inputs"`` (``make_inputs(shapes, device) ->`` a sequence of tensors or a dict
+    of keyword arguments, e.g. a Hugging Face batch with ``labels``; default
     :func:`make_inputs` from `input_shapes`, `input_dtypes` and `input_high`). The model is
     moved to `device` and put in ``train()`` mode; ``torch.manual_seed(seed)`` runs before
     the factory is called and again before the inputs are made, so the same arguments give
@@ -1121,13 +1305,16 @@ def build_from_factory(
         target: ``MODULE:FACTORY`` (see :func:`load_factory`).
         input_shapes: one shape per positional model input ("4x128" or a tuple).
         input_dtypes: one dtype name for all inputs or one per input.
-        input_high: exclusive upper bound of integer inputs.
+        input_high: exclusive upper bound of integer inputs; default the model's
+            vocabulary (:func:`vocab_size`), required for integer inputs of a model
+            without one.
         params: keyword arguments for the factory.
         device: "cpu", "cuda", "cuda:1", ...
         seed: the torch seed.
 
     Returns:
-        The module, the input tuple and the loss function (None: the default loss).
+        The module, the inputs (a tuple, or a dict of keyword arguments from make_inputs)
+        and the loss function (None: the default loss).
 
     Raises:
         ProfileError: a bad target, factory result, shape, dtype or device.
@@ -1168,7 +1355,9 @@ def build_from_factory(
     torch.manual_seed(seed)
     if inputs_fn is not None:
         try:
-            inputs = as_input_tuple(inputs_fn(shapes, dev))
+            made_in = inputs_fn(shapes, dev)
+            inputs = (dict(made_in) if isinstance(made_in, Mapping)
+                      else as_input_tuple(made_in))
         except SlackoptError:
             raise
         except Exception as e:
@@ -1178,7 +1367,14 @@ def build_from_factory(
         if not shapes:
             raise ProfileError("give the model's input shapes (--input-shape 4x128, once per "
                                "positional input) or a make_inputs in the factory's dict")
-        inputs = make_inputs(shapes, dtypes, dev, input_high)
+        if input_high is None and any(not (d.is_floating_point or d.is_complex)
+                                      and d != torch.bool for d in dtypes):
+            input_high = vocab_size(model)
+            if input_high is None:
+                raise ProfileError(
+                    "integer inputs need --input-high N (token ids are drawn from [0, N)): "
+                    "the model has no config.vocab_size and no nn.Embedding to take it from")
+        inputs = make_inputs(shapes, dtypes, dev, input_high or 2)
     return model, inputs, loss_fn
 
 
@@ -1187,7 +1383,7 @@ def profile_factory(
     input_shapes: Sequence[str | Sequence[int]] = (),
     *,
     input_dtypes: Sequence[str] = ("float32",),
-    input_high: int = 2,
+    input_high: int | None = None,
     params: Mapping[str, Any] | None = None,
     device: str = "cpu",
     seed: int = 0,
@@ -1202,7 +1398,9 @@ def profile_factory(
             repeat, max_recipe_ops).
 
     Returns:
-        The instance; ``meta`` also records ``factory``, ``factory_params`` and ``seed``.
+        The instance; ``meta`` also records ``factory`` (resolved by
+        :func:`resolve_factory`, so :func:`build_from_factory` finds it from any directory),
+        ``factory_params``, ``seed`` and ``input_high``.
 
     Raises:
         ProfileError: a bad target, factory result, shape, dtype or device, or the model
@@ -1217,10 +1415,11 @@ def profile_factory(
         raise
     except Exception as e:
         shown = ", ".join("x".join(map(str, x.shape)) if isinstance(x, torch.Tensor) else
-                          type(x).__name__ for x in inputs)
+                          type(x).__name__ for x in tree_flatten(inputs)[0])
         raise ProfileError(f"the model from '{target}' failed on inputs of shapes [{shown}]: "
                            f"{type(e).__name__}: {e}") from None
-    inst.meta["factory"] = target
+    inst.meta["factory"] = resolve_factory(target)
+    inst.meta["input_high"] = input_high if input_high is not None else vocab_size(model)
     inst.meta["factory_params"] = {str(k): v for k, v in (params or {}).items()}
     inst.meta["seed"] = seed
     return inst
@@ -1228,8 +1427,8 @@ def profile_factory(
 
 __all__ = [
     "GENERATOR", "MissingTorchError", "OpRec", "ProfileError", "StepTracer", "StorageRec",
-    "as_input_tuple", "build_from_factory", "build_instance", "default_loss",
+    "as_input_tuple", "as_model_inputs", "build_from_factory", "build_instance", "default_loss",
     "is_never_recompute", "is_random_op", "is_view_op", "load_factory", "make_inputs",
     "op_kind", "op_label", "parse_dtype", "parse_shape", "profile_factory", "profile_step",
-    "run_loss", "storage_of", "written_tensors",
+    "resolve_factory", "run_loss", "storage_of", "vocab_size", "written_tensors",
 ]

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from slackopt.instance import Instance
+from slackopt.solver import PLAN_STATUSES
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -209,7 +210,7 @@ def _table2(run: _Run, fig4: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for r in d.to_dict("records"):
         ideal = float(r["ideal_time_s"])
-        ok = bool(r["feasible"]) and r["status"] in ("feasible", "optimal")
+        ok = bool(r["feasible"]) and r["status"] in PLAN_STATUSES
         rows.append({
             "workload": run.key_of(r["instance"]), "solver": r["solver"], "feasible": ok,
             "step": float(r["step_time_s"]) / ideal if ok else math.nan,
@@ -545,7 +546,7 @@ def _val(df: pd.DataFrame, run: _Run, w: str, solver: str, frac: float,
     if d.empty:
         return math.nan
     r = d.iloc[0]
-    if not (bool(r["feasible"]) and r["status"] in ("feasible", "optimal")):
+    if not (bool(r["feasible"]) and r["status"] in PLAN_STATUSES):
         return math.nan
     v = r[col]
     return float(v) if v is not None and v == v else math.nan
@@ -558,7 +559,7 @@ def _feasible(df: pd.DataFrame, run: _Run, w: str, solver: str, frac: float) -> 
     if d.empty:
         return None
     r = d.iloc[0]
-    return bool(r["feasible"]) and r["status"] in ("feasible", "optimal")
+    return bool(r["feasible"]) and r["status"] in PLAN_STATUSES
 
 
 def _best_baseline(df: pd.DataFrame, run: _Run, w: str, frac: float) -> tuple[str, float]:

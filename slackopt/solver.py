@@ -21,7 +21,15 @@ from slackopt.instance import Instance, budget_bytes
 from slackopt.plan import Plan
 from slackopt.simulate import Evaluation, simulate, warm_up
 
-STATUSES = ("optimal", "feasible", "infeasible", "timeout", "error")
+STATUSES = ("optimal", "bounded", "feasible", "infeasible", "timeout", "error")
+"""What a result's status may say (see :class:`SolveResult`)."""
+OPTIMAL_REL_TOL = 1e-4
+"""Status "optimal" needs (U - L) / L <= this (0.01%), U the plan's simulated step time
+and L a lower bound valid for every plan. Not tighter: the MILP backends' feasibility
+tolerances (1e-6 absolute, on step times of a few hundred model units) make proofs to
+1e-6 relative slow or unreliable (unet2 at 0.8 P: over 24 s with SCIP, 13 s at 1e-4)."""
+PLAN_STATUSES = ("optimal", "bounded", "feasible")
+"""Statuses that come with a plan the solver believes runs under the budget."""
 ENTRY_POINT_GROUP = "slackopt.solvers"
 
 
@@ -33,9 +41,19 @@ class SolveResult:
         plan: the plan (None only when the solver produced none).
         solver: registered solver name.
         params: the solver's hyperparameters.
-        status: one of "optimal", "feasible", "infeasible", "timeout", "error".
+        status: what was proven, one of
+            "optimal": the plan's simulated step time is proven minimal: a lower bound
+            valid for every plan is within ``OPTIMAL_REL_TOL`` (1e-4, relative) of it;
+            "bounded": a plan and a valid lower bound with a gap larger than that
+            (``info["gap"]`` = (step - bound) / bound when the solver reports it);
+            "feasible": a plan, no bound;
+            "infeasible": no plan fits the budget (``info["min_budget_bytes"]``: the
+            smallest budget the solver can reach, or None);
+            "timeout": the time limit ended the search with no plan and no proof;
+            "error": the solver failed.
         objective_s: the solver's own model value (s), reported, never used to rank.
-        lower_bound_s: a proven lower bound on the step time (s), or None.
+        lower_bound_s: a lower bound on the step time of every plan under this budget
+            (s), valid for the evaluator's semantics (docs/model.md), or None.
         planning_time_s: wall-clock planning time (s).
         seed: the seed used, or None.
         info: solver-specific details. Infeasible results put the smallest budget the
@@ -379,6 +397,6 @@ def solve(
         res.plan = Plan.from_lowered(instance, res.plan)
     if res.plan is not None:
         res.evaluation = simulate(instance, res.plan, m)
-        if res.status in ("optimal", "feasible") and not res.evaluation.feasible:
+        if res.status in PLAN_STATUSES and not res.evaluation.feasible:
             res.status = "infeasible"
     return res

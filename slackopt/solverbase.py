@@ -214,6 +214,18 @@ def param_defaults(cls: type) -> dict[str, Any]:
     return {p.name: p.default for p in ps}
 
 
+def non_default_params(cls: type, params: dict[str, Any]) -> dict[str, Any]:
+    """The entries of `params` that differ from ``cls.__init__``'s defaults (compared in
+    their JSON form: tuples as lists), for short labels; keys the signature lacks are kept."""
+    defaults = param_defaults(cls)
+
+    def js(v: Any) -> Any:
+        return list(v) if isinstance(v, tuple) else v
+
+    return {k: v for k, v in params.items()
+            if k not in defaults or js(defaults[k]) != js(v)}
+
+
 def describe_params(cls: type) -> str:
     """Every valid key of `cls` with its rule and default, for error messages:
     ``"segment (int >= 1 or None, default None), ..."``, or ``"none"``."""
@@ -382,8 +394,9 @@ class BaseSolver:
         Outcome's, else the evaluated step time of a feasible plan. On an "infeasible"
         status without ``info["min_budget_bytes"]``, the minimum budget is searched by
         :func:`min_budget_by_bisection` over :meth:`feasible_at` (when the
-        ``min_budget_search`` hyperparameter or class attribute is true; else None).
-        ``planning_time_s`` covers all of it (perf_counter).
+        ``min_budget_search`` hyperparameter or class attribute is true; else None); the
+        search stops at the time limit, leaving None and ``info["min_budget_note"]``.
+        ``planning_time_s`` covers all of it (perf_counter); ``seed`` is ``run.seed``.
 
         Args:
             instance: the problem.
@@ -614,4 +627,5 @@ def min_budget_by_bisection(instance: Instance, feasible_at: Callable[[int], boo
 
 
 __all__ = ["BaseSolver", "Param", "Outcome", "Run", "SolverParamError", "describe_params",
-           "param_names", "min_budget_by_bisection", "solver_code_id", "MIN_BUDGET_REL_TOL"]
+           "param_names", "non_default_params", "min_budget_by_bisection", "solver_code_id",
+           "MIN_BUDGET_REL_TOL"]

@@ -19,12 +19,12 @@ from helpers import build
 
 from slackopt.plan import KEEP, RECOMP, SWAP, Plan
 from slackopt.simulate import simulate
-from slackopt.solver import get_solver
+from slackopt.solver import OPTIMAL_REL_TOL, get_solver
 from slackopt.solver import solve as run_solve
 from slackopt.workloads import make
 from solvers.milp import MILP, build_model, lp_relaxation, model_floor
 
-TIME_LIMIT_S = 30.0
+TIME_LIMIT_S = 90.0
 
 
 def hand_instance():
@@ -99,7 +99,7 @@ def test_bound_valid_and_plan_optimal(key, frac):
     # the returned plan is the enumerated optimum (within 1%); here it is proven
     assert ev.step_time_s <= best * 1.01
     assert res.info["plan_proven_optimal"]
-    assert res.info["gap"] <= 1e-4 * (1 + 1e-6)
+    assert res.info["gap"] <= OPTIMAL_REL_TOL
 
 
 @pytest.mark.parametrize("key,frac", [("chain5", 0.8), ("hand", 0.6), ("unet1", 0.75),
@@ -180,7 +180,7 @@ def test_infeasible_below_floor_reports_the_floor(key):
                    inst.saved_names)
     assert simulate(inst, allswap, floor).feasible
     r2 = MILP(time_limit_s=TIME_LIMIT_S).solve(inst, floor)
-    assert r2.status in ("optimal", "feasible") and r2.plan is not None
+    assert r2.status in ("optimal", "bounded") and r2.plan is not None
     assert simulate(inst, r2.plan, floor).feasible
 
 
@@ -226,3 +226,45 @@ def test_bad_parameters_are_named(params, words):
     with pytest.raises(ValueError) as e:
         MILP(**params)
     assert words in str(e.value)
+
+
+def test_more_iterations_never_a_slower_plan_or_a_lower_bound():
+    """Anytime in the work limits: raising max_iterations replays the same phases and
+    adds MILP solves, so the plan is never slower and the bound never lower. On unet1 at
+    0.75 P the bound rises from 134.7 us (one solve) to the optimum (eight)."""
+    inst = instance("unet1")
+    M = int(0.75 * inst.P)
+    prev_up, prev_lo = float("inf"), 0.0
+    results = {}
+    for k in (1, 2, 5, 8):
+        r = MILP(max_iterations=k, time_limit_s=600).solve(inst, M)
+        up, lo = r.info["upper_bound_s"], r.lower_bound_s
+        assert up <= prev_up and lo >= prev_lo, (k, up, lo, prev_up, prev_lo)
+        assert len(r.info["log"]) == k or r.status == "optimal"
+        prev_up, prev_lo = up, lo
+        results[k] = r
+    assert results[8].status == "optimal"
+    assert results[1].status == "bounded"
+    assert results[8].lower_bound_s > results[1].lower_bound_s * 1.05
+    best = min(enumerated("unet1", 0.75).values())
+    assert results[8].info["upper_bound_s"] == pytest.approx(best)
+
+
+def test_local_search_more_calls_never_slower():
+    """The local search is deterministic in its call budget: a larger budget runs a longer
+    prefix of the same candidates. On unet2 (b16, PCIe 5) at 0.8 P it improves
+    SlackSwap's plan to the enumerated optimum, three tensors away."""
+    from solvers.milp.primal import Incumbent, improve
+    from solvers.slackswap import SlackSwap
+    inst = instance("unet2-b16-pcie5")
+    M = int(0.8 * inst.P)
+    seed_plan = SlackSwap(min_budget_search=False).solve(inst, M).plan.decisions
+    prev = float("inf")
+    for calls in (0, 10, 40, 200, 2000):
+        inc = Incumbent(inst, M)
+        start = inc.consider(seed_plan, "slackswap")
+        made = improve(inc, calls, seed=0, deadline=float("inf"))
+        assert made <= calls and inc.step_s <= start and inc.step_s <= prev
+        prev = inc.step_s
+    assert prev == pytest.approx(min(enumerated("unet2-b16-pcie5", 0.8).values()))
+    assert prev < start

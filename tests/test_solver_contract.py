@@ -427,3 +427,13 @@ def test_reproduce_gets_fixed_plans_from_the_registered_solvers() -> None:
         assert _checkpoint_plan(inst, k) == checkpoint_plan(inst, k)
     for cfg in ("none", "conv", "all"):
         assert _vdnn_plan(inst, cfg, int(0.1 * inst.P)) == vdnn_plan(inst, cfg)
+
+
+def test_compare_table_labels_show_only_changed_params() -> None:
+    from slackopt.cli import _solver_label
+
+    full = json.dumps(get_solver("vdnn", mode="conv").params)
+    assert _solver_label("vdnn", full) == 'vdnn {"mode":"conv"}'
+    assert _solver_label("vdnn", json.dumps(get_solver("vdnn").params)) == "vdnn"
+    assert _solver_label("keep_all", "{}") == "keep_all"
+    assert _solver_label("not_here", '{"k":1}') == 'not_here {"k":1}'  # class unknown

@@ -27,23 +27,41 @@ import pytest
 torch = pytest.importorskip("torch")  # import guard only: CI installs torch
 
 from torch import nn  # noqa: E402
-from torch_models import TinyGPT, encoder, lm_loss  # noqa: E402
+from torch_models import (  # noqa: E402
+    HFStyleLM,
+    TinyGPT,
+    TinyResNet,
+    encoder,
+    hf_batch,
+    lm_loss,
+)
 
 from slackopt import KEEP, RECOMP, SWAP, Plan, io, solve  # noqa: E402
 from slackopt.cli import main  # noqa: E402
 from slackopt.errors import PlanError  # noqa: E402
-from slackopt.hardware import LAUNCH_S  # noqa: E402
+from slackopt.hardware import LAUNCH_S, Link  # noqa: E402
+from slackopt.instance import budget_bytes  # noqa: E402
 from slackopt.profile import (  # noqa: E402
     GENERATOR,
     ProfileError,
     StepTracer,
     build_from_factory,
     parse_shape,
+    profile_factory,
     profile_step,
     run_loss,
 )
+from slackopt.simulate import TaskList, simulate  # noqa: E402
 from slackopt.solver import registered_solvers  # noqa: E402
-from slackopt.torch_runtime import PlanRuntimeError, execute_plan, measure_plan  # noqa: E402
+from slackopt.torch_runtime import (  # noqa: E402
+    HostPool,
+    PlanRuntimeError,
+    execute_plan,
+    measure_plan,
+)
+
+# The CPU-timing warning is the subject of one test; elsewhere CPU timing is intended.
+pytestmark = pytest.mark.filterwarnings("ignore:the durations are measured on the CPU")
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = Path(__file__).with_name("torch_models.py")
@@ -85,7 +103,7 @@ def profiled(request):
     return request.param, case, inst
 
 
-def step_grads(case: Case, inst=None, plan=None, seed: int = 7):
+def step_grads(case: Case, inst=None, plan=None, seed: int = 7, budget=None):
     """Gradients of one step (unplanned when `plan` is None) and the runtime report."""
     case.model.zero_grad(set_to_none=True)
     torch.manual_seed(seed)
@@ -93,7 +111,7 @@ def step_grads(case: Case, inst=None, plan=None, seed: int = 7):
     if plan is None:
         run_loss(case.model, case.inputs, case.loss_fn).backward()
     else:
-        rep = execute_plan(case.model, case.inputs, case.loss_fn, inst, plan)
+        rep = execute_plan(case.model, case.inputs, case.loss_fn, inst, plan, budget)
     grads = [p.grad.detach().clone() for p in case.model.parameters()]
     return grads, rep
 
@@ -104,21 +122,32 @@ def recomputes_random(inst, plan) -> bool:
                for k, n in enumerate(inst.saved_names))
 
 
-def check_step(case: Case, inst, plan, ref) -> Any:
-    """Run `plan`, compare gradients with `ref`, check the report against the plan."""
-    got, rep = step_grads(case, inst, plan)
+def check_step(case: Case, inst, plan, ref, budget=None) -> Any:
+    """Run `plan` at `budget`, compare gradients with `ref`, check the report against the
+    evaluator's run of the same plan and budget."""
+    got, rep = step_grads(case, inst, plan, budget=budget)
     if recomputes_random(inst, plan):
         for a, b in zip(ref, got, strict=True):
             torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-6)
     else:
         for a, b in zip(ref, got, strict=True):
             assert torch.equal(a, b), (a - b).abs().max()
-    by = plan.bytes_by_decision(inst)
+    m = budget_bytes(inst, inst.P if budget is None else budget)
+    ev = simulate(inst, plan, m, engine="reference")
     counts = plan.counts()
     assert rep.matches_plan(), rep.to_dict()
-    assert rep.d2h_bytes == rep.h2d_bytes == by["swap"]
-    assert rep.swapped == rep.fetched == counts["swap"]
-    assert rep.rebuilt == counts["recomp"]
+    assert (rep.d2h_bytes, rep.h2d_bytes, rep.evictions) == (ev.d2h_bytes, ev.h2d_bytes,
+                                                             ev.evictions)
+    assert rep.off_schedule == [] and rep.unmanaged == []
+    # Op by op, the saved bytes the runtime held equal the evaluator's, and stay within M.
+    assert len(rep.memory_timeline) == len(TaskList(inst, plan.decisions).task_op)
+    assert rep.memory_timeline == rep.simulated_timeline
+    assert max(rep.memory_timeline, default=0) <= min(m, ev.peak_bytes)
+    # Every swapped tensor was offloaded unless its D2H was dropped (rule 2).
+    assert rep.swapped + rep.dropped_d2h >= counts["swap"] - sum(
+        1 for k, n in enumerate(inst.saved_names)
+        if plan.decisions[k] == SWAP and inst.s[k] == 0)
+    assert rep.rebuilt == sum(1 for t in TaskList(inst, plan.decisions).task_t if t >= 0)
     assert rep.kept == counts["keep"]
     assert rep.unplanned_saves == 0
     assert rep.still_resident == [], "dropped tensors are still held outside autograd"
@@ -361,9 +390,9 @@ def test_profile_file_solve_execute(profiled, solver, tmp_path):
     ev = res.evaluation
     assert ev.feasible, ev.failure
     ref, _ = step_grads(case)
-    rep = check_step(case, loaded, res.plan, ref)
-    assert rep.d2h_bytes == ev.d2h_bytes  # what the evaluator moves out, the runtime moved
-    assert rep.h2d_bytes <= ev.h2d_bytes  # the evaluator may also count re-fetches
+    rep = check_step(case, loaded, res.plan, ref, 0.5)
+    assert rep.d2h_bytes == ev.d2h_bytes and rep.h2d_bytes == ev.h2d_bytes
+    assert rep.evictions == ev.evictions
 
 
 def test_measure_plan_puts_measured_beside_simulated(profiled):
@@ -413,6 +442,246 @@ def test_runtime_rejects_a_different_step():
                      Plan(np.zeros(inst.n_saved - 1, np.int8), inst.saved_names[:-1]))
 
 
+# ----------------------------------------------------------------------------- the policy
+def keep_all_timeline_by_hand(inst) -> list[int]:
+    """Saved bytes on the device once each op has started, keep-all: a saved tensor is
+    there from its producer's start to its last backward reader's end."""
+    out = []
+    for j in range(inst.n_ops):
+        out.append(sum(int(inst.s[k]) for k in range(inst.n_saved)
+                       if inst.saved_prod_idx[k] <= j <= max(inst.saved_reader_idx[k])))
+    return out
+
+
+def test_memory_timeline_equals_the_evaluator_op_by_op(profiled):
+    """Keep-all: the runtime's held bytes equal a count by hand at every op, and their peak
+    is the instance's saved bytes A. A solved plan at 0.5 P: equal to the evaluator's
+    saved bytes at every task (tolerance 0: CPU copies are synchronous, and both sides
+    count the same storages at the same task boundaries), never above M."""
+    _, case, inst = profiled
+    ref, rep = step_grads(case, inst, Plan.keep_all(inst))
+    assert rep.memory_timeline == keep_all_timeline_by_hand(inst) == rep.simulated_timeline
+    res = solve(inst, "slackswap", 0.5)
+    assert res.evaluation.feasible
+    rep = check_step(case, inst, res.plan, ref, 0.5)
+    assert rep.timeline_max_diff_bytes() == 0
+    assert max(rep.memory_timeline) <= int(0.5 * inst.P)
+
+
+def roofline_case(kind: str, link_bytes_per_s: float):
+    """A test model profiled with roofline durations (deterministic) on a given link."""
+    case = make_case(kind)
+    inst = profile_step(case.model, case.inputs, case.loss_fn, timing="roofline", gpu="a100",
+                        link=Link("test-link", link_bytes_per_s), warmup=0, repeat=1)
+    return case, inst
+
+
+@pytest.mark.parametrize("kind", ["encoder", "gpt"])
+def test_runtime_claims_lagging_copies_and_drops_useless_offloads(kind):
+    """A 100 kB/s link makes offloads lag behind the compute stream: readers claim the
+    device copies (no H2D), offloads of tensors with no reader left are dropped (rule 2);
+    the runtime does both exactly where the evaluator does, moves the same bytes, and the
+    gradients are the unplanned step's."""
+    case, inst = roofline_case(kind, 1e5)
+    ref, _ = step_grads(case)
+    plan = Plan.uniform(inst, SWAP)
+    rep = check_step(case, inst, plan, ref)
+    assert rep.claimed > 0 and rep.dropped_d2h > 0 and rep.d2h_bytes > 0
+    assert rep.swapped + rep.dropped_d2h == sum(1 for k in range(inst.n_saved) if inst.s[k])
+
+
+def test_runtime_evicts_where_the_evaluator_does():
+    """GPT, 100 MB/s link, SlackSwap's plan at 0.4 P: the evaluator evicts a prefetched
+    tensor to make room; so does the runtime, and fetches it again."""
+    case, inst = roofline_case("gpt", 1e8)
+    res = solve(inst, "slackswap", 0.4)
+    assert res.evaluation.feasible and res.evaluation.evictions >= 1
+    ref, _ = step_grads(case)
+    rep = check_step(case, inst, res.plan, ref, 0.4)
+    assert rep.evictions == res.evaluation.evictions
+
+
+@pytest.mark.parametrize("kind", ["encoder", "gpt"])
+def test_random_plans_follow_the_evaluator(kind):
+    """Random keep/swap/recomp mixes, two links (offloads lagging or not), two budgets:
+    every plan the evaluator finds feasible runs exactly as simulated (copies, claims,
+    drops, evictions, rebuilds, saved bytes after every task) with the unplanned
+    gradients. The model holds gradients when it is profiled (the profile ignores them),
+    and one step runs on top of existing gradients (their accumulation ops are skipped)."""
+    case = make_case(kind)
+    ref, _ = step_grads(case)            # leaves .grad set before profiling
+    runs = 0
+    for w in (1e5, 1e9):
+        inst = profile_step(case.model, case.inputs, case.loss_fn, timing="roofline",
+                            gpu="a100", link=Link("test-link", w), warmup=0, repeat=1)
+        rng = np.random.default_rng(int(w))
+        for _ in range(2):
+            dec = rng.choice(3, inst.n_saved, p=[0.2, 0.6, 0.2]).astype(np.int8)
+            dec[(dec == RECOMP) & ~np.isfinite(inst.c)] = KEEP
+            plan = Plan(dec, inst.saved_names)
+            for budget in (0.6, 0.5):
+                if simulate(inst, plan, budget_bytes(inst, budget)).feasible:
+                    check_step(case, inst, plan, ref, budget)
+                    runs += 1
+    assert runs >= 4
+    torch.manual_seed(7)
+    rep = execute_plan(case.model, case.inputs, case.loss_fn, inst, plan, 1.0)
+    assert rep.matches_plan() and rep.extra_backward_ops > 0
+
+
+def test_infeasible_plan_is_refused_unless_forced(profiled):
+    _, case, inst = profiled
+    plan = Plan.keep_all(inst)
+    m = int(0.5 * inst.P)
+    with pytest.raises(PlanRuntimeError, match="infeasible at M"):
+        execute_plan(case.model, case.inputs, case.loss_fn, inst, plan, m)
+    ref, _ = step_grads(case)
+    case.model.zero_grad(set_to_none=True)
+    torch.manual_seed(7)
+    rep = execute_plan(case.model, case.inputs, case.loss_fn, inst, plan, m, force=True)
+    assert rep.forced and not rep.matches_plan()
+    assert all(torch.equal(a, p.grad) for a, p in zip(ref, case.model.parameters(),
+                                                       strict=True))
+
+
+def test_host_pool_first_fit_and_reuse():
+    pool = HostPool(4 * 512)
+    a, off_a, _ = pool.take(100)
+    b, off_b, _ = pool.take(600)        # two 512-byte units
+    assert (off_a, off_b) == (0, 512) and a.numel() == 100 and b.numel() == 600
+    with pytest.raises(PlanRuntimeError, match="host pool"):
+        pool.take(1024)                  # 512 B left
+    pool.give(off_a, 100)
+    c, off_c, _ = pool.take(512)
+    assert off_c == 0                    # first fit reuses the freed slice
+    pool.give(off_b, 600)
+    pool.give(off_c, 512)
+    d, off_d, _ = pool.take(4 * 512)     # freed neighbours merge back into one block
+    assert off_d == 0 and d.data_ptr() == pool.buffer.data_ptr()
+
+
+def test_runtime_policy_is_the_evaluators_only():
+    case = make_case("encoder")
+    inst = profile_step(case.model, case.inputs, warmup=0, repeat=1)
+    with pytest.raises(PlanRuntimeError, match="barrier_free"):
+        execute_plan(case.model, case.inputs, None, inst,
+                     Plan.keep_all(inst).with_policy("on_demand"))
+
+
+# ----------------------------------------------------------------------------- models
+def test_vision_model_profile_solve_execute():
+    """torchvision's ResNet structure (BatchNorm, in-place ReLU, strided downsample):
+    profile -> solve at 0.5 P and 0.3 P -> execute; BatchNorm is never rebuilt (it writes
+    running statistics), gradients are the unplanned step's bit for bit."""
+    torch.manual_seed(0)
+    case = Case(TinyResNet(8), (torch.randn(2, 3, 16, 16),), None, False)
+    inst = profile_step(case.model, case.inputs, warmup=0, repeat=1)
+    assert any(op.never_recompute for op in inst.ops)
+    ref, _ = step_grads(case)
+    for budget in (0.5, 0.3):
+        res = solve(inst, "slackswap", budget)
+        if not res.evaluation.feasible:
+            with pytest.raises(PlanRuntimeError, match="infeasible"):
+                execute_plan(case.model, case.inputs, None, inst, res.plan, budget)
+            continue
+        check_step(case, inst, res.plan, ref, budget)
+
+
+def test_keyword_inputs_hugging_face_convention():
+    """A model called as Hugging Face models are (input_ids=, attention_mask=, labels=; the
+    output's loss is the loss) runs from a dict and from a batch callable, no wrapper."""
+    torch.manual_seed(0)
+    model = HFStyleLM()
+    batch = hf_batch()
+    inst = profile_step(model, batch, warmup=0, repeat=1)
+    assert inst.meta["input_kwargs"]["input_ids"] == [[2, 16], "int64"]
+    case = Case(model, batch, None, False)
+    ref, _ = step_grads(case)
+    res = solve(inst, "slackswap", 0.5)
+    check_step(case, inst, res.plan, ref, 0.5)
+    case = Case(model, lambda: batch, None, False)
+    check_step(case, inst, res.plan, ref, 0.5)
+
+
+def test_compiled_modules_are_refused():
+    model = encoder(layers=1)
+    compiled = torch.compile(model)
+    x = torch.randn(2, 8, 32)
+    with pytest.raises(ProfileError, match="torch.compile"):
+        profile_step(compiled, x, warmup=0, repeat=1)
+    inst = profile_step(model, x, warmup=0, repeat=1)
+    with pytest.raises(ProfileError, match="torch.compile"):
+        execute_plan(compiled, x, None, inst, Plan.keep_all(inst))
+
+
+def test_factory_token_ids_and_paths_from_any_directory(tmp_path, monkeypatch):
+    """Token ids are drawn from the model's vocabulary (nn.Embedding: 64), and the stored
+    factory loads from another working directory."""
+    monkeypatch.chdir(MODELS.parent)
+    inst = profile_factory("torch_models:encoder_factory", ["2x8x32"], warmup=0, repeat=1)
+    assert inst.meta["factory"] == f"{MODELS}:encoder_factory"
+    model, inputs, _ = build_from_factory("torch_models:TinyGPT", ["4x16"],
+                                          input_dtypes=["int64"])
+    assert int(inputs[0].max()) > 1 and int(inputs[0].max()) < 64
+    monkeypatch.chdir(tmp_path)
+    model, inputs, _ = build_from_factory(inst.meta["factory"], ["2x8x32"])
+    assert isinstance(model, nn.TransformerEncoder)
+    with pytest.raises(ProfileError, match="input-high"):
+        build_from_factory(inst.meta["factory"], ["2x8"], input_dtypes=["int64"])
+
+
+# ----------------------------------------------------------------------------- timing
+def test_gpu_file_of_peaks_and_dtype_roofline(tmp_path):
+    """--gpu takes a JSON file; roofline uses the peak of the model's dtype: FP32 GEMMs on
+    the A100 are timed at 19.5 TFLOP/s, not the BF16 312."""
+    from slackopt.hardware import gpu as gpu_preset
+    from slackopt.hardware import gpu_from_file, roofline_s
+
+    a100 = gpu_preset("a100")
+    mm_flops = 2 * 512**3
+    assert roofline_s(a100, mm_flops, dtype="float32") == pytest.approx(
+        LAUNCH_S + mm_flops / (0.75 * 19.5e12))
+    assert roofline_s(a100, mm_flops, dtype="bfloat16") == roofline_s(a100, mm_flops)
+    f = tmp_path / "l4.json"
+    f.write_text(json.dumps({"peak_flops": 121e12, "hbm_bytes_per_s": 300e9,
+                             "peak_flops_by_dtype": {"float32": 30e12}}))
+    g = gpu_from_file(str(f))
+    assert (g.name, g.peak_for("float32"), g.peak_for("bfloat16"), g.default_link) == (
+        "l4", 30e12, 121e12, "pcie4")
+    torch.manual_seed(0)
+    model, idx = TinyGPT(layers=1, dropout=0.0), torch.randint(0, 64, (2, 16))
+    inst = profile_step(model, idx, lm_loss, timing="roofline", gpu=str(f), warmup=0,
+                        repeat=1)
+    assert inst.meta["gpu"] == "l4" and inst.link.name == "pcie4"
+    mm = next(op for op in inst.scheduled_ops if op.kind == "gemm")
+    assert mm.duration_s >= roofline_s(g, mm.flops, dtype="float32") > roofline_s(g, mm.flops)
+    for bad, words in [({"peak_flops": 1}, "hbm_bytes_per_s"),
+                       ({"peak_flops": -1, "hbm_bytes_per_s": 1}, "> 0"),
+                       ({"peak_flops": 1, "hbm_bytes_per_s": 1, "speed": 2}, "unknown"),
+                       ({"peak_flops": 1, "hbm_bytes_per_s": 1, "default_link": "x"},
+                        "default_link")]:
+        f.write_text(json.dumps(bad))
+        with pytest.raises(ValueError, match=words):
+            gpu_from_file(str(f))
+        with pytest.raises(ProfileError, match="l4.json"):
+            profile_step(model, idx, lm_loss, timing="roofline", gpu=str(f), repeat=1)
+
+
+def test_measured_cpu_timing_with_a_gpu_is_refused_or_warned():
+    torch.manual_seed(0)
+    model, idx = TinyGPT(layers=1, dropout=0.0), torch.randint(0, 64, (2, 16))
+    with pytest.raises(ProfileError, match="roofline"):
+        profile_step(model, idx, lm_loss, gpu="h100", warmup=0, repeat=1)
+    with pytest.warns(UserWarning, match="measured on the CPU"):
+        inst = profile_step(model, idx, lm_loss, warmup=0, repeat=3)
+    assert "measured on the CPU" in inst.meta["timing_note"]
+    spread = inst.meta["spread"]
+    assert spread["repeats"] == 3 and len(spread["forward_s"]) == 3
+    assert spread["op_relative_range_median"] >= 0
+    assert inst.forward_time_s == pytest.approx(sum(
+        op.duration_s for op in inst.scheduled_ops if op.phase == "fwd"))
+
+
 # ----------------------------------------------------------------------------- CLI
 def run_cli(capsys, *args):
     rc = main([str(a) for a in args])
@@ -442,7 +711,7 @@ def test_cli_profile_solve_execute(capsys, tmp_path):
     assert loss_fn.__name__ == "lm_loss"
     case = Case(model, inputs, loss_fn, False)
     ref, _ = step_grads(case)
-    check_step(case, inst, plan, ref)
+    check_step(case, inst, plan, ref, 0.5)
 
 
 def test_cli_profile_errors(capsys, tmp_path):
@@ -455,6 +724,11 @@ def test_cli_profile_errors(capsys, tmp_path):
         ([f"{MODELS}:encoder_factory", "-i", "2x8x32", "--input-dtype", "complex7"],
          "dtype"),
         ([f"{MODELS}:encoder_factory", "-i", "2x8x32", "--timing", "roofline"], "GPU preset"),
+        ([f"{MODELS}:encoder_factory", "-i", "2x8x32", "--gpu", "h100"], "roofline"),
+        ([f"{MODELS}:encoder_factory", "-i", "2x8x32", "--timing", "roofline", "--gpu",
+          str(tmp_path / "nope.json")], "nope.json"),
+        ([f"{MODELS}:encoder_factory", "-i", "2x8", "--input-dtype", "int64"],
+         "input-high"),
     ]
     for args, words in cases:
         rc, out, err = run_cli(capsys, "profile", *args, "-o", out_path, "--repeat", "1")
@@ -492,3 +766,31 @@ def test_core_imports_without_torch(tmp_path):
                        timeout=120, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stdout + r.stderr
     assert "slackopt[torch]" in r.stderr
+
+
+def test_hugging_face_gpt2_and_llama_from_configs():
+    """The README's Hugging Face path: GPT-2 and Llama built from tiny configs (random
+    weights, no download), called with a batch dict (input_ids, attention_mask, labels),
+    the loss taken from the output: profile -> solve at 0.5 P -> execute; token ids from
+    the vocabulary; gradients equal the unplanned step (bit for bit: dropout is off)."""
+    transformers = pytest.importorskip("transformers")  # CI installs it ([dev] extra)
+    cfgs = [transformers.GPT2Config(vocab_size=97, n_positions=32, n_embd=32, n_layer=2,
+                                    n_head=4, resid_pdrop=0.0, embd_pdrop=0.0,
+                                    attn_pdrop=0.0),
+            transformers.LlamaConfig(vocab_size=97, hidden_size=32, intermediate_size=64,
+                                     num_hidden_layers=2, num_attention_heads=4,
+                                     num_key_value_heads=2, max_position_embeddings=32)]
+    for cfg in cfgs:
+        torch.manual_seed(0)
+        model = transformers.AutoModelForCausalLM.from_config(cfg).train()
+        ids = torch.randint(0, cfg.vocab_size, (2, 16))
+        mask = torch.ones_like(ids)
+        mask[1, -4:] = 0
+        batch = {"input_ids": ids, "attention_mask": mask, "labels": ids}
+        inst = profile_step(model, batch, warmup=0, repeat=1)
+        assert inst.n_saved > 0 and inst.meta["input_kwargs"]["labels"] == [[2, 16], "int64"]
+        case = Case(model, batch, None, False)
+        ref, _ = step_grads(case)
+        res = solve(inst, "slackswap", 0.5)
+        assert res.evaluation.feasible, res.evaluation.failure
+        check_step(case, inst, res.plan, ref, 0.5)

@@ -1,0 +1,196 @@
+"""MILP: a time-indexed mixed-integer relaxation of the evaluator that proves lower bounds
+and, with the evaluator in the loop, proves optimal plans.
+
+Decisions and steps. Every saved tensor t gets binaries ``xs_t`` (swap) and ``xr_t``
+(recomp), keep being ``1 - xs - xr`` (``xr = 0`` when c_t = inf), in the style of
+Checkmate (Jain et al. 2020: binary keep/recompute decisions over operator stages) and
+POET (Patil et al. 2022: paging, i.e. swap, with per-stage link capacity). The model is
+indexed by *steps*: step K covers the scheduled ops ``a_K .. b_K`` and the wall-clock
+interval ``[E(a_K - 1), E(b_K))`` of the evaluated iteration (E = end of an op in the
+simulated run; the gap before an op, with its stalls and the rebuilds the runtime inserts
+there, belongs to the op's step). ``tau_K`` is the step's duration; the objective is
+``sum_K tau_K`` (microseconds inside the model, seconds outside; memory in P / 1e4 bytes).
+
+Tiers (``tier``; "auto" picks by size):
+
+- "full" (up to 10 saved tensors and 48 ops): one step per op and every runtime rule
+  below that can be stated as a valid linear implication.
+- "exact" (up to 128 saved tensors and 320 ops): one step per op; binaries only for the
+  decisions (copy shares, rebuild positions and evictions continuous, runtime rules
+  off). The LP relaxation is solved first (GLOP; up to 150k nonzeros), then
+  the MILP.
+- "aggregated" (the paper workloads): one step per (phase, layer) run of ops, as "exact"
+  otherwise. GPT-2 XL: 100 steps, 75k variables; its bound is the LP relaxation's, within
+  the 300 s default limit.
+
+Model (the names are the variables):
+
+- Copies: cumulative shares through the end of step K of the D2H copy of a swap that does
+  not lag (``F``) or lags (``L``: still running at the tensor's first backward read, so
+  the device copy is used and its H2D cancelled; ``lag_t`` binary), of H2D copies
+  (``H``, re-fetches included) and evictions (``E``, counts). A share is the overlap of
+  the copy's busy interval with the step divided by the copy's duration. Each engine is
+  busy at most ``tau_K``: ``sum_t w_t * share <= tau_K`` with ``w_t = latency + s_t / W``
+  (a copy lasts at least that long; the 10 us latency is included). A D2H starts when
+  its producer ends (it overlaps only the rest of that step); an H2D starts after the
+  forward pass and after the tensor's D2H ended or an eviction; a backward reader needs
+  every earlier eviction re-fetched and the H2D ended before it starts; evictions need a
+  finished D2H (``E <= (reads - 1) * (F + L)``).
+- Rebuilds: ``y_ug`` places the rebuild of recomp tensor u in the gap before op g, exactly
+  where the evaluator does: ``gap(u) = min(first backward reader of u, gap(v) for recomp v
+  whose recipe reads u)``; ``tau_K >= op time + sum c_u y_ug``; a swapped recipe input
+  is fetched before the rebuild starts.
+- Memory, checked at the end of every op (all its allocations live) and, in the full tier,
+  at its start: non-saved tensors and workspaces (``static_profile``), kept tensors until
+  their last backward reader, recomp tensors until their last forward reader and from
+  their rebuild on, swapped tensors from production until their D2H has ended and their
+  forward readers are done, then from the start of an H2D until an eviction or release;
+  and at every possible rebuild start: the bytes alive across the gap, the rebuilt tensor,
+  its transient bytes and workspace, and its recipe inputs. All ``<= M``.
+- Full tier only: integral copy events (``Dn``: the D2H has ended by the end of K;
+  ``Sg``: H2D copies started; ``g``: the D2H ended in the gap before the op, the compute
+  stream waiting for it, so its whole share of that step lies in the gap) so that a
+  tensor is freed when its D2H *ends* and an H2D buffer is allocated in full when it
+  *starts*; integer evictions; binary lag and rebuild positions; and the runtime rules
+  R1 the D2H queue is FIFO in production order (chain ``P``); R2 the D2H engine is
+  work-conserving (a queued D2H keeps it busy: ``B``); R3 a D2H lags only if the engine
+  stays busy with copies queued no later until the tensor's first read; R5 the H2D
+  admission rule (a copy the compute stream does not wait for starts only when used + its
+  size + the next three tasks' allocations fit in M: ``R`` bounds used from below, and
+  rebuilds placed in the window may displace an op's allocation by at most the largest op
+  allocation minus their own; ``phi``: the first H2D has started); R6 the H2D reads for a
+  rebuild end before it starts. (R4, "H2D copies start in first-need order and a lagging
+  tensor blocks the H2D queue", is gone: the runtime has no head-of-line blocking, so a
+  copy needed later may start while an earlier-needed one waits for its D2H.)
+
+Why the optimum is a lower bound on the simulated step time of every plan: take any plan
+the evaluator runs to the end and its trace. Set the decisions, rebuild positions and lag
+indicators to what the trace shows (a swap lags if its D2H had not ended at its first
+backward read; a D2H the runtime dropped never ended, so its swap lags), ``tau_K`` to the
+trace's step intervals (they sum to T), each share to the overlap of the copy's busy
+interval with the step divided by the copy's whole duration (shares sum to 1 over a copy
+that ran, to 0 over a dropped one; for an H2D, fetches that were evicted before the
+tensor's first read are left out), ``E`` to the evictions after the first read (at most
+one between two reads), and the event indicators to the trace's events. Every row holds
+for that assignment, so the model's optimum is <= T; the same holds with the decisions
+fixed, which the no-good loop below relies on. Row by row:
+
+- Capacity (``sum_t w_t share <= tau_K``, and the rows that place a copy after its
+  producer, before its reader or in a gap): a copy lasts at least ``w = latency + s / W``
+  (full rate; the duplex rate only makes it longer), so ``w x share <= overlap``, and
+  the overlaps of one engine's copies with a step sum to at most the step.
+- R1 (FIFO): a D2H runs only after every earlier-queued, non-dropped D2H ended. The row
+  exempts every tensor that lags (whether its D2H is dropped or only late), so it states
+  a weaker implication than the runtime's.
+- R2 (work-conserving) and R3 (lagging): these need busy time from *below*, so a share is
+  costed at the longest a copy can last, ``dmax = latency + s / (duplex W)``:
+  ``overlap = share x duration <= share x dmax`` whatever part of the copy ran at the
+  duplex rate. (Costing a forward step's share at ``w`` cut off real traces: a D2H that
+  straddles T_F runs at the duplex rate after it: the case milp-bound-above-optimum,
+  now tests/test_milp_bounds.py.) R2: a swapped tensor produced before step K whose D2H
+  has neither ended by the end of K nor lags is queued (a D2H is dropped only once its
+  tensor has no reader left, i.e. only a lagging one) through the whole step, and a
+  queued D2H keeps the engine busy, so the engine is busy >= the step's op time. R3: a
+  lagging tensor's D2H is queued from its production to its first read (at least), and
+  while it waits the engine runs a copy queued no later (FIFO; dropped copies do not
+  run, but then another one at or ahead of it does).
+- R5 (admission) and R6 (a rebuild's H2D inputs): implications of the spec's admission
+  rule and of "a reader waits for the H2D to end" for the trace's events; R5 is stated
+  only with a lower bound on used memory and only for copies the compute stream is not
+  waiting for (waived in the gap before any task that reads the tensor).
+- Memory: each counted tensor is resident at the checked instant in the trace (kept
+  and rebuilt tensors until their last reader; a swap until its D2H ended or it was
+  dropped, and from its H2D start; a lagging swap, read from its device copy, until its
+  last reader); leaving bytes out only admits more.
+
+The places where the model is *looser* than docs/model.md (each admits more
+traces, never fewer, so the bound stays valid):
+
+1. Copies are preemptive and fractional within and across steps; in the exact and
+   aggregated tiers memory follows the shares (a tensor partly freed while its D2H runs,
+   an H2D buffer partly allocated), and a swap may lag (or its D2H be dropped) without
+   the engine being busy.
+2. The duplex slowdown is dropped from the capacity rows (copies credited the full W);
+   R2/R3 credit every copy the slowest rate (see above).
+3. R1-R3, R5, R6 (full tier) are the only ordering and admission rules; the exact and
+   aggregated tiers keep none of them. No H2D order is modelled (no first-need order, no
+   head-of-line rule), no claim order of lagging copies, no drop of a D2H (a dropped D2H
+   is a lagging one with no share). R5 is checked for first H2D copies against a lower
+   bound on "used" (the bytes alive throughout the step).
+4. Memory is checked at op ends and op starts and rebuild starts only, not at every
+   instant; a swapped tensor alive across a rebuild gap, other rebuilds of the same gap,
+   and a kept (or rebuilt) tensor whose life a later rebuild extends past its last
+   backward op reader are not counted. In aggregated steps the counts use step
+   boundaries (a D2H through the end of the step, an H2D through the end of the
+   previous step), which only undercounts.
+5. Evictions may happen at any step between the first and the last backward read of a
+   tensor (the evaluator evicts only when the compute stream is blocked).
+6. Exact and aggregated tiers: rebuild positions and evictions are continuous.
+7. T* bounds every plan (every op runs once, in order, on one stream), so the bound is
+   never below it.
+
+The property test (tests/test_milp_bounds.py) checks ``lower_bound_s <=`` the enumerated
+optimum on random small instances for every tier, both backends, with and without local
+search; the model with the optimum's decisions fixed is checked the same way.
+
+Search (solvers/milp/search.py), in phases whose results are only ever improved: the
+incumbent U is the fastest plan simulated so far (:class:`~solvers.milp.primal.Incumbent`;
+never slower than any seed, SlackSwap's included) and the bound L the largest valid bound
+found. (1) Seeds: SlackSwap's plan and CP-SAT's best recompute-only plan. (2) A local
+search around U with the evaluator as judge (1-flip descent and paired moves; a work
+limit in candidates, not seconds). (3) The LP relaxation (exact/aggregated tiers; its
+rounding is a candidate) and the MILP warm-started with U: a cutoff row keeps the MILP to
+plans whose model value beats U, after each solve a *no-good cut* excludes every
+simulated decision vector (so ``min(U, bound of the cut model)`` stays a lower bound on
+every plan), each MILP solution (SCIP's pool too) is simulated and followed by a local
+search. The loop stops when ``(U - L) / L <= OPTIMAL_REL_TOL`` (slackopt.solver, 1e-4),
+when the cut model is infeasible (then L = U / (1 + margin)), or at the time or iteration
+limit. Status "optimal": the plan is proven optimal for the evaluator within
+OPTIMAL_REL_TOL; "bounded": a plan and a valid bound with a larger gap (``info["gap"]``).
+Anytime: with the work limits fixed (``max_iterations``, ``search_calls``), raising one
+of them replays the same phases and adds candidates, so the plan is never slower and the
+bound never lower (tests/test_milp.py); a longer wall-clock limit runs the fixed-work
+phases (1)-(2) to the same end before the MILP, so it never returns a plan slower than
+theirs.
+
+Infeasible budgets: the model's floor (the smallest M at which it is feasible) has a
+closed form: every tensor swapped, each copy as slow as needed, so a swapped tensor is
+resident from production to its last forward reader and at its backward readers only:
+``floor = max_k (static_k + sum_{prod_t <= k <= lastfwd_t} s_t + sum_{t read by backward
+op k} s_t)``. No plan runs in the evaluator below it. The all-swap plan is simulated at
+the floor; if it runs, the floor is the exact minimum budget (``min_budget_exact``),
+otherwise the smallest budget at which it runs is found by bisection.
+
+Backends: "scip" (OR-Tools pywraplp + SCIP, default; its dual bound is the bound),
+"highs" (OR-Tools MathOpt + HiGHS: MathOpt reports HiGHS's true dual bound, which
+pywraplp does not, and pywraplp's HiGHS hints crash), "pulp" (PuLP + its bundled CBC, an
+independent cross-check; the bound is CBC's, read from its log). CP-SAT computes the exact
+best recompute-only plan (keep or recomp, no copies: an all-integer problem in bytes and
+nanoseconds, where CP-SAT is exact) as the first incumbent. It is not a backend for the
+time-indexed model: that model's shares and step times are continuous, and CP-SAT solves
+a mixed model only after scaling continuous variables to integers, which restricts the
+model so its optimum is no longer a certified lower bound. Nor can a CP-SAT interval
+schedule with the decisions fixed tighten the upper bound: the upper bound is the
+evaluator's time for the decisions, and its runtime fixes the schedule.
+
+Determinism: for a given seed and thread count the backends are deterministic when they
+stop on the gap; a time limit makes the result depend on machine speed. Solves longer
+than 3 s print the incumbent, the bound and the gap on stderr when it is a terminal
+(``progress``).
+"""
+
+
+from solvers.milp.backends import (  # noqa: F401 - re-exported
+    _BACKEND_CLASSES,
+    BACKENDS,
+    _HighsBackend,
+    _PulpBackend,
+    _ScipBackend,
+    lp_relaxation,
+)
+from solvers.milp.incumbent import recompute_only_incumbent
+from solvers.milp.model import _Lin, _Model, build_model, model_floor  # noqa: F401
+from solvers.milp.search import MILP, MODEL_OPTIONS, PARAMS, TIERS  # noqa: F401
+
+__all__ = ["MILP", "build_model", "model_floor", "recompute_only_incumbent",
+           "lp_relaxation", "BACKENDS", "TIERS", "MODEL_OPTIONS"]

@@ -1,0 +1,879 @@
+"""The time-indexed relaxation: the backend-neutral linear model (:class:`Lin`), the
+steps, the model floor and :func:`build_model`. The formulation and the argument why each
+relaxation is one are in the package docstring (solvers/milp/__init__.py)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from slackopt.instance import Instance
+from slackopt.plan import KEEP, RECOMP, SWAP
+
+TIME_UNIT_S = 1e-6
+"""Model time unit (s): step durations are in microseconds."""
+MEM_UNITS_PER_P = 1e4
+"""Model memory unit: P / 1e4 bytes."""
+_INF = float("inf")
+
+
+# =========================================================================== neutral model
+class ModelTimeout(Exception):
+    """Building or loading a model passed its deadline (the solver then returns the best
+    plan found so far)."""
+
+
+def check_deadline(deadline: float | None, i: int, what: str) -> None:
+    """Raise :class:`ModelTimeout` if `deadline` (perf_counter seconds) has passed; the
+    clock is read only when `i` is a multiple of 4096 (`i`: a row count)."""
+    if deadline is not None and i % 4096 == 0 and time.perf_counter() > deadline:
+        raise ModelTimeout(f"{what}: the time limit ended it after {i} rows")
+
+
+class _Lin:
+    """A backend-neutral MILP: variables with bounds, integrality, objective; sparse rows
+    ``lo <= sum coef * var <= hi``. With a `deadline` (perf_counter seconds), adding a row
+    after it raises :class:`ModelTimeout`."""
+
+    def __init__(self, deadline: float | None = None) -> None:
+        self.deadline = deadline
+        self.lb: list[float] = []
+        self.ub: list[float] = []
+        self.is_int: list[bool] = []
+        self.obj: list[float] = []
+        self.names: list[str] = []
+        self.rows: list[tuple[list[int], list[float], float, float]] = []
+
+    @property
+    def n_vars(self) -> int:
+        return len(self.lb)
+
+    def var(self, lb: float = 0.0, ub: float = _INF, integer: bool = False,
+            obj: float = 0.0, name: str = "") -> int:
+        self.names.append(name)
+        self.lb.append(float(lb))
+        self.ub.append(float(ub))
+        self.is_int.append(bool(integer))
+        self.obj.append(float(obj))
+        return len(self.lb) - 1
+
+    def row(self, terms: Sequence[tuple[int, float]], lo: float = -_INF,
+            hi: float = _INF) -> int:
+        check_deadline(self.deadline, len(self.rows), "building the model")
+        acc: dict[int, float] = {}
+        for j, c in terms:
+            if j is None or c == 0.0:
+                continue
+            acc[j] = acc.get(j, 0.0) + float(c)
+        idx = [j for j, c in acc.items() if c != 0.0]
+        cf = [acc[j] for j in idx]
+        if not idx:
+            if lo > 1e-9 or hi < -1e-9:
+                # An empty infeasible row: keep it (0 >= lo) so the backend reports it.
+                self.rows.append(([], [], float(lo), float(hi)))
+            return len(self.rows) - 1
+        self.rows.append((idx, cf, float(lo), float(hi)))
+        return len(self.rows) - 1
+
+    def copy(self) -> _Lin:
+        """An independent copy (rows may be added to either without touching the other)."""
+        other = _Lin()
+        other.lb, other.ub, other.is_int = list(self.lb), list(self.ub), list(self.is_int)
+        other.obj, other.names, other.rows = list(self.obj), list(self.names), list(self.rows)
+        return other
+
+    def stats(self) -> dict[str, int]:
+        return {"variables": self.n_vars, "binaries": int(sum(self.is_int)),
+                "rows": len(self.rows), "nonzeros": int(sum(len(r[0]) for r in self.rows))}
+
+
+# =========================================================================== the model
+@dataclass
+class _Model:
+    lin: _Lin
+    xs: list[int | None]
+    xr: list[int | None]
+    floor_bytes: int
+    groups: list[tuple[int, int]]
+    tier: str
+    t_unit: float = TIME_UNIT_S
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def decode(self, x: Sequence[float]) -> np.ndarray:
+        dec = np.full(len(self.xs), KEEP, dtype=np.int8)
+        for t, (a, b) in enumerate(zip(self.xs, self.xr, strict=True)):
+            if a is not None and x[a] > 0.5:
+                dec[t] = SWAP
+            elif b is not None and x[b] > 0.5:
+                dec[t] = RECOMP
+        return dec
+
+    def hint(self, dec: np.ndarray) -> dict[int, float]:
+        h: dict[int, float] = {}
+        for t, d in enumerate(dec.tolist()):
+            if self.xs[t] is not None:
+                h[self.xs[t]] = 1.0 if d == SWAP else 0.0
+            if self.xr[t] is not None:
+                h[self.xr[t]] = 1.0 if d == RECOMP else 0.0
+        return h
+
+    def nogood(self, dec: np.ndarray) -> tuple[list[tuple[int, float]], float]:
+        """Row terms and lower bound excluding decision vector `dec` (>= 1 tensor differs)."""
+        terms: list[tuple[int, float]] = []
+        const = 0.0
+        for t, d in enumerate(dec.tolist()):
+            a, b = self.xs[t], self.xr[t]
+            if d == SWAP:       # 1 - xs
+                const += 1.0
+                terms.append((a, -1.0))
+            elif d == RECOMP:   # 1 - xr
+                const += 1.0
+                terms.append((b, -1.0))
+            else:               # xs + xr
+                if a is not None:
+                    terms.append((a, 1.0))
+                if b is not None:
+                    terms.append((b, 1.0))
+        return terms, 1.0 - const
+
+
+def _groups(inst: Instance, steps: str | int) -> list[tuple[int, int]]:
+    """Steps as (first op, last op) runs; never across the forward/backward boundary."""
+    n, nf = inst.n_ops, inst.n_fwd
+    if n == 0:
+        return []
+    if steps == "op":
+        return [(k, k) for k in range(n)]
+    ops = inst.scheduled_ops
+    out: list[tuple[int, int]] = []
+    if steps == "layer":
+        a = 0
+        for k in range(1, n + 1):
+            if k == n or k == nf or ops[k].layer != ops[a].layer or ops[k].phase != ops[a].phase:
+                out.append((a, k - 1))
+                a = k
+        return out
+    size = int(steps)
+    if size < 1:
+        raise ValueError("steps must be 'op', 'layer' or an int >= 1")
+    for lo, hi in ((0, nf), (nf, n)):
+        for a in range(lo, hi, size):
+            out.append((a, min(hi, a + size) - 1))
+    return out
+
+
+def model_floor(inst: Instance, ops: Sequence[int] | None = None) -> int:
+    """The model's smallest feasible budget (bytes): every tensor swapped and each copy as
+    slow as needed, so a swapped tensor is resident from production to its last forward
+    reader and at its backward readers only. No plan runs in the evaluator below it."""
+    n, nf = inst.n_ops, inst.n_fwd
+    if n == 0:
+        return 0
+    delta = np.zeros(n + 1, dtype=np.int64)
+    s = np.asarray(inst.s, dtype=np.int64)
+    np.add.at(delta, inst.saved_prod_idx, s)
+    np.add.at(delta, np.asarray(inst.saved_last_fwd_idx) + 1, -s)
+    prof = np.asarray(inst.static_profile, dtype=np.int64) + np.cumsum(delta[:-1])
+    for t in range(inst.n_saved):
+        for r in inst.saved_reader_idx[t].tolist():
+            if r >= nf:
+                prof[r] += s[t]
+    if ops is not None:
+        prof = prof[np.asarray(list(ops), dtype=np.int64)]
+    return int(prof.max()) if prof.size else 0
+
+
+def _rebuild_gaps(prod: Sequence[int], rec_ok: Sequence[bool], deps: Sequence[Sequence[int]],
+                  firstb: Sequence[int]) -> list[list[int]]:
+    """Candidate rebuild positions: ``G[u]`` = the ops g (sorted) such that saved tensor u
+    may be rebuilt in the gap before g, the evaluator's rule: u's first backward reader,
+    or any gap where a recomp tensor whose recipe reads u is rebuilt (dependents first).
+
+    Args: ``prod[t]`` producer op index, ``rec_ok[t]`` rebuildable, ``deps[t]`` saved
+    positions of the tensors whose recipes read t, ``firstb[t]`` first backward reader
+    (op index), all over the saved positions."""
+    n = len(prod)
+    G: list[list[int]] = [[] for _ in range(n)]
+    for u in sorted(range(n), key=lambda t: -prod[t]):   # dependents first
+        if not rec_ok[u]:
+            continue
+        gs = {firstb[u]}
+        for v in deps[u]:
+            if rec_ok[v]:
+                gs.update(G[v])
+        G[u] = sorted(g for g in gs if g <= firstb[u])
+    return G
+
+
+def build_model(inst: Instance, M: int | None, *, tier: str = "full",
+                steps: str | int | None = None, lagging: bool | None = None,
+                binary_placement: bool | None = None,
+                integral_copies: bool | None = None, fifo: bool | None = None,
+                admission: bool | None = None,
+                integer_evictions: bool | None = None,
+                deadline: float | None = None) -> _Model:
+    """Build the time-indexed relaxation of ``inst`` at budget ``M`` (bytes).
+
+    Step K covers ops ``a_K .. b_K`` and the interval ``[E(a_K - 1), E(b_K))`` of the
+    evaluated run (E = end of an op; the gap before an op, with its stalls and the
+    rebuilds inserted before it, belongs to the op's step). Memory is checked at the end
+    of every op (all its allocations live, H2D buffers started during it counted) and, in
+    the exact tier, at its start (D2H copies that ended while it waited already freed).
+
+    Args:
+        inst: the instance.
+        M: the budget (bytes); None builds the model without memory rows.
+        tier: "full" (one step per op, every option below on), "exact" (one step per op,
+            options off: binary decisions, fractional copies, continuous rebuild positions
+            and evictions) or "aggregated" (as "exact", one step per (phase, layer) run).
+        steps: override the steps: "op", "layer" or a number of ops per step.
+        lagging: lag binaries (a D2H still running at the first backward read).
+        binary_placement: binary rebuild placements.
+        integral_copies: copy *events* are integral: a tensor is freed when its D2H ends,
+            an H2D buffer is allocated in full when the copy starts.
+        fifo: D2H copies run in production order.
+        admission: the H2D admission rule (used + size + next three tasks' allocations).
+        integer_evictions: eviction counts are integers (a tensor is evicted whole).
+        deadline: perf_counter time after which building stops with
+            :class:`ModelTimeout` (the paper workloads' models take seconds to build).
+
+    Returns:
+        The model with its variable maps and the model floor (bytes).
+    """
+    if tier not in ("full", "exact", "aggregated"):
+        raise ValueError(f"tier '{tier}' is not one of full, exact, aggregated")
+    full = tier == "full"
+    steps = steps if steps is not None else ("layer" if tier == "aggregated" else "op")
+    lagging = full if lagging is None else bool(lagging)
+    binary_placement = full if binary_placement is None else bool(binary_placement)
+    integral_copies = full if integral_copies is None else bool(integral_copies)
+    fifo = full if fifo is None else bool(fifo)
+    admission = full if admission is None else bool(admission)
+    integer_evictions = full if integer_evictions is None else bool(integer_evictions)
+    groups = _groups(inst, steps)
+    n, nf, nS = inst.n_ops, inst.n_fwd, inst.n_saved
+    lin = _Lin(deadline)
+    P = max(1, int(inst.P))
+    mu = P / MEM_UNITS_PER_P                     # bytes per model memory unit
+    tu = TIME_UNIT_S
+    s = np.asarray(inst.s, dtype=np.int64)
+    sm = s / mu
+    c = np.asarray(inst.c, dtype=np.float64)
+    rec_ok = np.isfinite(c)
+    cu = np.where(rec_ok, c / tu, 0.0)
+    dur = np.asarray(inst.durations_s, dtype=np.float64) / tu
+    W = float(inst.link.bytes_per_s)
+    lat = float(inst.link.copy_latency_s)
+    w = np.where(s > 0, (lat + s / W) / tu, 0.0)
+    dmax = np.where(s > 0, (lat + s / (W * float(inst.link.duplex_factor))) / tu, 0.0)
+    prod = np.asarray(inst.saved_prod_idx, dtype=np.int64).tolist()
+    lastf = np.asarray(inst.saved_last_fwd_idx, dtype=np.int64).tolist()
+    firstb = np.asarray(inst.saved_first_bwd_idx, dtype=np.int64).tolist()
+    lastb = np.asarray(inst.saved_last_bwd_idx, dtype=np.int64).tolist()
+    rdb = [sorted(int(r) for r in inst.saved_reader_idx[t].tolist() if r >= nf)
+           for t in range(nS)]
+    ins = [tuple(int(i) for i in x) for x in inst.recipe_inputs]
+    deps: list[list[int]] = [[] for _ in range(nS)]
+    for u in range(nS):
+        for t in ins[u]:
+            deps[t].append(u)
+    static = np.asarray(inst.static_profile, dtype=np.int64)
+    s_alloc = np.asarray(inst.static_alloc, dtype=np.int64)
+    ws = np.asarray(inst.workspace, dtype=np.int64)
+    extra = (np.asarray(inst.recipe_transient, dtype=np.int64)
+             + np.asarray(inst.recipe_workspace, dtype=np.int64))
+    nG = len(groups)
+    Kof = [0] * n
+    for K, (a, b) in enumerate(groups):
+        for k in range(a, b + 1):
+            Kof[k] = K
+    single = [a == b for a, b in groups]
+    has_bwd = 0 < nf < n
+    KB0 = Kof[nf] if has_bwd else nG        # first backward step: starts at T_F
+
+    # ---- rebuild candidates: G[u] = ops g such that u may be rebuilt in the gap before g
+    G = _rebuild_gaps(prod, rec_ok, deps, firstb)
+    gmin = []           # earliest possible backward read (reader op, or a rebuild reading t)
+    for t in range(nS):
+        g = firstb[t]
+        for u in deps[t]:
+            if rec_ok[u] and G[u]:
+                g = min(g, G[u][0])
+        gmin.append(g)
+    n_reads = [len(rdb[t]) + sum(1 for u in deps[t] if rec_ok[u]) for t in range(nS)]
+    multi = [n_reads[t] >= 2 or gmin[t] < firstb[t] for t in range(nS)]
+    late_rebuild_read = [any(rec_ok[u] and G[u] and G[u][-1] > lastb[t] for u in deps[t])
+                         for t in range(nS)]
+
+    # ---- decisions
+    xs: list[int | None] = []
+    xr: list[int | None] = []
+    lag: list[int | None] = []
+    for t in range(nS):
+        xs.append(lin.var(0, 1, True, name=f"xs{t}"))
+        xr.append(lin.var(0, 1, True, name=f"xr{t}") if rec_ok[t] else None)
+        if xr[t] is not None:
+            lin.row([(xs[t], 1.0), (xr[t], 1.0)], hi=1.0)
+        lag.append(lin.var(0, 1, True, name=f"lag{t}")
+                   if (lagging and s[t] > 0 and has_bwd) else None)
+        if lag[t] is not None:
+            lin.row([(lag[t], 1.0), (xs[t], -1.0)], hi=0.0)
+
+    # ---- rebuild placements y[u][g]
+    y: list[dict[int, int]] = [{} for _ in range(nS)]
+    for u in range(nS):
+        if not rec_ok[u]:
+            continue
+        if len(G[u]) == 1:
+            y[u][G[u][0]] = xr[u]
+        else:
+            for g in G[u]:
+                y[u][g] = lin.var(0, 1, binary_placement, name=f"y{u}_{g}")
+            lin.row([(y[u][g], 1.0) for g in G[u]] + [(xr[u], -1.0)], 0.0, 0.0)
+
+    def Y(u: int, k: int) -> list[tuple[int, float]]:
+        """Terms of 'u rebuilt in a gap before an op <= k'."""
+        return [(y[u][g], 1.0) for g in G[u] if g <= k]
+
+    for u in range(nS):
+        if not rec_ok[u]:
+            continue
+        for v in deps[u]:
+            if not rec_ok[v]:
+                continue
+            for g in G[v]:
+                if g > firstb[u]:
+                    continue
+                # gap(u) <= gap(v) when both are recomp: Y_u(g) - Y_v(g) >= xr_u - 1
+                lin.row(Y(u, g) + [(tv, -cf) for tv, cf in Y(v, g)] + [(xr[u], -1.0)],
+                        lo=-1.0)
+        for g in G[u]:
+            if g == firstb[u]:
+                continue
+            # ... and no earlier than needed: a recomp dependent is rebuilt there
+            sup = [(y[v][g], -1.0) for v in deps[u] if rec_ok[v] and g in y[v]]
+            lin.row([(y[u][g], 1.0)] + sup, hi=0.0)
+
+    # ---- copies (cumulative shares through the end of each step)
+    def cum(D: dict[int, int], rng: tuple[int, int], K: int) -> int | None:
+        lo, hi = rng
+        if hi < lo or K < lo:
+            return None
+        return D[min(K, hi)]
+
+    F: list[dict[int, int]] = [{} for _ in range(nS)]   # D2H share (not lagging)
+    L: list[dict[int, int]] = [{} for _ in range(nS)]   # D2H share (lagging)
+    H: list[dict[int, int]] = [{} for _ in range(nS)]   # H2D shares (re-fetches too)
+    E: list[dict[int, int]] = [{} for _ in range(nS)]   # evictions (counts)
+    Dn: list[dict[int, int]] = [{} for _ in range(nS)]  # D2H ended (binary) or = F
+    Sg: list[dict[int, int]] = [{} for _ in range(nS)]  # H2D copies started or = H
+    f_rng: list[tuple[int, int]] = [(0, -1)] * nS
+    l_rng: list[tuple[int, int]] = [(0, -1)] * nS
+    h_rng: list[tuple[int, int]] = [(0, -1)] * nS
+    e_rng: list[tuple[int, int]] = [(0, -1)] * nS
+    for t in range(nS):
+        if s[t] <= 0 or not has_bwd:
+            continue
+        Kp = Kof[prod[t]]
+        f_lo = Kp + 1 if prod[t] == groups[Kp][1] else Kp    # starts when the producer ends
+        f_hi = Kof[firstb[t]]
+        f_rng[t] = (f_lo, f_hi)
+        for K in range(f_lo, f_hi + 1):
+            F[t][K] = lin.var(0, 1, name=f"F{t}_{K}")
+        h_hi = Kof[lastb[t]] if multi[t] else Kof[firstb[t]]
+        h_rng[t] = (KB0, h_hi)
+        for K in range(KB0, h_hi + 1):
+            H[t][K] = lin.var(0, _INF, name=f"H{t}_{K}")
+        if multi[t]:
+            e_rng[t] = (Kof[gmin[t]], Kof[lastb[t]])
+            for K in range(e_rng[t][0], e_rng[t][1] + 1):
+                E[t][K] = lin.var(0, max(1, n_reads[t] - 1), integer_evictions,
+                                  name=f"E{t}_{K}")
+        if multi[t] or lag[t] is not None:
+            l_rng[t] = (f_lo, max(f_hi, e_rng[t][1]))
+            for K in range(l_rng[t][0], l_rng[t][1] + 1):
+                L[t][K] = lin.var(0, 1, name=f"L{t}_{K}")
+        if integral_copies:
+            for K in range(f_lo, f_hi + 1):
+                Dn[t][K] = lin.var(0, 1, True, name=f"D{t}_{K}")
+                lin.row([(Dn[t][K], 1.0), (F[t][K], -1.0)], hi=0.0)
+            lin.row([(Dn[t][f_hi], 1.0), (F[t][f_hi], -1.0)], 0.0, 0.0)
+            for K in range(h_rng[t][0], h_rng[t][1] + 1):
+                Sg[t][K] = lin.var(0, max(1, n_reads[t]), True, name=f"S{t}_{K}")
+                lin.row([(H[t][K], 1.0), (Sg[t][K], -1.0)], hi=0.0)
+        else:
+            Dn[t], Sg[t] = F[t], H[t]
+        mono = [(F[t], f_rng[t]), (L[t], l_rng[t]), (H[t], h_rng[t]), (E[t], e_rng[t])]
+        if integral_copies:
+            mono += [(Dn[t], f_rng[t]), (Sg[t], h_rng[t])]
+        for D, (lo, hi) in mono:
+            for K in range(lo + 1, hi + 1):
+                lin.row([(D[K], 1.0), (D[K - 1], -1.0)], lo=0.0)
+        l_tot = [(L[t][l_rng[t][1]], 1.0)] if L[t] else []
+        if lag[t] is not None:
+            lin.row([(F[t][f_hi], 1.0), (xs[t], -1.0), (lag[t], 1.0)], 0.0, 0.0)
+            if l_tot:
+                lin.row(l_tot + [(lag[t], -1.0)], hi=0.0)
+        else:
+            lin.row([(F[t][f_hi], 1.0), (xs[t], -1.0)] + l_tot, hi=0.0)
+        for K in range(e_rng[t][0], e_rng[t][1] + 1):
+            # an eviction needs a finished D2H: E <= (reads - 1) * (F + L)
+            r = max(1, n_reads[t] - 1)
+            lin.row([(E[t][K], 1.0), (cum(F[t], f_rng[t], K), -r),
+                     (cum(L[t], l_rng[t], K), -r)], hi=0.0)
+
+    def Hv(t: int, K: int) -> int | None:
+        return cum(H[t], h_rng[t], K)
+
+    def Ev(t: int, K: int) -> int | None:
+        return cum(E[t], e_rng[t], K)
+
+    def Dv(t: int, K: int) -> int | None:
+        return cum(Dn[t], f_rng[t], K)
+
+    def Sv(t: int, K: int) -> int | None:
+        return cum(Sg[t], h_rng[t], K)
+
+    def Lv(t: int, K: int) -> int | None:
+        return cum(L[t], l_rng[t], K)
+
+    # gamma_tK (exact tier): t's D2H ends in the gap before op a_K (the compute stream
+    # waited for it); then all of t's D2H share in step K lies in that gap.
+    gm: list[dict[int, int]] = [{} for _ in range(nS)]
+
+    def gam(t: int, K: int) -> int | None:
+        return gm[t].get(K)
+
+    for t in range(nS):
+        if s[t] <= 0 or not has_bwd:
+            continue
+        for K in range(h_rng[t][0], h_rng[t][1] + 1):
+            # an H2D starts after the D2H ended, or after an eviction: S <= D + E
+            lin.row([(Sv(t, K), 1.0), (Dv(t, K), -1.0), (Ev(t, K), -1.0)], hi=0.0)
+        for K in range(e_rng[t][0], e_rng[t][1] + 1):
+            # residency >= 0: E <= xs - D + S
+            lin.row([(Ev(t, K), 1.0), (xs[t], -1.0), (Dv(t, K), 1.0), (Sv(t, K), -1.0)],
+                    hi=0.0)
+        # a backward reader r: fetched (after the D2H, and after each earlier eviction)
+        for r in rdb[t]:
+            K = Kof[r]
+            Ep = Ev(t, K) if single[K] else Ev(t, K - 1)
+            lin.row([(Hv(t, K), 1.0), (Dv(t, K), -1.0), (Ep, -1.0)], lo=0.0)
+        # a rebuild that reads swapped t before t's first backward reader
+        for u in deps[t]:
+            if not rec_ok[u]:
+                continue
+            for g in G[u]:
+                if g >= firstb[t]:
+                    continue
+                K = Kof[g]
+                lin.row([(Hv(t, K), 1.0), (Dv(t, K), -1.0), (Ev(t, K - 1), -1.0),
+                         (y[u][g], -1.0)], lo=-1.0)
+
+    def share(D: dict[int, int], rng: tuple[int, int], K: int,
+              coef: float) -> list[tuple[int, float]]:
+        if not (rng[0] <= K <= rng[1]):
+            return []
+        out = [(D[K], coef)]
+        if K - 1 >= rng[0]:
+            out.append((D[K - 1], -coef))
+        return out
+
+    def d2h_share(t: int, K: int, coef: float) -> list[tuple[int, float]]:
+        return share(F[t], f_rng[t], K, coef) + share(L[t], l_rng[t], K, coef)
+
+    # ---- FIFO D2H queue: a D2H moves in step K only if every earlier-produced swapped
+    # tensor's D2H has ended by the end of K (chain P_tK over production order; a
+    # non-lagging D2H has ended when Dn = 1, a lagging one when L = 1).
+    if fifo and has_bwd:
+        order_t = [t for t in range(nS) if s[t] > 0]
+        prev_P: dict[int, int] = {}
+        for i, t in enumerate(order_t):
+            if i > 0:
+                for K in range(f_rng[t][0], max(f_rng[t][1], l_rng[t][1]) + 1):
+                    rowt = [(cum(F[t], f_rng[t], K), 1.0), (Lv(t, K), 1.0)]
+                    Pk = prev_P.get(K)
+                    lin.row(rowt + ([(Pk, -1.0)] if Pk is not None else []), hi=0.0)
+            if i == len(order_t) - 1:
+                break
+            nxt = order_t[i + 1:]
+            k_lo = min(f_rng[t2][0] for t2 in nxt)
+            k_hi = max(max(f_rng[t2][1], l_rng[t2][1]) for t2 in nxt)
+            cur: dict[int, int] = {}
+            for K in range(k_lo, k_hi + 1):
+                Pv = lin.var(0, 1, name=f"P{t}_{K}")
+                # P <= 1 - xs + D (+ 1 when t lags: its D2H may be dropped, then it
+                # never ends and does not hold up later copies)
+                row = [(Pv, 1.0), (Dv(t, K), -1.0), (xs[t], 1.0)]
+                row += [(lag[t], -1.0)] if lag[t] is not None else [(Lv(t, K), -1.0)]
+                lin.row(row, hi=1.0)
+                if i > 0:
+                    lin.row([(Pv, 1.0)] + ([(prev_P[K], -1.0)] if K in prev_P else []),
+                            hi=0.0)
+                cur[K] = Pv
+            prev_P = cur
+
+    # Busy time of the D2H engine in step K, from above: share x the copy's duration,
+    # which is at most dmax (latency + s / (duplex W)) in every step. A copy that runs
+    # wholly in the forward pass lasts w, but one that straddles T_F runs at the duplex
+    # rate after it, and its share in a forward step is overlap / (its whole duration):
+    # w would undercount that overlap (case milp-bound-above-optimum, tests/test_milp_bounds.py).
+    def d2h_busy(t: int, K: int) -> list[tuple[int, float]]:
+        return d2h_share(t, K, float(dmax[t]))
+
+    # ---- the D2H engine is work-conserving: while a swapped tensor's D2H is queued or
+    # running through a whole step (produced before the step, not ended by its end), the
+    # engine is busy the whole step, so it works >= the step's op time in it.
+    if fifo and has_bwd:
+        Bv: dict[int, int] = {}
+        for t in range(nS):
+            if s[t] <= 0:
+                continue
+            for K in range(f_rng[t][0], f_rng[t][1] + 1):
+                a, b = groups[K]
+                if prod[t] >= a:
+                    continue
+                if K not in Bv:
+                    terms = []
+                    for t2 in range(nS):
+                        if s[t2] > 0:
+                            terms += d2h_busy(t2, K)
+                    Bv[K] = lin.var(0, _INF, name=f"B{K}")
+                    lin.row([(Bv[K], 1.0)] + [(v, -cf) for v, cf in terms], 0.0, 0.0)
+                dK = float(dur[a:b + 1].sum())
+                row = [(Bv[K], 1.0), (xs[t], -dK), (Dv(t, K), dK)]
+                if lag[t] is not None:
+                    row.append((lag[t], dK))
+                lin.row(row, lo=0.0)
+
+    # rebuild reads of t placed in a gap of step <= K (they end the window in which t
+    # has not been read yet)
+    def read_by(t: int, K: int) -> list[tuple[int, float]]:
+        return [(y[u][g], 1.0) for u in deps[t] if rec_ok[u] for g in G[u] if Kof[g] <= K]
+
+    # ---- a lagging D2H keeps the D2H engine busy from its producer's end to its first
+    # backward read, with copies produced no later (FIFO): in each step before that read
+    # those copies work >= the step's op time. The first read is t's first backward reader
+    # or an earlier rebuild that reads it (if one is placed there: the y terms).
+    busy: dict[tuple[int, int], list[int]] = {}
+    for t in range(nS):
+        if lag[t] is None:
+            continue
+        for K in range(Kof[prod[t]] + 1, Kof[firstb[t]]):
+            busy.setdefault((K, prod[t]), []).append(t)
+    for (K, p), lagged in sorted(busy.items()):
+        terms = []
+        for t2 in range(nS):
+            if s[t2] > 0 and prod[t2] <= p:
+                terms += d2h_busy(t2, K)
+        a, b = groups[K]
+        dK = float(dur[a:b + 1].sum())
+        for t in lagged:
+            lin.row(terms + [(lag[t], -dK)] + [(v, dK) for v, _ in read_by(t, K)], lo=0.0)
+
+    # ---- step durations
+    tau = []
+    for a, b in groups:
+        tau.append(lin.var(float(dur[a:b + 1].sum()), _INF, obj=1.0, name=f"tau{a}"))
+    reb_in: list[list[tuple[int, int]]] = [[] for _ in range(nG)]
+    for u in range(nS):
+        for g in G[u]:
+            reb_in[Kof[g]].append((u, g))
+    d2h_in: list[list[int]] = [[] for _ in range(nG)]
+    h2d_in: list[list[int]] = [[] for _ in range(nG)]
+    for t in range(nS):
+        for K in range(f_rng[t][0], max(f_rng[t][1], l_rng[t][1]) + 1):
+            d2h_in[K].append(t)
+        for K in range(h_rng[t][0], h_rng[t][1] + 1):
+            h2d_in[K].append(t)
+    for K, (a, b) in enumerate(groups):
+        base = float(dur[a:b + 1].sum())
+        if reb_in[K]:
+            lin.row([(tau[K], 1.0)] + [(y[u][g], -cu[u]) for u, g in reb_in[K]], lo=base)
+        if d2h_in[K]:
+            terms = [(tau[K], 1.0)]
+            for t in d2h_in[K]:
+                terms += d2h_share(t, K, -w[t])
+            lin.row(terms, lo=0.0)
+            # a D2H starts when its producer ends: it overlaps only the rest of step K
+            for p in sorted({prod[t] for t in d2h_in[K] if a <= prod[t] < b}):
+                terms = [(tau[K], 1.0)]
+                for t in d2h_in[K]:
+                    if p <= prod[t] < b:
+                        terms += d2h_share(t, K, -w[t])
+                lin.row(terms, lo=float(dur[a:p + 1].sum()))
+        if h2d_in[K]:
+            terms = [(tau[K], 1.0)]
+            for t in h2d_in[K]:
+                terms += share(H[t], h_rng[t], K, -w[t])
+            lin.row(terms, lo=0.0)
+            if single[K]:
+                # an H2D for a reader of op a ends before op a starts
+                rd = [t for t in h2d_in[K] if a in rdb[t]]
+                if rd:
+                    terms = [(tau[K], 1.0)]
+                    for t in rd:
+                        terms += share(H[t], h_rng[t], K, -w[t])
+                    lin.row(terms, lo=float(dur[a]))
+                # ... and one for a rebuild in the gap before op a ends before the rebuild
+                # starts: w h <= tau - dur - c_u y + w (1 - y)
+                for u, g in reb_in[K]:
+                    for t in ins[u]:
+                        if s[t] <= 0 or g > firstb[t] or not (h_rng[t][0] <= K <= h_rng[t][1]):
+                            continue
+                        terms = [(tau[K], 1.0), (y[u][g], -cu[u] - w[t])]
+                        terms += share(H[t], h_rng[t], K, -w[t])
+                        lin.row(terms, lo=float(dur[a]) - w[t])
+            else:
+                # H2D shares in K for tensors last read inside K end before that read
+                for k in sorted({lastb[t] for t in h2d_in[K]
+                                 if a <= lastb[t] <= b and not late_rebuild_read[t]}):
+                    terms = [(tau[K], 1.0)]
+                    for t in h2d_in[K]:
+                        if a <= lastb[t] <= k and not late_rebuild_read[t]:
+                            terms += share(H[t], h_rng[t], K, -w[t])
+                    lin.row(terms, lo=float(dur[k:b + 1].sum()))
+
+    # gamma: a D2H that ends in the gap before op a_K (step K a single op)
+    if integral_copies:
+        for t in range(nS):
+            if s[t] <= 0 or not has_bwd:
+                continue
+            lo, hi = f_rng[t]
+            for K in range(max(lo, Kof[lastf[t]] + 1), hi + 1):
+                if not single[K]:
+                    continue
+                gv = lin.var(0, 1, True, name=f"g{t}_{K}")
+                gm[t][K] = gv
+                lin.row([(gv, 1.0), (Dv(t, K), -1.0), (Dv(t, K - 1), 1.0)], hi=0.0)
+                a = groups[K][0]
+                lin.row([(tau[K], 1.0), (gv, -w[t])] + share(F[t], f_rng[t], K, -w[t]),
+                        lo=float(dur[a]) - w[t])
+
+    # ---- memory
+    floor = model_floor(inst)
+    info: dict[str, Any] = {"steps": len(groups)}
+    if M is not None and n > 0:
+        Mu = M / mu
+        by_prod: list[list[int]] = [[] for _ in range(n)]
+        for t in range(nS):
+            by_prod[prod[t]].append(t)
+
+        def expr(t: int, k: int, Kd: int, Ks: int, Ke: int) -> tuple[float, list]:
+            """(constant, terms) of t's memory at the end of op k (model units); the
+            D2H-ended, H2D-started and eviction counts are read at steps Kd, Ks, Ke."""
+            st = sm[t]
+            if k < prod[t]:
+                return 0.0, []      # produced later in the same (multi-op) step
+            if k <= lastf[t]:
+                return st, []
+            if k < nf:
+                return st, [(xr[t], -st), (Dv(t, Kd), -st)]
+            if k > lastb[t]:
+                return 0.0, []
+            terms = [(xr[t], -st)] + [(v, st) for v, _ in Y(t, k)]
+            if k in rdb[t] or s[t] <= 0:
+                return st, terms
+            terms += [(Dv(t, Kd), -st), (Sv(t, Ks), st), (Ev(t, Ke), -st)]
+            return st, terms
+
+        def at(k: int) -> tuple[int, int, int]:
+            K = Kof[k]
+            return (K, K, K) if k == groups[K][1] else (K, K - 1, K)
+
+        alive: list[int] = []
+        for K, (a, b) in enumerate(groups):
+            for k in range(a, b + 1):
+                alive.extend(by_prod[k])
+            if single[K]:
+                const = float(static[a]) / mu
+                terms: list[tuple[int, float]] = []
+                for t in alive:
+                    cst, tm = expr(t, a, *at(a))
+                    const += cst
+                    terms += tm
+                lin.row(terms, hi=Mu - const)
+                if integral_copies:
+                    # at the start of op a: a D2H that ended in the gap before it (gamma)
+                    # already freed its tensor; H2D copies started in that gap are not
+                    # counted (they may start after op a did); evictions in the gap are.
+                    const = float(static[a]) / mu
+                    terms = []
+                    for t in alive:
+                        st = sm[t]
+                        if a <= lastf[t]:
+                            const += st
+                            continue
+                        if a >= nf and a > lastb[t]:
+                            continue
+                        const += st
+                        terms.append((xr[t], -st))
+                        if a >= nf:
+                            terms += [(v, st) for v, _ in Y(t, a)]
+                        if s[t] <= 0 or (a >= nf and a in rdb[t]):
+                            continue
+                        terms += [(Dv(t, K - 1), -st), (gam(t, K), -st)]
+                        if a >= nf:
+                            terms += [(Sv(t, K - 1), st), (Ev(t, K), -st)]
+                    lin.row(terms, hi=Mu - const)
+                continue
+            bwd = a >= nf
+            passive: list[int] = []
+            active: list[int] = []
+            for t in alive:
+                if prod[t] >= a:
+                    active.append(t)
+                elif not bwd:
+                    (passive if lastf[t] < a else active).append(t)
+                else:
+                    if lastb[t] < a:
+                        continue
+                    touched = (lastb[t] <= b or any(a <= r <= b for r in rdb[t])
+                               or any(a <= g <= b for g in G[t]))
+                    (active if touched else passive).append(t)
+            zc = 0.0
+            zterms: list[tuple[int, float]] = []
+            for t in passive:
+                cst, tm = expr(t, b if not bwd else a, K, K - 1, K)
+                zc += cst
+                zterms += tm
+            Z = lin.var(-_INF, _INF) if zterms else None
+            if Z is not None:
+                lin.row([(Z, 1.0)] + [(v, -cf) for v, cf in zterms], 0.0, 0.0)
+            for k in range(a, b + 1):
+                const = float(static[k]) / mu + zc
+                terms = [(Z, 1.0)] if Z is not None else []
+                for t in active:
+                    cst, tm = expr(t, k, *at(k))
+                    const += cst
+                    terms += tm
+                lin.row(terms, hi=Mu - const)
+
+        # H2D admission: an H2D the compute stream is not waiting for starts only if
+        # used + its size + the next three tasks' allocations fit in M; used >= R_K, the
+        # bytes alive throughout step K. phi_tK = "t's first H2D has started by the end of
+        # step K" (= S for a tensor read once, fetched once; a binary otherwise), so
+        # phi_K - phi_(K-1) = 1 exactly when it starts in step K. The compute stream waits
+        # for t only before a task that reads t: its backward readers (those steps are
+        # skipped) and rebuilds whose recipe reads t (the row is relaxed by their y).
+        if admission and integral_copies and has_bwd:
+            op_alloc = (s_alloc + ws).astype(np.float64)
+            y_at: dict[int, list[tuple[int, int]]] = {}
+            for u in range(nS):
+                for g in G[u]:
+                    y_at.setdefault(g, []).append((u, y[u][g]))
+            phi: list[dict[int, int]] = [{} for _ in range(nS)]
+            for t in range(nS):
+                if s[t] <= 0:
+                    continue
+                lo, hi = h_rng[t]
+                if n_reads[t] == 1:
+                    phi[t] = Sg[t]
+                    continue
+                cap = float(max(1, n_reads[t]))
+                for K in range(lo, hi + 1):
+                    pv = lin.var(0, 1, True, name=f"phi{t}_{K}")
+                    phi[t][K] = pv
+                    lin.row([(pv, 1.0), (Sg[t][K], -1.0)], hi=0.0)
+                    lin.row([(pv, cap), (Sg[t][K], -1.0)], lo=0.0)
+                    if K > lo:
+                        lin.row([(pv, 1.0), (phi[t][K - 1], -1.0)], lo=0.0)
+            reb_reads: dict[tuple[int, int], list[int]] = {}
+            for u in range(nS):
+                if not rec_ok[u]:
+                    continue
+                for g in G[u]:
+                    for t in ins[u]:
+                        reb_reads.setdefault((t, Kof[g]), []).append(y[u][g])
+            for K in range(KB0, nG):
+                if not single[K]:
+                    continue
+                k = groups[K][0]
+                cand = [t for t in range(nS) if s[t] > 0 and h_rng[t][0] <= K <= h_rng[t][1]
+                        and all(Kof[r] != K for r in rdb[t])]
+                if not cand:
+                    continue
+                const = float(static[k] - s_alloc[k] - ws[k]) / mu
+                terms = []
+                for t in range(nS):
+                    if prod[t] >= k or lastb[t] < k:
+                        continue
+                    st = sm[t]
+                    const += st
+                    terms += [(xs[t], -st), (xr[t], -st)]
+                    terms += [(v, st) for v, _ in Y(t, k - 1)]
+                    if s[t] > 0:
+                        terms += [(xs[t], st), (Dv(t, K), -st), (Sv(t, K - 1), st),
+                                  (Ev(t, K), -st)]
+                R = lin.var(-_INF, _INF, name=f"R{k}")
+                lin.row([(R, 1.0)] + [(v, -cf) for v, cf in terms], 0.0, 0.0)
+                # Starting in the gap before op k: used >= R and the next three tasks are
+                # ops k, k+1, k+2 unless rebuilds come first; while op k runs: used >= R +
+                # op k's allocation and the next tasks start at op k+1. Both are >=
+                # alloc(k .. k+2) - sum over rebuilds u placed in gaps k .. k+3 of
+                # (Dmax - alloc(u))+: a rebuild allocates its tensor, transient bytes and
+                # workspace and displaces at most one op (Dmax = largest op allocation).
+                base3 = float(op_alloc[k:k + 3].sum())
+                dmx = float(op_alloc[k:k + 4].max())
+                ydisp = [(yv, (dmx - float(s[u] + extra[u])) / mu)
+                         for g in range(k, min(n, k + 4)) for u, yv in y_at.get(g, [])
+                         if dmx > float(s[u] + extra[u])]
+                for t in cand:
+                    coef = (s[t] + base3) / mu
+                    row = [(R, 1.0), (phi[t][K], coef)]
+                    if K - 1 >= h_rng[t][0]:
+                        row.append((phi[t][K - 1], -coef))
+                    row += [(yv, -coef) for yv in reb_reads.get((t, K), [])]
+                    row += [(yv, -cf) for yv, cf in ydisp]
+                    lin.row(row, hi=Mu - const)
+
+        # rebuild instants: Q[g] = saved bytes alive across gap g (kept, rebuilt earlier)
+        gaps = sorted({g for u in range(nS) for g in G[u]})
+        if gaps:
+            Qc: dict[int, float] = {}
+            Qv: dict[int, int] = {}
+            nxt_c, nxt_v = 0.0, None
+            for i in range(len(gaps) - 1, -1, -1):
+                g = gaps[i]
+                g2 = gaps[i + 1] if i + 1 < len(gaps) else n
+                terms = [(nxt_v, 1.0)] if nxt_v is not None else []
+                cst = nxt_c
+                for t in range(nS):
+                    if g <= lastb[t] < g2:
+                        cst += sm[t]
+                        terms += [(xs[t], -sm[t]), (xr[t], -sm[t])]
+                        terms += [(v, sm[t]) for v, _ in Y(t, g - 1)]
+                    elif lastb[t] >= g2:
+                        # placements of t in [g, g2 - 1] leave Q going backwards in time
+                        terms += [(y[t][gg], -sm[t]) for gg in G[t] if g <= gg < g2]
+                q = lin.var(-_INF, _INF)
+                lin.row([(q, 1.0)] + [(v, -cf) for v, cf in terms], 0.0, 0.0)
+                Qc[g], Qv[g] = cst, q
+                nxt_c, nxt_v = cst, q
+            for u in range(nS):
+                for g in G[u]:
+                    gap_static = float(static[g] - s_alloc[g] - ws[g]) / mu
+                    terms = [(Qv[g], 1.0), (y[u][g], (s[u] + extra[u]) / mu)]
+                    for t in ins[u]:
+                        om = lin.var(0.0, 1.0)
+                        # om >= y_ug - (keep_t + rebuilt before g)  [if t alive across g]
+                        rowt = [(om, 1.0), (y[u][g], -1.0)]
+                        lo = 0.0
+                        if lastb[t] >= g:
+                            rowt += [(xs[t], -1.0), (xr[t], -1.0)]
+                            rowt += [(v, 1.0) for v, _ in Y(t, g - 1)]
+                            lo = -1.0
+                        lin.row(rowt, lo=lo)
+                        terms.append((om, sm[t]))
+                    lin.row(terms, hi=Mu - gap_static - Qc[g])
+    info.update(lin.stats())
+    info["options"] = {"lagging": lagging, "binary_placement": binary_placement,
+                       "integral_copies": integral_copies, "fifo": fifo,
+                       "admission": admission,
+                       "integer_evictions": integer_evictions}
+    return _Model(lin=lin, xs=xs, xr=xr, floor_bytes=floor, groups=groups, tier=tier,
+                  info=info)

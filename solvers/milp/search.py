@@ -1,0 +1,483 @@
+"""The search: seeds, an evaluator-judged local search, then the MILP with no-good cuts
+and the evaluator in the loop; statuses, bounds, progress (package docstring)."""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from typing import Any
+
+import numpy as np
+
+from slackopt.bisection import smallest_true
+from slackopt.instance import Instance
+from slackopt.plan import KEEP, SWAP, Plan
+from slackopt.simulate import simulate
+from slackopt.solver import OPTIMAL_REL_TOL, SolveResult, bool_param, int_param, real_param
+from solvers.milp.backends import _BACKEND_CLASSES, BACKENDS, lp_relaxation
+from solvers.milp.incumbent import recompute_only_incumbent
+from solvers.milp.model import _INF, ModelTimeout, build_model, model_floor
+from solvers.milp.primal import Incumbent, improve
+
+TIERS = ("auto", "full", "exact", "aggregated")
+
+
+# =========================================================================== the solver
+FULL_MAX_SAVED, FULL_MAX_OPS = 10, 48
+"""The "auto" tier uses the full model up to this many saved tensors and ops..."""
+EXACT_MAX_SAVED, EXACT_MAX_OPS = 128, 320
+"""... one step per op (binary decisions only) up to this size, else aggregated steps."""
+CPSAT_WORK = 5.0
+"""CP-SAT's work limit for the recompute-only seed, in its deterministic time units
+(about seconds), so that the seed does not depend on machine speed."""
+EXACT_LP_MAX_NONZEROS = 150_000
+"""The exact tier solves the LP relaxation first (GLOP, for its rounding) only up to this
+many nonzeros: on chain63 (290k) GLOP needed over 30 s and the MILP then ran out of time
+before its root bound."""
+BUILD_S_PER_UNIT = 5e-6
+"""Model build time (s) per op x saved tensor, from above (GPT-2 XL: 1355 ops x 581
+saved tensors, 3.0 s on a shared 2-core machine): the model is skipped when the time
+left is under three times this estimate."""
+
+
+class _Progress:
+    """Incumbent, bound and gap on stderr, for solves longer than 3 s (at most every 2 s,
+    and once at the end). Off when `show` is false."""
+
+    def __init__(self, show: bool, t0: float, T_star: float) -> None:
+        self.show, self.t0, self.T_star = show, t0, T_star
+        self.upper, self.lower = _INF, T_star
+        self.last = t0
+        self.printed = False
+
+    def update(self, upper: float, lower: float | None, what: str) -> None:
+        self.upper = min(self.upper, upper)
+        if lower is not None:
+            self.lower = max(self.lower, lower)
+        now = time.perf_counter()
+        if self.show and now - self.t0 >= 3.0 and now - self.last >= 2.0:
+            self._line(what, now)
+
+    def _line(self, what: str, now: float) -> None:
+        self.last, self.printed = now, True
+        up = f"{self.upper * 1e3:.4f} ms" if self.upper < _INF else "none"
+        gap = (f"{(self.upper - self.lower) / self.lower:.3%}"
+               if self.upper < _INF and self.lower > 0 else "-")
+        print(f"milp {now - self.t0:7.1f} s  {what:<14}  plan {up}  bound "
+              f"{self.lower * 1e3:.4f} ms  gap {gap}", file=sys.stderr, flush=True)
+
+    def done(self, status: str, upper: float | None, lower: float | None) -> None:
+        if self.printed:
+            if upper is not None:
+                self.upper = upper
+            if lower is not None:
+                self.lower = lower
+            self._line(status, time.perf_counter())
+
+
+class MILP:
+    """Time-indexed MILP relaxation with the evaluator in the loop (module docstring).
+
+    Args:
+        backend: "scip" (default), "highs" or "pulp".
+        time_limit_s: default wall-clock limit (s) when ``solve`` gets none: 55 s (so
+            that a command-line solve, interpreter start and imports included, ends
+            within 60 s), or 300 s in the aggregated tier. The solve ends within the
+            limit plus the backend's overrun past its own limit (each backend call gets
+            90% of the time left, less 0.3 s).
+        rel_gap: relative gap at which a MILP solve stops (the backend's gap, and the
+            objective cutoff U / (1 + rel_gap)). Status "optimal" needs
+            (U - L) / L <= ``OPTIMAL_REL_TOL`` (1e-4) whatever rel_gap is.
+        threads: solver threads (OR-Tools' SCIP is sequential; CBC uses them; HiGHS's MIP
+            search is sequential).
+        warm_start: evaluate SlackSwap's plan and CP-SAT's best recompute-only plan first;
+            the better one is the first incumbent (and SCIP's hint).
+        tier: "auto", "full", "exact" or "aggregated" (see :func:`build_model`); "auto"
+            picks full up to 10 saved tensors and 48 ops, exact up to 128 and 320,
+            aggregated beyond.
+        steps: override the step granularity ("op", "layer", or ops per step).
+        max_iterations: most MILP solves in the no-good loop.
+        patience: stop the no-good loop after this many solves in a row that raise
+            neither the lower nor the upper bound; None (default) picks none (run to the
+            limits) in the full tier and 5 in the exact and aggregated tiers, whose
+            looser relaxations admit many plans of equal model value, so cutting them
+            one by one seldom raises the bound.
+        local_search: evaluator-judged local search (:func:`~solvers.milp.primal.improve`)
+            after the seeds and around each new MILP incumbent, in every tier.
+        search_calls: most candidate plans one local search considers (a work limit,
+            not a time limit, so results do not depend on machine speed).
+        progress: print the incumbent, the bound and the gap on stderr as the solve
+            goes (after each phase, at most every 2 s; only solves longer than 3 s);
+            None (default): when stderr is a terminal.
+        seed: default seed when ``solve`` gets none.
+        verbose: print the backend's log.
+        **model_options: overrides for :func:`build_model` (lagging, binary_placement,
+            integral_copies, fifo, admission, integer_evictions).
+
+    Raises:
+        ValueError: a parameter of the wrong type or out of range, or an unknown one
+            (the message names it and lists the known ones).
+    """
+
+    name = "milp"
+
+    def __init__(self, *, backend: str = "scip", time_limit_s: float | None = None,
+                 rel_gap: float = 1e-4, threads: int = 1, warm_start: bool = True,
+                 tier: str = "auto", steps: str | int | None = None,
+                 max_iterations: int = 100, patience: int | None = None,
+                 local_search: bool = True, search_calls: int = 20_000, seed: int = 0,
+                 progress: bool | None = None, verbose: bool = False,
+                 **model_options: Any) -> None:
+        if backend not in BACKENDS:
+            raise ValueError(f"backend {backend!r} is not one of {', '.join(BACKENDS)}")
+        if tier not in TIERS:
+            raise ValueError(f"tier {tier!r} is not one of {', '.join(TIERS)}")
+        if not (steps is None or steps in ("op", "layer")
+                or (isinstance(steps, int) and not isinstance(steps, bool) and steps >= 1)):
+            raise ValueError(f"steps must be 'op', 'layer', an integer >= 1 (ops per step) or "
+                             f"null, got {steps!r}")
+        bad = sorted(set(model_options) - set(MODEL_OPTIONS))
+        if bad:
+            raise ValueError(
+                f"unknown parameter(s) {', '.join(map(repr, bad))}; milp takes {', '.join(PARAMS)}"
+                f" and the model switches {', '.join(MODEL_OPTIONS)}")
+        self.backend = backend
+        self.time_limit_s = (None if time_limit_s is None else
+                             real_param("time_limit_s", time_limit_s, positive=True))
+        self.rel_gap = real_param("rel_gap", rel_gap, minimum=0.0)
+        self.threads = int_param("threads", threads, 1)
+        self.warm_start = bool_param("warm_start", warm_start)
+        self.tier = tier
+        self.steps = steps
+        self.max_iterations = int_param("max_iterations", max_iterations, 1)
+        self.patience = None if patience is None else int_param("patience", patience, 1)
+        self.local_search = bool_param("local_search", local_search)
+        self.search_calls = int_param("search_calls", search_calls, 0)
+        self.progress = None if progress is None else bool_param("progress", progress)
+        self.seed = int_param("seed", seed)
+        self.verbose = bool_param("verbose", verbose)
+        self.model_options = {k: bool_param(k, v) for k, v in model_options.items()}
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return {"backend": self.backend, "time_limit_s": self.time_limit_s,
+                "rel_gap": self.rel_gap, "threads": self.threads,
+                "warm_start": self.warm_start, "tier": self.tier, "steps": self.steps,
+                "max_iterations": self.max_iterations, "patience": self.patience,
+                "local_search": self.local_search, "search_calls": self.search_calls,
+                "seed": self.seed, **self.model_options}
+
+    def tier_for(self, inst: Instance) -> str:
+        """The tier used for `inst` ("full", "exact" or "aggregated")."""
+        if self.tier != "auto":
+            return self.tier
+        if inst.n_saved <= FULL_MAX_SAVED and inst.n_ops <= FULL_MAX_OPS:
+            return "full"
+        if inst.n_saved <= EXACT_MAX_SAVED and inst.n_ops <= EXACT_MAX_OPS:
+            return "exact"
+        return "aggregated"
+
+    # ------------------------------------------------------------------ min budget
+    @staticmethod
+    def min_budget(inst: Instance) -> tuple[int, int, bool]:
+        """(min budget, model floor, exact), bytes. The model floor is a proven lower
+        bound on the budget any plan needs (:func:`model_floor`); the min budget is the
+        smallest budget at which the all-swap plan runs in the evaluator (bisection from
+        the floor, within 0.1% of P), equal to the floor when it runs there (exact)."""
+        floor = model_floor(inst)
+        allswap = Plan(np.where(np.asarray(inst.s) > 0, SWAP, KEEP).astype(np.int8),
+                       inst.saved_names)
+        if simulate(inst, allswap, floor).feasible:
+            return floor, floor, True
+        P = int(inst.P)
+        hi = smallest_true(lambda m: simulate(inst, allswap, m).feasible, floor,
+                           max(P, floor + 1), tol=max(1, int(math.ceil(1e-3 * P))))
+        return hi, floor, False
+
+    # ------------------------------------------------------------------ solve
+    def solve(self, instance: Instance, budget_bytes: int, *, time_limit_s: float | None = None,
+              seed: int | None = None) -> SolveResult:
+        """Plan `instance` under budget M = `budget_bytes` (bytes).
+
+        Phases, in this order (each only ever improves the incumbent U, the fastest plan
+        simulated, and the bound L, the largest valid lower bound): (1) seeds: SlackSwap's
+        plan and CP-SAT's best recompute-only plan; (2) evaluator-judged local search
+        around the incumbent, at most ``search_calls`` candidates; (3) the model: its LP
+        relaxation (exact/aggregated tiers) and the MILP with no-good cuts, warm-started
+        with the incumbent, each new MILP incumbent followed by a local search.
+
+        Returns:
+            A SolveResult with the best plan the evaluator scored (``plan``), the model's
+            optimum or best value (``objective_s``, s; reported, never used to rank) and
+            a lower bound valid for every plan (``lower_bound_s``, s). Status "optimal":
+            (U - L) / L <= ``OPTIMAL_REL_TOL`` (1e-4), the plan is proven optimal for the
+            evaluator; "bounded": a plan and a valid bound with a larger gap;
+            "infeasible": no plan fits (``info["min_budget_bytes"]``); "timeout": no plan
+            found that runs and none proven impossible. ``info``: ``upper_bound_s``,
+            ``gap`` = (U - L) / L, ``plan_proven_optimal`` (status "optimal"),
+            ``model_optimal`` (a MILP solve proved the model's optimum), ``backend``,
+            ``settings``, ``tier``, ``solve_time_s``, ``model`` (size, options, build
+            time), ``evaluations``, ``phases`` (U and L after each phase), ``iterations``
+            and their ``log``.
+        """
+        t0 = time.perf_counter()
+        inst = instance
+        M = int(budget_bytes)
+        seed = self.seed if seed is None else int(seed)
+        tier = self.tier_for(inst)
+        limit = time_limit_s if time_limit_s is not None else self.time_limit_s
+        if limit is None:
+            limit = 300.0 if tier == "aggregated" else 55.0
+        limit = float(limit)
+        deadline = t0 + limit
+        T_star = float(inst.ideal_time_s)
+        settings = dict(self.params, tier=tier, time_limit_s=limit, seed=seed)
+        info: dict[str, Any] = {"backend": self.backend, "tier": tier, "settings": settings}
+        model_optimal = False
+        show = self.progress if self.progress is not None else sys.stderr.isatty()
+        prog = _Progress(show, t0, T_star)
+        inc = Incumbent(inst, M, on_improve=lambda v, src: prog.update(v, None, src))
+        # every task runs at least once, in order, on one stream: T* bounds every plan
+        lower = T_star
+        phases: list[dict[str, Any]] = []
+
+        def mark(phase: str) -> None:
+            phases.append({"phase": phase, "upper_s": None if inc.dec is None else inc.step_s,
+                           "lower_s": lower, "seconds": round(time.perf_counter() - t0, 4)})
+            prog.update(inc.step_s, lower, phase)
+
+        def result(status: str, lower: float | None, objective: float | None = None,
+                   **extra: Any) -> SolveResult:
+            ub = inc.step_s if inc.dec is not None else None
+            gap = None
+            if ub is not None and lower is not None and lower > 0:
+                gap = max(0.0, (ub - lower) / lower)
+            if status in ("optimal", "bounded"):
+                status = "optimal" if gap is not None and gap <= OPTIMAL_REL_TOL else "bounded"
+            info.update({"upper_bound_s": ub, "lower_bound_s": lower, "gap": gap,
+                         "plan_proven_optimal": status == "optimal",
+                         "model_optimal": model_optimal,
+                         "solve_time_s": time.perf_counter() - t0,
+                         "evaluations": inc.evaluations, "phases": phases,
+                         "plan_source": inc.source or None, **extra})
+            prog.done(status, ub, lower)
+            plan = Plan(inc.dec, inst.saved_names) if inc.dec is not None else None
+            return SolveResult(plan=plan, solver=self.name, params=self.params, status=status,
+                               objective_s=objective, lower_bound_s=lower,
+                               planning_time_s=time.perf_counter() - t0, seed=seed, info=info)
+
+        # Trivial cases.
+        if M >= int(inst.P):
+            model_optimal = True
+            inc.consider(Plan.keep_all(inst).decisions.copy(), "keep_all")
+            return result("optimal", T_star, T_star, iterations=0,
+                          reason="M >= P: keep-all runs at the ideal step time")
+        floor = model_floor(inst)
+        if M < floor:
+            model_optimal = True
+            mb, fl, exact = self.min_budget(inst)
+            info.update({"min_budget_bytes": mb, "min_budget_lower_bytes": fl,
+                         "min_budget_exact": exact})
+            return result("infeasible", None, iterations=0,
+                          reason=f"M = {M} B is below the model floor {fl} B: no plan fits")
+
+        # (1) Seeds.
+        if self.warm_start:
+            try:
+                from solvers.slackswap import SlackSwap
+                ss = SlackSwap(min_budget_search=False).solve(inst, M)
+                if ss.plan is not None:
+                    inc.consider(ss.plan.decisions, "slackswap")
+            except Exception as e:  # noqa: BLE001 - a warm start must not break the solve
+                info["warm_start_error"] = repr(e)
+            if tier != "aggregated" and deadline - time.perf_counter() > 0.5:
+                dec = recompute_only_incumbent(inst, M, deadline - time.perf_counter() - 0.2,
+                                               seed, deterministic_time=CPSAT_WORK)
+                if dec is not None:
+                    inc.consider(dec, "cpsat_recompute_only")
+        mark("seeds")
+        if inc.dec is not None and inc.step_s <= T_star * (1 + 1e-12):
+            model_optimal = True
+            return result("optimal", T_star, T_star, iterations=0,
+                          reason="a seed plan runs at the ideal step time T*")
+
+        # (2) Local search around the incumbent (fixed work, deterministic). No phase
+        # gets a share of the time left: each runs to its own work limit, and the
+        # deadline only ends the last one, so a longer limit replays the same phases
+        # and adds to them (anytime by construction, module docstring).
+        if self.local_search and inc.dec is not None:
+            improve(inc, self.search_calls, seed, deadline)
+            mark("local_search")
+
+        # (3) The model. Building it is pure Python (GPT-2 XL's aggregated model: about
+        # 3 s); skip it when it cannot pay off before the deadline.
+        est = BUILD_S_PER_UNIT * inst.n_ops * max(1, inst.n_saved)
+        if deadline - time.perf_counter() < 3.0 * est + 0.5:
+            info.update({"iterations": 0, "log": [],
+                         "model": {"skipped": f"{deadline - time.perf_counter():.2f} s left, "
+                                              f"the model takes about {est:.2f} s to build"}})
+            return self._finish(result, inc, lower, None)
+        tb = time.perf_counter()
+        try:
+            model = build_model(inst, M, tier=tier, steps=self.steps, deadline=deadline - 0.3,
+                                **self.model_options)
+        except ModelTimeout as e:
+            info.update({"iterations": 0, "log": [], "model": {"skipped": str(e)}})
+            return self._finish(result, inc, lower, None)
+        info["model"] = dict(model.info, build_s=time.perf_counter() - tb)
+        to_s = model.t_unit
+        log: list[dict[str, Any]] = []
+        objective: float | None = None
+        if (tier == "aggregated" or (tier == "exact"
+                                     and model.info["nonzeros"] <= EXACT_LP_MAX_NONZEROS)):
+            # the LP relaxation first: a bound within the time limit even when the MILP
+            # search is too large to finish (aggregated tier), and its rounding is a
+            # candidate plan (exact tier; a large LP would only take the time the MILP,
+            # whose root bound is as strong, needs)
+            tl = time.perf_counter()
+            try:
+                lp, xlp = lp_relaxation(model.lin, max(0.05, deadline - tl - 0.3),
+                                        deadline=deadline - 0.3)
+            except ModelTimeout:
+                lp = xlp = None
+            entry: dict[str, Any] = {"iteration": "lp",
+                                     "seconds": round(time.perf_counter() - tl, 4)}
+            if lp is not None:
+                entry["bound_s"] = lp * to_s
+                lower = max(lower, lp * to_s * (1.0 - 1e-9))
+                val = inc.consider(model.decode(xlp), "lp_rounding")
+                entry["simulated_s"] = None if val == _INF else val
+                if self.local_search and val < _INF and val <= inc.step_s:
+                    entry["search_calls"] = improve(inc, self.search_calls, seed, deadline)
+            entry["lower_s"] = lower
+            log.append(entry)
+            mark("lp")
+        if deadline - time.perf_counter() < 2.0 * est + 0.5:
+            # loading the model into the backend takes about as long as building it
+            info.update({"iterations": len(log), "log": log})
+            return self._finish(result, inc, lower, objective)
+        # the gap the backend closes and the cutoff's margin: rel_gap, or half of
+        # OPTIMAL_REL_TOL when rel_gap is not larger, so that a closed search proves
+        # "optimal" (gap <= OPTIMAL_REL_TOL with room for rounding)
+        gap_tol = (self.rel_gap if self.rel_gap > OPTIMAL_REL_TOL
+                   else min(self.rel_gap, 0.5 * OPTIMAL_REL_TOL))
+        try:
+            backend = _BACKEND_CLASSES[self.backend](
+                model.lin, threads=self.threads, seed=seed, rel_gap=gap_tol,
+                verbose=self.verbose, deadline=deadline - 0.5)
+        except ModelTimeout as e:
+            info.update({"iterations": len(log), "log": log, "backend_skipped": str(e)})
+            return self._finish(result, inc, lower, objective)
+        taus = [j for j, cj in enumerate(model.lin.obj) if cj]
+        cut: set[bytes] = set()
+
+        def add_cut(dec: np.ndarray) -> None:
+            key = np.asarray(dec, dtype=np.int8).tobytes()
+            if key in cut:
+                return
+            cut.add(key)
+            terms, lo = model.nogood(np.asarray(dec, dtype=np.int8))
+            backend.add_row(terms, lo, _INF)
+
+        # Objective cutoff: only plans whose model value beats the incumbent matter
+        # (every other plan is at least as slow as the incumbent).
+        def cutoff() -> float:
+            return inc.step_s / to_s / (1.0 + gap_tol) if inc.dec is not None else _INF
+
+        cut_row = backend.add_row([(j, 1.0) for j in taus], -_INF, cutoff())
+        if inc.dec is not None:
+            add_cut(inc.dec)
+
+        patience = self.patience if self.patience is not None else (
+            None if tier == "full" else 5)
+        stale = 0
+        for it in range(self.max_iterations):
+            before = (lower, inc.step_s)
+            left = deadline - time.perf_counter()
+            if left <= 0.3:
+                break
+            backend.set_row_hi(cut_row, cutoff())
+            hint = model.hint(inc.dec) if inc.dec is not None else None
+            # a margin for the backend's overrun past its limit and the decoding after it
+            sol = backend.solve(max(0.05, 0.9 * left - 0.3), hint)
+            entry = {"iteration": it, "status": sol.status, "seconds": round(sol.seconds, 4)}
+            if sol.message:
+                entry["message"] = sol.message
+            if sol.status == "infeasible":
+                # no plan left whose model value beats the cutoff: every plan not cut is
+                # slower than the cutoff, every cut plan was simulated (>= U)
+                model_optimal = True
+                if inc.dec is not None:
+                    lower = max(lower, min(inc.step_s, cutoff() * to_s))
+                    if objective is None:
+                        objective = lower
+                entry["lower_s"] = lower
+                log.append(entry)
+                if inc.dec is None:
+                    lower = None
+                break
+            b = sol.bound
+            if sol.status == "optimal" and b is None and sol.objective is not None:
+                b = sol.objective - gap_tol * abs(sol.objective)
+            lower_it = max(T_star, b * to_s * (1.0 - 1e-9)) if b is not None else T_star
+            if sol.status == "optimal":
+                model_optimal = True
+            if it == 0 and sol.objective is not None:
+                objective = sol.objective * to_s
+            if sol.x is not None:
+                dec = model.decode(sol.x)
+                entry["objective_s"] = sol.objective * to_s if sol.objective is not None else None
+                val = inc.consider(dec, f"milp:{it}")
+                entry["simulated_s"] = None if val == _INF else val
+                # the solver's other feasible solutions are plans too: score and cut them
+                for xp in sol.pool:
+                    dp = model.decode(xp)
+                    inc.consider(dp, f"milp:{it}:pool")
+                    add_cut(dp)
+                entry["pool"] = len(sol.pool)
+                if self.local_search and val < _INF and val <= inc.step_s:
+                    entry["search_calls"] = improve(inc, self.search_calls, seed + it + 1,
+                                                    deadline)
+                add_cut(dec)
+            # every cut vector was simulated (>= the incumbent); the rest are >= lower_it
+            lower = max(lower, min(inc.step_s, lower_it))
+            entry.update({"bound_s": lower_it, "lower_s": lower,
+                          "upper_s": None if inc.dec is None else inc.step_s})
+            log.append(entry)
+            prog.update(inc.step_s, lower, f"milp {it}")
+            if inc.dec is not None and (inc.step_s - lower) <= OPTIMAL_REL_TOL * lower:
+                break
+            if sol.status != "optimal":
+                break          # the time limit stopped the backend: its bound is final
+            stale = 0 if (lower, inc.step_s) != before else stale + 1
+            if patience is not None and stale >= patience:
+                entry["stopped"] = f"{patience} solves without a better bound or plan"
+                break
+            if inc.dec is not None:
+                add_cut(inc.dec)
+        mark("milp")
+        info.update({"iterations": len(log), "log": log})
+        if inc.dec is None and lower is None:
+            mb, fl, exact = self.min_budget(inst)
+            info.update({"min_budget_bytes": mb, "min_budget_lower_bytes": fl,
+                         "min_budget_exact": exact})
+            return result("infeasible", None, None,
+                          reason="every plan the model admits was simulated and failed")
+        return self._finish(result, inc, lower, objective)
+
+    @staticmethod
+    def _finish(result: Any, inc: Incumbent, lower: float, objective: float | None
+                ) -> SolveResult:
+        """"optimal" or "bounded" (decided by the gap) with a plan, "timeout" without."""
+        if inc.dec is None:
+            return result("timeout", lower, objective)
+        return result("bounded", lower, objective)
+
+
+PARAMS = ("backend", "time_limit_s", "rel_gap", "threads", "warm_start", "tier", "steps",
+          "max_iterations", "patience", "local_search", "search_calls", "seed", "progress",
+          "verbose")
+"""The solver's own hyperparameters (besides the model switches)."""
+MODEL_OPTIONS = ("lagging", "binary_placement", "integral_copies", "fifo", "admission",
+                 "integer_evictions")
