@@ -264,7 +264,7 @@ def _planning_times(run: _Run, fig4: pd.DataFrame, t3: pd.DataFrame) -> dict[tup
     for w, inst in run.insts.items():
         for f in fracs:
             res = solve(inst, "slackswap", f)
-            if res.status == "feasible":  # an infeasible answer also searches a min budget
+            if res.status in PLAN_STATUSES:  # an infeasible answer also searches a min budget
                 out[(w, f)] = res.planning_time_s
     return out
 
@@ -691,7 +691,7 @@ def _values(run: _Run, fig4: pd.DataFrame, t3: pd.DataFrame, vgg: Mapping[str, f
 
 def _ok_throughput(d: pd.DataFrame) -> float:
     """Throughput of the first feasible row of `d` (NaN if none)."""
-    ok = d[d["feasible"].astype(bool) & d["status"].isin(["feasible", "optimal"])]
+    ok = d[d["feasible"].astype(bool) & d["status"].isin(PLAN_STATUSES)]
     return float(ok["throughput"].iloc[0]) if len(ok) else math.nan
 
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from slackopt.hardware import Link
 from slackopt.instance import Instance
+from slackopt.solver import PLAN_STATUSES
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -190,7 +191,7 @@ def lead_over_baselines(df: pd.DataFrame, by: Sequence[str],
 
     def thr(g: pd.DataFrame, s: str) -> float:
         r = g[(g["solver"] == s) & g["feasible"].astype(bool)
-              & g["status"].isin(["feasible", "optimal"])]
+              & g["status"].isin(PLAN_STATUSES)]
         return float(r["throughput"].iloc[0]) if len(r) else math.nan
 
     rows = []

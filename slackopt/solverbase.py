@@ -74,7 +74,7 @@ from slackopt.errors import SolverError
 from slackopt.instance import Instance
 from slackopt.plan import Plan
 from slackopt.simulate import Evaluation, simulate
-from slackopt.solver import STATUSES, SolveResult
+from slackopt.solver import OPTIMAL_REL_TOL, PLAN_STATUSES, STATUSES, SolveResult
 
 MIN_BUDGET_REL_TOL = 0.005
 """Resolution of :func:`min_budget_by_bisection`, as a share of P."""
@@ -377,12 +377,25 @@ class BaseSolver:
         the minimum-budget bisection. Default: :meth:`plan` at that budget, judged by the
         evaluator (or by the Outcome's evaluation/status when it gives one)."""
         out = _as_outcome(self.plan(instance, int(budget_bytes), run))
-        if out.status is not None and out.status not in ("feasible", "optimal"):
+        if out.status is not None and out.status not in PLAN_STATUSES:
             return False
         if out.plan is None:
             return False
         ev = out.evaluation or simulate(instance, out.plan, int(budget_bytes))
         return bool(ev.feasible)
+
+    @staticmethod
+    def _proven(instance: Instance, M: int, out: Outcome, info: dict[str, Any]) -> str:
+        """The status word a plan with a lower bound L earns (slackopt.solver.SolveResult):
+        "optimal" if its simulated step T has (T - L) / L <= OPTIMAL_REL_TOL, else
+        "bounded" with ``info["gap"]`` = (T - L) / L; "infeasible" if it does not fit."""
+        ev = out.evaluation or simulate(instance, out.plan, M)  # type: ignore[arg-type]
+        if not ev.feasible:
+            return "infeasible"
+        L = float(out.lower_bound_s)  # type: ignore[arg-type]
+        gap = (float(ev.step_time_s) - L) / L if L > 0 else 0.0
+        info["gap"] = max(0.0, gap)
+        return "optimal" if gap <= OPTIMAL_REL_TOL else "bounded"
 
     def solve(self, instance: Instance, budget_bytes: int, *, time_limit_s: float | None = None,
               seed: int | None = None) -> SolveResult:
@@ -390,7 +403,10 @@ class BaseSolver:
         assembled into a :class:`~slackopt.solver.SolveResult`.
 
         Status: the Outcome's when it sets one, else "feasible" when the evaluator finds
-        the plan feasible under M and "infeasible" otherwise. ``objective_s``: the
+        the plan feasible under M and "infeasible" otherwise. A plan status with a
+        ``lower_bound_s`` becomes what the bound proves: "optimal" when the simulated step
+        is within ``OPTIMAL_REL_TOL`` (relative) of the bound, else "bounded", with
+        ``info["gap"]``. ``objective_s``: the
         Outcome's, else the evaluated step time of a feasible plan. On an "infeasible"
         status without ``info["min_budget_bytes"]``, the minimum budget is searched by
         :func:`min_budget_by_bisection` over :meth:`feasible_at` (when the
@@ -419,6 +435,8 @@ class BaseSolver:
             status = "feasible" if ev is not None and ev.feasible else "infeasible"
             if objective is None and status == "feasible":
                 objective = float(ev.step_time_s)  # type: ignore[union-attr]
+        if status in PLAN_STATUSES and out.lower_bound_s is not None and out.plan is not None:
+            status = self._proven(instance, M, out, info)
         if out.min_budget_bytes is not _UNSET:
             info["min_budget_bytes"] = out.min_budget_bytes
         elif status == "infeasible" and "min_budget_bytes" not in info:

@@ -47,7 +47,7 @@ import numpy as np
 from slackopt.errors import SolverError
 from slackopt.instance import Instance
 from slackopt.simulate import simulate
-from slackopt.solver import STATUSES, SolveResult
+from slackopt.solver import PLAN_STATUSES, STATUSES, SolveResult
 from slackopt.solverbase import BaseSolver, Param, param_names
 
 Check = Callable[[type, "CheckContext"], None]
@@ -247,7 +247,7 @@ def check_plans_feasible(cls: type, ctx: CheckContext) -> None:
                 raise _fail(cls, f"{where}: status {r.status!r} not in {STATUSES}")
             if r.solver != cls.name:
                 raise _fail(cls, f"{where}: result.solver {r.solver!r} != name {cls.name!r}")
-            if r.status in ("feasible", "optimal"):
+            if r.status in PLAN_STATUSES:
                 if r.plan is None:
                     raise _fail(cls, f"{where}: status {r.status} without a plan")
                 ev = simulate(low, r.plan, m)
@@ -266,7 +266,7 @@ def check_min_budget_reachable(cls: type, ctx: CheckContext) -> None:
             if r.status != "infeasible" or b is None:
                 continue
             r2 = ctx.solve(cls, inst, int(b))
-            ok = r2.status in ("feasible", "optimal") and r2.plan is not None and \
+            ok = r2.status in PLAN_STATUSES and r2.plan is not None and \
                 simulate(inst.lowered, r2.plan, int(b)).feasible
             if not ok:
                 raise _fail(cls, f"{inst.name} at M = {m} B states min_budget_bytes = {b}, "

@@ -870,6 +870,7 @@ class SlackSwap(BaseSolver):
         if M >= P:
             return Outcome(
                 Plan.keep_all(instance), status="feasible", objective_s=instance.ideal_time_s,
+                lower_bound_s=instance.ideal_time_s,
                 info={"rounds": [], "evaluations": 0, "swapped_bytes": 0, "recomputed_bytes": 0,
                       "link_budget_bytes": link_budget, "link_budget_used": 0.0,
                       "reason": "M >= P: keep all"})

@@ -30,7 +30,9 @@ def test_registered():
 def test_keep_all():
     inst = blocks()
     res = KeepAll().solve(inst, inst.P)
-    assert res.status == "feasible" and res.plan == Plan.keep_all(inst)
+    # T = T* and T* bounds every plan: a proven optimum (SolveResult's status words)
+    assert res.status == "optimal" and res.plan == Plan.keep_all(inst)
+    assert res.info["gap"] == 0.0
     ev = simulate(inst, res.plan, inst.P)
     assert ev.feasible and ev.step_time_s == pytest.approx(inst.ideal_time_s)
     res = solve(inst, "keep_all", inst.P - 1)
@@ -80,8 +82,8 @@ def test_checkpoint_picks_the_smallest_k(M):
         full = checkpoint_plan(inst, 4)
         assert res.info["min_budget_bytes"] == simulate(inst, full, inst.P).peak_bytes
         assert res.info["min_budget_bytes"] > M
-    else:
-        assert res.status == "feasible"
+    else:  # k = 0 is keep-all at M >= P: T = T*, proven optimal
+        assert res.status == ("optimal" if k == 0 else "feasible")
         assert res.info["k"] == k
         assert res.evaluation.feasible and res.evaluation.peak_bytes <= M
 

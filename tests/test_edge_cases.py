@@ -64,7 +64,7 @@ def test_two_readers_stays_resident_until_the_last_reader(capsys, tmp_path) -> N
     # a (100 B) is read by b2 and b1; bX between them holds 60 B of workspace. a stays
     # until b1, so the keep-all peak is at bX: P = 100 + 60 = 160 (not the forward 150).
     d = solve_json(capsys, "two_readers", "keep_all", "1.0")
-    assert d["status"] == "feasible" and d["peak_bytes_keep_all"] == 160
+    assert d["status"] == "optimal" and d["peak_bytes_keep_all"] == 160
     ev = d["evaluation"]
     # T* = 1 + 1.5 + 3 * 1 = 5.5 s.
     assert ev["feasible"] and ev["step_time_s"] == approx(5.5) and ev["peak_bytes"] == 160
@@ -77,8 +77,8 @@ def test_two_readers_stays_resident_until_the_last_reader(capsys, tmp_path) -> N
     # 160 B and no less, and says so.
     d = solve_json(capsys, "two_readers", "slackswap", "155B")
     assert d["status"] == "infeasible" and d["min_budget_bytes"] == 160
-    d = solve_json(capsys, "two_readers", "slackswap", "160B")
-    assert d["status"] == "feasible" and d["evaluation"]["step_time_s"] == approx(5.5)
+    d = solve_json(capsys, "two_readers", "slackswap", "160B")  # M = P: keep-all at T*
+    assert d["status"] == "optimal" and d["evaluation"]["step_time_s"] == approx(5.5)
     # The runtime can still run a swap of a at 150 B, by evicting and re-fetching it:
     # D2H [1, 2]; forward ends 2.5; H2D [2.5, 3.5] (b2 waits 1 s); b2 [3.5, 4.5];
     # bX needs 60 B with a resident (160 > 150), nothing in flight: a is evicted,
@@ -95,7 +95,7 @@ def test_recompute_chain_rebuilds_in_dependency_order(capsys) -> None:
     # x 10, a 20, b 40, c 80 B; f4 holds 100 B. P = 10 + 20 + 40 + 80 + 100 = 250 at f4;
     # T* = 1 + 0.5 + 0.25 + 0.125 + 1 + 4 = 6.875 s.
     d = solve_json(capsys, "recompute_chain", "slackswap", "1.0")
-    assert d["peak_bytes_keep_all"] == 250 and d["status"] == "feasible"
+    assert d["peak_bytes_keep_all"] == 250 and d["status"] == "optimal"  # keep-all, T*
     assert d["evaluation"]["step_time_s"] == approx(6.875)
     # M = 150 on a 1 B/s link: keep x and a, recompute b and c. f3 holds x+a+b+c = 150,
     # f4 holds x + a + 100 = 130; bC's rebuild chain: b from a [2.875, 3.125], then c
@@ -162,8 +162,8 @@ def test_slow_link_shows_as_stalls_not_early_frees(capsys, tmp_path) -> None:
     # so below P it answers infeasible with P as its smallest budget.
     d = solve_json(capsys, "slow_link", "slackswap", "150B")
     assert d["status"] == "infeasible" and d["min_budget_bytes"] == 200
-    d = solve_json(capsys, "slow_link", "slackswap", "1.0")
-    assert d["status"] == "feasible" and d["evaluation"]["step_time_s"] == approx(4.0)
+    d = solve_json(capsys, "slow_link", "slackswap", "1.0")  # keep-all at T*: optimal
+    assert d["status"] == "optimal" and d["evaluation"]["step_time_s"] == approx(4.0)
 
 
 # ----------------------------------------------------------------------------- case 10
@@ -172,7 +172,7 @@ def test_slow_link_shows_as_stalls_not_early_frees(capsys, tmp_path) -> None:
 def test_zero_byte_tensors_fit_any_budget(capsys, solver, budget) -> None:
     # Every tensor has 0 bytes: P = 0, so even M = 0 is keep-all at T* = 4 s.
     d = solve_json(capsys, "zero_bytes", solver, budget)
-    assert d["status"] == "feasible" and d["peak_bytes_keep_all"] == 0
+    assert d["status"] == "optimal" and d["peak_bytes_keep_all"] == 0
     assert d["evaluation"]["step_time_s"] == approx(4.0) and d["evaluation"]["peak_bytes"] == 0
     assert d["decisions"] == {"keep": 2, "swap": 0, "recomp": 0}
 
@@ -181,7 +181,7 @@ def test_zero_byte_tensors_fit_any_budget(capsys, solver, budget) -> None:
 def test_no_saved_tensors(capsys, solver) -> None:
     # One 64-byte forward temporary, nothing saved: P = 64, nothing to decide.
     d = solve_json(capsys, "no_saved", solver, "1.0")
-    assert d["status"] == "feasible" and d["evaluation"]["step_time_s"] == approx(3.0)
+    assert d["status"] == "optimal" and d["evaluation"]["step_time_s"] == approx(3.0)
     assert d["decisions"] == {"keep": 0, "swap": 0, "recomp": 0}
     for budget in ("0.5", "0B", "63B"):
         d = solve_json(capsys, "no_saved", solver, budget)
@@ -191,7 +191,7 @@ def test_no_saved_tensors(capsys, solver) -> None:
 @pytest.mark.parametrize("solver", ["slackswap", "keep_all", "checkpoint", "sqrt_checkpoint"])
 def test_budget_above_p_is_keep_all(capsys, solver) -> None:
     d = solve_json(capsys, "recompute_chain", solver, "2.5P")
-    assert d["status"] == "feasible" and d["budget_bytes"] == 625
+    assert d["status"] == "optimal" and d["budget_bytes"] == 625  # keep-all at T*
     assert d["decisions"] == {"keep": 4, "swap": 0, "recomp": 0}
     assert d["evaluation"]["step_time_s"] == approx(6.875)
 
@@ -223,7 +223,7 @@ def test_unet2_checkpointing_by_hand(capsys) -> None:
     """
     d = solve_json(capsys, "unet2", "checkpoint", "1.0")
     T_star = d["evaluation"]["ideal_time_s"]
-    assert d["peak_bytes_keep_all"] == 4544 and d["status"] == "feasible"
+    assert d["peak_bytes_keep_all"] == 4544 and d["status"] == "optimal"
     assert d["evaluation"]["step_time_s"] == T_star and d["info"]["k"] == 0
     inst = make("unet", layers=2, batch=1, size=8, channels=2, dtype_bytes=4)
     dur = {op.name: op.duration_s for op in inst.ops}
@@ -283,14 +283,14 @@ def test_unet_checkpoint_never_exceeds_keep_all(levels) -> None:
             assert peak <= P, (name, frac)
             assert res.info["peak_bytes"] == peak
             if M >= P:
-                assert res.status == "feasible" and res.plan.counts()["recomp"] == 0
+                assert res.status == "optimal" and res.plan.counts()["recomp"] == 0
                 assert res.evaluation.step_time_s == inst.ideal_time_s
             elif res.status == "feasible":
                 assert res.evaluation.feasible and peak <= M
             else:
                 mb = res.info["min_budget_bytes"]
                 assert M < mb <= P and peak == mb
-                assert solve(inst, name, mb).status == "feasible"
+                assert solve(inst, name, mb).status == ("optimal" if mb == P else "feasible")
                 if res.info["applies"] is False:
                     assert mb == P and "does not apply" in res.info["note"]
         # The answer is the best rule plan: no k has a smaller peak than reported.
