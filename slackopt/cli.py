@@ -606,10 +606,14 @@ def _split_list(text: str, what: str, opt: str) -> list[str]:
 
 
 def _solver_specs(text: str) -> list[Any]:
-    """--solvers: 'a,b', 'all', or a JSON list of names and [name, {params}] pairs."""
+    """--solvers: 'a,b', 'all', a suite name (slackopt.compare.SUITES), or a JSON list of
+    names and [name, {params}] pairs."""
+    from slackopt.compare import SUITES
     from slackopt.solver import registered_solvers
 
     t = text.strip()
+    if t in SUITES:
+        return list(SUITES[t])
     if t == "all":
         names = list(registered_solvers())
         if not names:
@@ -652,8 +656,8 @@ def compare_cmd(
     instances: Annotated[list[Path], typer.Argument(help="Instance files.")],
     solvers: Annotated[str, typer.Option(
         "--solvers", help="Comma-separated solver names (or file.py:Class), 'all' for every "
-        "registered solver, "
-        "or a JSON list of names and [name, {params}] pairs.")],
+        "registered solver, a suite ('production'), or a JSON list of names and [name, "
+        "{params}] pairs.")],
     budgets: Annotated[str, typer.Option(
         "--budgets", help="Comma-separated budgets, each a fraction of P <= 1 (0.9,0.5), a "
         "percentage (50%), a multiple of P (1.2P) or a size (11.5GB).")],

@@ -134,6 +134,13 @@ SCHEMA: dict[str, str] = {
 COLUMNS: tuple[str, ...] = tuple(SCHEMA)
 """The columns of :func:`compare`'s DataFrame, in order."""
 GAP_COLUMNS = ("best_lower_bound_s", "gap_to_bound", "best_step_s", "gap_to_best")
+SUITES: dict[str, tuple[str | tuple[str, dict[str, Any]], ...]] = {
+    "production": ("torch-knapsack", ("torch-knapsack", {"method": "greedy"}), "titan-auto",
+                   "module-offload", "offload-all", "ckpt-offload", "slackswap"),
+}
+"""Named solver lists for ``--solvers NAME`` (names, or (name, params) pairs):
+``production`` is the planners people train with (PyTorch's knapsack with its default DP
+and its greedy solver, torchtitan, Megatron-Core, torchtune, DeepSpeed) beside SlackSwap."""
 KEY_COLUMNS = ("instance", "instance_hash", "budget_bytes", "solver", "params", "seed",
                "time_limit_s")
 """What identifies a run in the store, with the solver's code identity (:func:`run_key`)."""
@@ -1290,6 +1297,6 @@ def summary_columns() -> Sequence[str]:
             "throughput", "planning_time_s", "gap_to_bound", "gap_to_best")
 
 
-__all__ = ["COLUMNS", "SCHEMA", "KEY_COLUMNS", "ResultStore", "add_gaps", "coerce", "compare",
-           "hard_deadline_s", "instance_hash", "load_references", "read_results",
+__all__ = ["COLUMNS", "SCHEMA", "KEY_COLUMNS", "SUITES", "ResultStore", "add_gaps", "coerce",
+           "compare", "hard_deadline_s", "instance_hash", "load_references", "read_results",
            "write_results"]

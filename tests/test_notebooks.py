@@ -15,7 +15,9 @@ NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 SMALL = {
     "01-keep-swap-recompute.ipynb": 'BUDGET = 0.9\nSOLVER = "slackswap"',
     # Every registered solver, one budget, short limits.
-    "02-compare-solvers.ipynb": "BUDGETS = [0.7]\nSOLVERS = None\nTIME_LIMIT_S = 2.0",
+    "02-compare-solvers.ipynb": ("BUDGETS = [0.7]\nSOLVERS = None\nTIME_LIMIT_S = 2.0\n"
+                                 'PRODUCTION_INSTANCE = "instances/paper/bert-large_a100-pcie4'
+                                 '.json"\nPRODUCTION_BUDGETS = [0.5]'),
     "03-reproduce-slackswap.ipynb": ('INSTANCES = ["gpt2-xl"]\nBUDGETS = [0.5]\n'
                                      'SOLVERS = ["slackswap", "vdnn"]'),
 }
