@@ -159,6 +159,83 @@ def _fifo_ends(release: np.ndarray, dur: np.ndarray) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------- Pass 1
+class _OffloadTree:
+    """Pass 1's offload test in O(log n) per candidate.
+
+    The planned D2H copies of S run one at a time in production order, copy k from its
+    r_k, so the last one ends at ``max_{k in S} (r_k + sum of S durations at positions
+    >= k)``. A segment tree over saved positions keeps, per node, the durations' sum and
+    that maximum within the node, so both the insertion of a position and the end with a
+    candidate inserted cost O(log n).
+
+    The tree sums in another order than the reference test (the O(n) prefix/suffix
+    maxima of :meth:`exact_end`, the test Pass 1 has always made), so the two may differ
+    in the last bits; a candidate whose tree value lies within a relative 1e-9 of the
+    limit (far above the rounding error of n additions) is decided by the reference test,
+    so the decisions are those of the reference test, bit for bit.
+    """
+
+    REL_TOL = 1e-9
+
+    def __init__(self, n: int, r: np.ndarray, limit: float) -> None:
+        size = 1
+        while size < max(n, 1):
+            size *= 2
+        self.size = size
+        self.sum = [0.0] * (2 * size)
+        self.best = [-math.inf] * (2 * size)
+        self.r = r
+        self.r_l = r.tolist()
+        self.limit = limit
+        self.tol = self.REL_TOL * max(abs(limit), 1e-300)
+        self.durS = np.zeros(n)
+        self.inS = np.zeros(n, dtype=bool)
+
+    def add(self, p: int, dp: float) -> None:
+        """Insert position p with copy duration dp (s)."""
+        self.durS[p] = dp
+        self.inS[p] = True
+        i = p + self.size
+        sm, bs = self.sum, self.best
+        sm[i], bs[i] = dp, self.r_l[p] + dp
+        i //= 2
+        while i:
+            lft, rgt = 2 * i, 2 * i + 1
+            sm[i] = sm[lft] + sm[rgt]
+            bs[i] = max(bs[lft] + sm[rgt], bs[rgt])
+            i //= 2
+
+    def fits_with(self, p: int, dp: float) -> bool:
+        """True if the last D2H copy ends by the limit with p (not in S) inserted."""
+        i = p + self.size
+        sm, bs = self.sum, self.best
+        cur_s, cur_b = dp, self.r_l[p] + dp
+        while i > 1:
+            sib = i ^ 1
+            if i & 1:  # right child: the sibling holds earlier positions
+                cur_b = max(bs[sib] + cur_s, cur_b)
+            else:
+                cur_b = max(cur_b + sm[sib], bs[sib])
+            cur_s += sm[sib]
+            i //= 2
+        if abs(cur_b - self.limit) > self.tol:
+            return cur_b <= self.limit
+        return not self.exact_end(p, dp) > self.limit
+
+    def exact_end(self, p: int, dp: float) -> float:
+        """The reference test's last D2H end with p inserted, O(n): ``max(PM_p + dp,
+        r_p + dp + tail_{p+1}, SM_p)`` with tail the suffix sums of S's durations (summed
+        from the last position down), V_k = r_k + tail_k on S, PM_p / SM_p the maxima of V
+        before / after p."""
+        n = self.durS.size
+        tail = np.zeros(n + 1)
+        tail[:n] = np.cumsum(self.durS[::-1])[::-1]
+        V = np.where(self.inS, self.r + tail[:n], -np.inf)
+        pm = V[:p].max() if p > 0 else -np.inf
+        sm = V[p + 1:].max() if p + 1 < n else -np.inf
+        return max(pm + dp, self.r_l[p] + dp + tail[p + 1], sm)
+
+
 @dataclass(frozen=True)
 class SwapSet:
     """Result of Pass 1.
@@ -273,10 +350,13 @@ def pass1(
     plan respects the limit; a tensor skipped for it stays keep and Pass 2 recomputes it
     if memory demands (the fall-back: recompute, else keep).
 
-    Cost: the offload test is O(1) per candidate from prefix/suffix maxima of the current
-    FIFO schedule (``end_last = max_k (r_k + sum of durations from k on)``), rebuilt in
-    O(n) numpy after each acceptance; the prefetch test (only for candidates that pass
-    the offload test) is O(|S| log n) vectorized (closed-form FIFO + searchsorted).
+    Cost: the offload test is O(log n) per candidate and per acceptance (a segment tree
+    over positions for ``end_last = max_k (r_k + sum of durations from k on)``, see
+    :class:`_OffloadTree`, with an O(n) reference test for the rare candidates within
+    rounding of the limit); the prefetch test (only for candidates that pass the offload
+    test) recomputes only the queue from the candidate's place j on, O((|S| - j) log n)
+    vectorized (closed-form FIFO + searchsorted), with the same additions in the same
+    order as a recomputation of the whole queue.
 
     Args:
         instance: the problem.
@@ -307,20 +387,20 @@ def pass1(
     s, r, d, dur, TF = pr.s, pr.r, pr.d, pr.dur, pr.TF
 
     inS = np.zeros(n, dtype=bool)
-    # Offload state: tail[p] = sum of S durations at positions >= p; V_k = r_k + tail[k]
-    # for k in S; PM[p] = max_{k<p} V_k; SM[p] = max_{k>p} V_k.
-    durS = np.zeros(n)
-    tail = np.zeros(n + 1)
-    PM = np.full(n, -np.inf)
-    SM = np.full(n, -np.inf)
+    off_tree = _OffloadTree(n, r, limit)
     # Prefetch state: release credits (fixed, pr.credits); S in queue order (d, then
-    # position) as sizes, durations and deadlines.
+    # position) as sizes, durations, deadlines and the planned schedule's running values
+    # (cumulative bytes, release times, cumulative durations, running maximum of the
+    # closed-form FIFO terms), so a test recomputes only the queue from p on.
     cc = pr.credits
     rel_sorted = pr.rel_sorted
+    total_credits = int(cc[-1])
     keys: list[tuple[float, int]] = []
-    Ss = np.zeros(0, dtype=np.int64)
     Sdur = np.zeros(0)
     Sd = np.zeros(0)
+    Sneed = np.zeros(0, dtype=np.int64)
+    Scd = np.zeros(0)
+    Sacc = np.zeros(0)
     r_l, d_l, dur_l, s_l = r.tolist(), d.tolist(), dur.tolist(), s.tolist()
     total = 0
     checked = 0
@@ -334,33 +414,43 @@ def pass1(
         # Quick necessary conditions: the copy alone must fit both windows.
         if rp + dp_ > limit or TF + dp_ > ddp:
             continue
-        # Offload test, O(1): the last D2H end with p inserted.
-        if max(PM[p] + dp_, rp + dp_ + tail[p + 1], SM[p]) > limit:
+        # Offload test, O(log n): the last D2H end with p inserted.
+        if not off_tree.fits_with(p, dp_):
             continue
-        # Prefetch test, O(|S| log n): p joins the queue.
+        # Prefetch test, O((|S| - j) log n): p joins the queue at j; copies before j keep
+        # their schedule (it passed when they joined), the rest is recomputed.
         sp = s_l[p]
+        if total + sp > total_credits:
+            continue  # the releases never cover the queue
         key = (ddp, p)
         j = bisect.bisect_left(keys, key)
-        s_new = np.concatenate((Ss[:j], (sp,), Ss[j:]))
-        ri = cc.searchsorted(np.cumsum(s_new))
-        if ri[-1] >= n:
-            continue  # the releases never cover the queue
-        rel = rel_sorted[ri]
-        np.maximum(rel, TF, out=rel)
-        dur_new = np.concatenate((Sdur[:j], (dp_,), Sdur[j:]))
-        d_new = np.concatenate((Sd[:j], (ddp,), Sd[j:]))
-        if not _fifo_ends(rel, dur_new).__le__(d_new).all():
+        need_suf = np.empty(len(keys) - j + 1, dtype=np.int64)
+        need_suf[0] = (int(Sneed[j - 1]) if j else 0) + sp
+        need_suf[1:] = Sneed[j:] + sp
+        rel_suf = rel_sorted[cc.searchsorted(need_suf)]
+        np.maximum(rel_suf, TF, out=rel_suf)
+        dur_suf = np.concatenate(((dp_,), Sdur[j:]))
+        d_suf = np.concatenate(((ddp,), Sd[j:]))
+        if j:
+            # Same left-to-right sums as a cumsum over the whole queue.
+            cd_suf = np.cumsum(np.concatenate(((Scd[j - 1],), dur_suf)))[1:]
+        else:
+            cd_suf = np.cumsum(dur_suf)
+        acc_suf = np.maximum.accumulate(rel_suf - (cd_suf - dur_suf))
+        if j:
+            np.maximum(acc_suf, Sacc[j - 1], out=acc_suf)
+        if not (cd_suf + acc_suf).__le__(d_suf).all():
             continue
         # Accept p.
         inS[p] = True
         total += sp
         keys.insert(j, key)
-        Ss, Sdur, Sd = s_new, dur_new, d_new
-        durS[p] = dp_
-        tail[:n] = np.cumsum(durS[::-1])[::-1]
-        V = np.where(inS, r + tail[:n], -np.inf)
-        np.maximum.accumulate(V[:-1], out=PM[1:])
-        SM[:-1] = np.maximum.accumulate(V[:0:-1])[::-1]
+        Sdur = np.concatenate((Sdur[:j], dur_suf))
+        Sd = np.concatenate((Sd[:j], d_suf))
+        Sneed = np.concatenate((Sneed[:j], need_suf))
+        Scd = np.concatenate((Scd[:j], cd_suf))
+        Sacc = np.concatenate((Sacc[:j], acc_suf))
+        off_tree.add(p, dp_)
 
     pos = np.flatnonzero(inS)
     off = nan.copy()

@@ -8,6 +8,9 @@ the logits z (read by BH) are released at 6.
 
 from __future__ import annotations
 
+import hashlib
+from pathlib import Path
+
 import numpy as np
 import pytest
 from planner_instances import blocks, chain
@@ -453,6 +456,32 @@ def test_pass1_matches_a_naive_reference(seed):
                 assert got == naive_pass1(inst, M, g, order), (M, g, order)
 
 
+@pytest.mark.parametrize("seed", range(20))
+def test_offload_tree_matches_the_reference_test(seed):
+    """The segment tree's last D2H end agrees with the O(n) prefix/suffix-maxima test and
+    with a FIFO replay, and the decision at a limit equal to the reference end (where the
+    two summation orders may disagree in the last bit) is the reference one."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 40))
+    r = np.sort(rng.random(n) * 10)
+    dur = rng.random(n) * 2 + 0.01
+    tree = ss._OffloadTree(n, r, limit=1e9)
+    S: list[int] = []
+    for p in rng.permutation(n).tolist():
+        ref = tree.exact_end(p, float(dur[p]))
+        end = 0.0
+        for k in sorted(S + [p]):  # FIFO replay in production order
+            end = max(r[k], end) + dur[k]
+        assert ref == pytest.approx(end, rel=1e-12)
+        for limit in (ref, np.nextafter(ref, -np.inf), ref * (1 + 1e-6), ref * (1 - 1e-6)):
+            probe = ss._OffloadTree(n, r, float(limit))
+            for k in S:
+                probe.add(k, float(dur[k]))
+            assert probe.fits_with(p, float(dur[p])) == (not ref > limit)
+        tree.add(p, float(dur[p]))
+        S.append(p)
+
+
 @pytest.mark.parametrize("frac", [0.7, 0.4, 0.15])
 def test_pass2_incremental_profile_matches_a_fresh_one(tiny, frac):
     M = int(frac * tiny.P)
@@ -463,6 +492,38 @@ def test_pass2_incremental_profile_matches_a_fresh_one(tiny, frac):
     np.testing.assert_array_equal(pl.pass2.profile, fresh.m)
     if pl.pass2.fits:
         assert pl.pass2.profile.max() <= M
+
+
+# --------------------------------------------------------------------------- plan pins
+PAPER_DIR = Path(__file__).resolve().parent.parent / "instances" / "paper"
+
+
+@pytest.mark.parametrize("name, frac, digest", [
+    ("bert-large", 0.5, "464c68f70f1513c8e9e74a738d65ceb4a0a3ff01e9446563089fa893610a1bf3"),
+    ("bert-large", 0.3, "842eee82d841c5f674248af5edaaca1b1f39d9f04ca9e1385c05f5460b786efb"),
+    ("bert-large", 0.1, "c008090943115f4a489dd8a085966373ecde3f8fad424a73e15dded98dd4f09b"),
+    ("gpt2-xl", 0.5, "39b2e3ceccaa461fc114661f31ba30bfd5d581ecec3fef0fdfbced23cb02c96c"),
+    ("gpt2-xl", 0.3, "05658c5a4f98d19b1a8dbf3a8df570693e55c64753d6f99295b6358f3220857e"),
+    ("gpt2-xl", 0.1, "0e255948f8fb6d6b516c2f1928433e3c8bb757fd92540225a9c7b39526ffca90"),
+    ("llama-7b", 0.5, "697e79c8ea5b3243590144cfad55d506da1c12af1f5d107a1cada82a994d5494"),
+    ("llama-7b", 0.3, "e956996ab60882b165e803c6b152a55744fef7d978fbbce6457ee8a6993f1d0b"),
+    ("llama-7b", 0.1, "a471f35d5a9b07a99b8528f680d06b155e9d8c947e9f70851fc813194529a999"),
+    ("vgg16", 0.5, "84f95e6abeb3fd91088d8de0be8cb60ee1a06e9635ada394e683171c67d84bd2"),
+    ("vgg16", 0.3, "84f95e6abeb3fd91088d8de0be8cb60ee1a06e9635ada394e683171c67d84bd2"),
+    ("vgg16", 0.1, "84f95e6abeb3fd91088d8de0be8cb60ee1a06e9635ada394e683171c67d84bd2"),
+])
+def test_paper_plans_are_unchanged_by_the_faster_planner(name, frac, digest):
+    """SHA-256 of SlackSwap's int8 decisions on the paper instances, computed with the
+    planner of main at 90b3496, before Pass 1's offload test moved to a segment tree and
+    its prefetch test to the queue's suffix (issue 17: planning time). Both must decide
+    exactly as the O(n)-per-acceptance version did; a changed digest means the plans
+    changed, which is a behaviour change to justify, not a speed-up."""
+    from slackopt.io import load_instance
+
+    inst = load_instance(PAPER_DIR / f"{name}_a100-pcie4.json")
+    res = solve(inst, "slackswap", frac)
+    dec = np.asarray(res.plan.decisions, dtype=np.int8)
+    assert hashlib.sha256(dec.tobytes()).hexdigest() == digest
 
 
 # --------------------------------------------------------------------------- paper numbers
