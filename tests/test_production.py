@@ -19,8 +19,6 @@ import slackopt
 from slackopt.errors import SolverError
 from slackopt.plan import DECISION_NAMES, KEEP, RECOMP, SWAP
 from slackopt.simulate import simulate
-from slackopt.testing import check_solver
-from slackopt.workloads import make
 from slackopt.solvers.ckpt_offload import CkptOffload, block_inputs, ckpt_offload_plan
 from slackopt.solvers.module_offload import ModuleOffload, module_offload_plan
 from slackopt.solvers.offload_all import OffloadAll, offload_all_plan, output_head_tensors
@@ -31,6 +29,8 @@ from slackopt.solvers.torch_knapsack import (
     knapsack_plan,
     memory_budget_ratio,
 )
+from slackopt.testing import check_solver
+from slackopt.workloads import make
 from tests.planner_instances import blocks
 
 PRODUCTION = ("torch-knapsack", "titan-auto", "module-offload", "offload-all", "ckpt-offload")
