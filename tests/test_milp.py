@@ -24,6 +24,7 @@ from slackopt.solver import solve as run_solve
 from slackopt.solverbase import SolverParamError
 from slackopt.solvers.milp import MILP, build_model, lp_relaxation, model_floor
 from slackopt.workloads import make
+from slackopt.workloads.synthetic import unet
 
 TIME_LIMIT_S = 90.0
 
@@ -183,6 +184,22 @@ def test_infeasible_below_floor_reports_the_floor(key):
     r2 = MILP(time_limit_s=TIME_LIMIT_S).solve(inst, floor)
     assert r2.status in ("optimal", "bounded") and r2.plan is not None
     assert simulate(inst, r2.plan, floor).feasible
+
+
+def test_a_plan_at_the_stated_min_budget_whatever_the_time_limit():
+    """The stated minimum budget is where the all-swap plan runs; a solve that found no
+    plan tries it last, so at that budget a plan is found even when the limit stops
+    everything else (on unet(2) the search alone found none within 2 s on a loaded
+    machine)."""
+    inst = unet(2).lowered
+    r = MILP().solve(inst, int(0.3 * inst.P), time_limit_s=0.05)
+    assert r.status == "infeasible" and r.plan is None
+    b = r.info["min_budget_bytes"]
+    assert b > int(0.3 * inst.P)
+    r2 = MILP().solve(inst, b, time_limit_s=0.05)
+    assert r2.status in ("optimal", "bounded") and r2.plan is not None
+    assert simulate(inst, r2.plan, b).feasible
+    assert r2.lower_bound_s <= simulate(inst, r2.plan, b).step_time_s * (1 + 1e-9)
 
 
 def test_keep_all_at_peak_and_registry():

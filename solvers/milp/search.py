@@ -77,6 +77,11 @@ class _Progress:
             self._line(status, time.perf_counter())
 
 
+def _all_swap(inst: Instance) -> np.ndarray:
+    """The decisions that swap every saved tensor with bytes (keep the empty ones)."""
+    return np.where(np.asarray(inst.s) > 0, SWAP, KEEP).astype(np.int8)
+
+
 class _StepsParam(Param):
     """``steps``: an int >= 1 (ops per step), "op", "layer" or None (the tier's default)."""
 
@@ -204,8 +209,7 @@ class MILP(BaseSolver):
         smallest budget at which the all-swap plan runs in the evaluator (bisection from
         the floor, within 0.1% of P), equal to the floor when it runs there (exact)."""
         floor = model_floor(inst)
-        allswap = Plan(np.where(np.asarray(inst.s) > 0, SWAP, KEEP).astype(np.int8),
-                       inst.saved_names)
+        allswap = Plan(_all_swap(inst), inst.saved_names)
         if simulate(inst, allswap, floor).feasible:
             return floor, floor, True
         P = int(inst.P)
@@ -493,7 +497,12 @@ class MILP(BaseSolver):
     @staticmethod
     def _finish(result: Any, inc: Incumbent, lower: float, objective: float | None
                 ) -> Outcome:
-        """"optimal" or "bounded" (decided by the gap) with a plan, "timeout" without."""
+        """"optimal" or "bounded" (decided by the gap) with a plan, "timeout" without.
+        Without a plan, the all-swap plan (the witness of the stated minimum budget,
+        :meth:`min_budget`) is tried last, so at that budget a plan is found whatever the
+        time limit; tried only here, it never changes a search that found a plan."""
+        if inc.dec is None:
+            inc.consider(_all_swap(inc.inst), "all_swap")
         if inc.dec is None:
             return result("timeout", lower, objective)
         return result("bounded", lower, objective)
