@@ -85,51 +85,6 @@ class Solver(Protocol):
               seed: int | None = None) -> SolveResult: ...
 
 
-def int_param(name: str, value: Any, minimum: int | None = None) -> int:
-    """A solver hyperparameter that must be an integer (not a bool) >= `minimum`.
-
-    Raises:
-        ValueError: naming the parameter, the rule and the value given.
-    """
-    import numbers
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise ValueError(f"{name} must be an integer, got {value!r}")
-    if minimum is not None and value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value!r}")
-    return int(value)
-
-
-def real_param(name: str, value: Any, *, minimum: float | None = None,
-               positive: bool = False) -> float:
-    """A solver hyperparameter that must be a finite real number (not a bool), >=
-    `minimum`, and > 0 if `positive`.
-
-    Raises:
-        ValueError: naming the parameter, the rule and the value given.
-    """
-    import math
-    import numbers
-    if (isinstance(value, bool) or not isinstance(value, numbers.Real)
-            or not math.isfinite(value)):
-        raise ValueError(f"{name} must be a finite number, got {value!r}")
-    if minimum is not None and value < minimum:
-        raise ValueError(f"{name} must be >= {minimum:g}, got {value!r}")
-    if positive and not value > 0:
-        raise ValueError(f"{name} must be > 0, got {value!r}")
-    return float(value)
-
-
-def bool_param(name: str, value: Any) -> bool:
-    """A solver hyperparameter that must be true or false.
-
-    Raises:
-        ValueError: naming the parameter and the value given.
-    """
-    if not isinstance(value, bool):
-        raise ValueError(f"{name} must be true or false, got {value!r}")
-    return value
-
-
 class _Registered:
     """A solver registered at runtime, shaped like an entry point (``name``, ``value``,
     ``load()``), so :func:`registered_solvers` lists both kinds alike."""

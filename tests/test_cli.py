@@ -364,21 +364,24 @@ def test_simulate_notes_a_plan_made_for_another_instance(tmp_path, capsys):
     assert "was made for instance 'tiny_a100-pcie4'" in out.err
 
 
+@pytest.mark.parametrize("solver", ["keep_all", "milp"])  # milp has both as keywords too
 @pytest.mark.parametrize("param,option", [("time_limit_s=5", "--time-limit"),
                                           ("seed=3", "--seed")])
 def test_solve_params_that_have_their_own_option(capsys: pytest.CaptureFixture[str],
                                                  files: dict[str, Path], param: str,
-                                                 option: str) -> None:
-    rc, out, err = run(capsys, "solve", str(files["inst"]), "--solver", "keep_all",
+                                                 option: str, solver: str) -> None:
+    rc, out, err = run(capsys, "solve", str(files["inst"]), "--solver", solver,
                        "--budget", "0.5", "--param", param)
     assert_user_error(rc, out, err, option)
+    assert f"'{param.partition('=')[0]}' is set with {option}, not --param" in err
 
 
 def test_bad_milp_parameter_is_a_user_error(capsys: pytest.CaptureFixture[str],
                                             files: dict[str, Path]) -> None:
     rc, out, err = run(capsys, "solve", str(files["inst"]), "--solver", "milp",
                        "--budget", "0.5", "--param", "threads=1.5")
-    assert_user_error(rc, out, err, "threads must be an integer")
+    assert_user_error(rc, out, err, "threads must be int >= 1, got 1.5 (not a finite int)")
+    assert "valid keys: backend (str one of {scip, highs, pulp}, default 'scip')" in err
 
 
 # ----------------------------------------------------------------------------- defaults

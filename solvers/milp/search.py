@@ -14,7 +14,8 @@ from slackopt.bisection import smallest_true
 from slackopt.instance import Instance
 from slackopt.plan import KEEP, SWAP, Plan
 from slackopt.simulate import simulate
-from slackopt.solver import OPTIMAL_REL_TOL, SolveResult, bool_param, int_param, real_param
+from slackopt.solver import OPTIMAL_REL_TOL
+from slackopt.solverbase import BaseSolver, Outcome, Param, Run
 from slackopt.solvers.milp.backends import _BACKEND_CLASSES, BACKENDS, lp_relaxation
 from slackopt.solvers.milp.incumbent import recompute_only_incumbent
 from slackopt.solvers.milp.model import _INF, ModelTimeout, build_model, model_floor
@@ -76,7 +77,24 @@ class _Progress:
             self._line(status, time.perf_counter())
 
 
-class MILP:
+def _all_swap(inst: Instance) -> np.ndarray:
+    """The decisions that swap every saved tensor with bytes (keep the empty ones)."""
+    return np.where(np.asarray(inst.s) > 0, SWAP, KEEP).astype(np.int8)
+
+
+class _StepsParam(Param):
+    """``steps``: an int >= 1 (ops per step), "op", "layer" or None (the tier's default)."""
+
+    def rule(self) -> str:
+        return "'op', 'layer', " + super().rule()
+
+    def check(self, value: Any) -> Any:
+        if isinstance(value, str) and value in ("op", "layer"):
+            return value
+        return super().check(value)
+
+
+class MILP(BaseSolver):
     """Time-indexed MILP relaxation with the evaluator in the loop (module docstring).
 
     Args:
@@ -112,15 +130,30 @@ class MILP:
             None (default): when stderr is a terminal.
         seed: default seed when ``solve`` gets none.
         verbose: print the backend's log.
-        **model_options: overrides for :func:`build_model` (lagging, binary_placement,
-            integral_copies, fifo, admission, integer_evictions).
+        lagging, binary_placement, integral_copies, fifo, admission, integer_evictions:
+            the model switches of :func:`build_model` (None: the tier's default).
 
     Raises:
-        ValueError: a parameter of the wrong type or out of range, or an unknown one
-            (the message names it and lists the known ones).
+        slackopt.solverbase.SolverParamError: a parameter of the wrong type or out of
+            range, or an unknown one (a ValueError; the message names it and lists every
+            valid key with its type, range and default).
     """
 
     name = "milp"
+    min_budget_search = False  # an infeasible answer states the minimum budget itself
+    param_specs = {
+        "backend": Param(str, choices=BACKENDS), "time_limit_s": Param(float, positive=True,
+                                                                       none=True),
+        "rel_gap": Param(float, min=0.0), "threads": Param(int, min=1),
+        "warm_start": Param(bool), "tier": Param(str, choices=TIERS),
+        "steps": _StepsParam(int, min=1, none=True), "max_iterations": Param(int, min=1),
+        "patience": Param(int, min=1, none=True), "local_search": Param(bool),
+        "search_calls": Param(int, min=0), "seed": Param(int),
+        "progress": Param(bool, none=True), "verbose": Param(bool),
+        "lagging": Param(bool, none=True), "binary_placement": Param(bool, none=True),
+        "integral_copies": Param(bool, none=True), "fifo": Param(bool, none=True),
+        "admission": Param(bool, none=True), "integer_evictions": Param(bool, none=True),
+    }
 
     def __init__(self, *, backend: str = "scip", time_limit_s: float | None = None,
                  rel_gap: float = 1e-4, threads: int = 1, warm_start: bool = True,
@@ -128,45 +161,35 @@ class MILP:
                  max_iterations: int = 100, patience: int | None = None,
                  local_search: bool = True, search_calls: int = 20_000, seed: int = 0,
                  progress: bool | None = None, verbose: bool = False,
-                 **model_options: Any) -> None:
-        if backend not in BACKENDS:
-            raise ValueError(f"backend {backend!r} is not one of {', '.join(BACKENDS)}")
-        if tier not in TIERS:
-            raise ValueError(f"tier {tier!r} is not one of {', '.join(TIERS)}")
-        if not (steps is None or steps in ("op", "layer")
-                or (isinstance(steps, int) and not isinstance(steps, bool) and steps >= 1)):
-            raise ValueError(f"steps must be 'op', 'layer', an integer >= 1 (ops per step) or "
-                             f"null, got {steps!r}")
-        bad = sorted(set(model_options) - set(MODEL_OPTIONS))
-        if bad:
-            raise ValueError(
-                f"unknown parameter(s) {', '.join(map(repr, bad))}; milp takes {', '.join(PARAMS)}"
-                f" and the model switches {', '.join(MODEL_OPTIONS)}")
+                 lagging: bool | None = None, binary_placement: bool | None = None,
+                 integral_copies: bool | None = None, fifo: bool | None = None,
+                 admission: bool | None = None,
+                 integer_evictions: bool | None = None) -> None:
         self.backend = backend
-        self.time_limit_s = (None if time_limit_s is None else
-                             real_param("time_limit_s", time_limit_s, positive=True))
-        self.rel_gap = real_param("rel_gap", rel_gap, minimum=0.0)
-        self.threads = int_param("threads", threads, 1)
-        self.warm_start = bool_param("warm_start", warm_start)
+        self.time_limit_s = time_limit_s
+        self.rel_gap = rel_gap
+        self.threads = threads
+        self.warm_start = warm_start
         self.tier = tier
         self.steps = steps
-        self.max_iterations = int_param("max_iterations", max_iterations, 1)
-        self.patience = None if patience is None else int_param("patience", patience, 1)
-        self.local_search = bool_param("local_search", local_search)
-        self.search_calls = int_param("search_calls", search_calls, 0)
-        self.progress = None if progress is None else bool_param("progress", progress)
-        self.seed = int_param("seed", seed)
-        self.verbose = bool_param("verbose", verbose)
-        self.model_options = {k: bool_param(k, v) for k, v in model_options.items()}
+        self.max_iterations = max_iterations
+        self.patience = patience
+        self.local_search = local_search
+        self.search_calls = search_calls
+        self.seed = seed
+        self.progress = progress
+        self.verbose = verbose
+        self.lagging = lagging
+        self.binary_placement = binary_placement
+        self.integral_copies = integral_copies
+        self.fifo = fifo
+        self.admission = admission
+        self.integer_evictions = integer_evictions
 
     @property
-    def params(self) -> dict[str, Any]:
-        return {"backend": self.backend, "time_limit_s": self.time_limit_s,
-                "rel_gap": self.rel_gap, "threads": self.threads,
-                "warm_start": self.warm_start, "tier": self.tier, "steps": self.steps,
-                "max_iterations": self.max_iterations, "patience": self.patience,
-                "local_search": self.local_search, "search_calls": self.search_calls,
-                "seed": self.seed, **self.model_options}
+    def model_options(self) -> dict[str, bool]:
+        """The model switches set (not None), for :func:`build_model`."""
+        return {k: getattr(self, k) for k in MODEL_OPTIONS if getattr(self, k) is not None}
 
     def tier_for(self, inst: Instance) -> str:
         """The tier used for `inst` ("full", "exact" or "aggregated")."""
@@ -186,8 +209,7 @@ class MILP:
         smallest budget at which the all-swap plan runs in the evaluator (bisection from
         the floor, within 0.1% of P), equal to the floor when it runs there (exact)."""
         floor = model_floor(inst)
-        allswap = Plan(np.where(np.asarray(inst.s) > 0, SWAP, KEEP).astype(np.int8),
-                       inst.saved_names)
+        allswap = Plan(_all_swap(inst), inst.saved_names)
         if simulate(inst, allswap, floor).feasible:
             return floor, floor, True
         P = int(inst.P)
@@ -196,9 +218,11 @@ class MILP:
         return hi, floor, False
 
     # ------------------------------------------------------------------ solve
-    def solve(self, instance: Instance, budget_bytes: int, *, time_limit_s: float | None = None,
-              seed: int | None = None) -> SolveResult:
-        """Plan `instance` under budget M = `budget_bytes` (bytes).
+    def plan(self, instance: Instance, budget_bytes: int, run: Run) -> Outcome:
+        """Plan `instance` under budget M = `budget_bytes` (bytes), within
+        ``run.time_limit_s`` (else the ``time_limit_s`` parameter, else the default
+        above), with ``run.seed`` (else the ``seed`` parameter; ``run.seed`` is set to
+        the seed used).
 
         Phases, in this order (each only ever improves the incumbent U, the fastest plan
         simulated, and the bound L, the largest valid lower bound): (1) seeds: SlackSwap's
@@ -208,7 +232,8 @@ class MILP:
         with the incumbent, each new MILP incumbent followed by a local search.
 
         Returns:
-            A SolveResult with the best plan the evaluator scored (``plan``), the model's
+            An Outcome (:meth:`BaseSolver.solve` makes it a SolveResult) with the best
+            plan the evaluator scored (``plan``), the model's
             optimum or best value (``objective_s``, s; reported, never used to rank) and
             a lower bound valid for every plan (``lower_bound_s``, s). Status "optimal":
             (U - L) / L <= ``OPTIMAL_REL_TOL`` (1e-4), the plan is proven optimal for the
@@ -221,12 +246,13 @@ class MILP:
             time), ``evaluations``, ``phases`` (U and L after each phase), ``iterations``
             and their ``log``.
         """
-        t0 = time.perf_counter()
+        t0 = run.started
         inst = instance
         M = int(budget_bytes)
-        seed = self.seed if seed is None else int(seed)
+        seed = self.seed if run.seed is None else int(run.seed)
+        run.seed = seed
         tier = self.tier_for(inst)
-        limit = time_limit_s if time_limit_s is not None else self.time_limit_s
+        limit = run.time_limit_s if run.time_limit_s is not None else self.time_limit_s
         if limit is None:
             limit = 300.0 if tier == "aggregated" else 55.0
         limit = float(limit)
@@ -248,7 +274,7 @@ class MILP:
             prog.update(inc.step_s, lower, phase)
 
         def result(status: str, lower: float | None, objective: float | None = None,
-                   **extra: Any) -> SolveResult:
+                   **extra: Any) -> Outcome:
             ub = inc.step_s if inc.dec is not None else None
             gap = None
             if ub is not None and lower is not None and lower > 0:
@@ -263,9 +289,11 @@ class MILP:
                          "plan_source": inc.source or None, **extra})
             prog.done(status, ub, lower)
             plan = Plan(inc.dec, inst.saved_names) if inc.dec is not None else None
-            return SolveResult(plan=plan, solver=self.name, params=self.params, status=status,
-                               objective_s=objective, lower_bound_s=lower,
-                               planning_time_s=time.perf_counter() - t0, seed=seed, info=info)
+            out = Outcome(plan=plan, status=status, objective_s=objective, lower_bound_s=lower,
+                          info=info)
+            if "min_budget_bytes" in info:  # stated here: no bisection in BaseSolver.solve
+                out.min_budget_bytes = info["min_budget_bytes"]
+            return out
 
         # Trivial cases.
         if M >= int(inst.P):
@@ -468,16 +496,17 @@ class MILP:
 
     @staticmethod
     def _finish(result: Any, inc: Incumbent, lower: float, objective: float | None
-                ) -> SolveResult:
-        """"optimal" or "bounded" (decided by the gap) with a plan, "timeout" without."""
+                ) -> Outcome:
+        """"optimal" or "bounded" (decided by the gap) with a plan, "timeout" without.
+        Without a plan, the all-swap plan (the witness of the stated minimum budget,
+        :meth:`min_budget`) is tried last, so at that budget a plan is found whatever the
+        time limit; tried only here, it never changes a search that found a plan."""
+        if inc.dec is None:
+            inc.consider(_all_swap(inc.inst), "all_swap")
         if inc.dec is None:
             return result("timeout", lower, objective)
         return result("bounded", lower, objective)
 
 
-PARAMS = ("backend", "time_limit_s", "rel_gap", "threads", "warm_start", "tier", "steps",
-          "max_iterations", "patience", "local_search", "search_calls", "seed", "progress",
-          "verbose")
-"""The solver's own hyperparameters (besides the model switches)."""
 MODEL_OPTIONS = ("lagging", "binary_placement", "integral_copies", "fifo", "admission",
                  "integer_evictions")
