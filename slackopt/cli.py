@@ -234,6 +234,8 @@ def _fmt_value(key: str, v: Any) -> str:
             return f"{v / 1e9:.4g} GB/s"
         if key.endswith("_bytes") or key in ("A", "P", "M"):
             return _fmt_bytes(v)
+        if key.endswith("_per_s"):
+            return f"{v:,.4g}/s"
         if key.endswith("_s") or key in ("T_F", "T*", "T"):
             return _fmt_time(v)
         if isinstance(v, int):
@@ -637,7 +639,11 @@ def _solver_specs(text: str) -> list[Any]:
                     f"{x!r}: each entry is a solver name or [name, {{params}}]",
                     param_hint="'--solvers'")
         return out
-    return _split_list(t, "solver names (or 'all')", "--solvers")
+    out = []
+    for x in _split_list(t, f"solver names (or 'all', or a suite: {', '.join(SUITES)})",
+                         "--solvers"):
+        out.extend(SUITES.get(x, (x,)))
+    return out
 
 
 def _records(df: Any) -> list[dict[str, Any]]:

@@ -123,10 +123,13 @@ def register_solver(name: str, cls: Any) -> Any:
         cls = load_solver_class(cls)
     if not isinstance(name, str) or not name or ":" in name:
         raise SolverError(f"solver name {name!r} must be a non-empty string without ':'")
-    if name in registered_solvers():
-        raise SolverError(f"a solver named '{name}' is already registered "
-                          f"({registered_solvers()[name].value}); call "
+    if name in _RUNTIME:
+        raise SolverError(f"a solver named '{name}' is already registered at runtime "
+                          f"({_RUNTIME[name].value}); call "
                           f"slackopt.unregister_solver('{name}') first, or pick another name")
+    if name in registered_solvers():
+        raise SolverError(f"'{name}' is a solver installed with slackopt "
+                          f"({registered_solvers()[name].value}); pick another name")
     if not isinstance(cls, type) or not callable(getattr(cls, "solve", None)):
         raise SolverError(f"{cls!r} is not a solver class (a class with a solve() method)")
     own = getattr(cls, "name", None)
@@ -265,7 +268,11 @@ def solver_class(name: str) -> type:
         SolverError: unknown name (the message lists the registered ones).
     """
     if ":" in name:
-        return load_solver_class(name)
+        cls = load_solver_class(name)
+        if not isinstance(cls, type) or not callable(getattr(cls, "solve", None)):
+            raise SolverError(f"'{name}' is not a solver class (a class with a solve() "
+                              "method, e.g. a slackopt.solverbase.BaseSolver subclass)")
+        return cls
     eps = registered_solvers()
     if name not in eps:
         known = ", ".join(eps) or "none (is slackopt installed? pip install -e .)"

@@ -446,3 +446,11 @@ def test_a_bare_budget_above_one_is_refused_with_the_fix(
                        "--json")
     assert rc == 0 and json.loads(out)["budget_bytes"] == int(float(budget) *
                                                               small_instance().P)
+
+
+def test_table_values_take_their_unit_from_the_name() -> None:
+    from slackopt.cli import _fmt_value
+
+    assert _fmt_value("evaluations_per_s", 620.1) == "620.1/s"   # a rate, not a time
+    assert _fmt_value("step_time_s", 0.411) == "411 ms"
+    assert _fmt_value("link_bytes_per_s", 25e9) == "25 GB/s"

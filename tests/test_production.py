@@ -318,6 +318,7 @@ def test_production_suite_from_the_cli_and_in_compare():
     from slackopt.compare import SUITES, compare
 
     assert _solver_specs("production") == list(SUITES["production"])
+    assert _solver_specs("production,slackswap") == [*SUITES["production"], "slackswap"]
     df = compare([make("tiny")], list(SUITES["production"]), [0.7], progress=False)
     assert len(df) == len(SUITES["production"])
     assert set(df["solver"]) == set(PRODUCTION) | {"slackswap"}

@@ -228,7 +228,7 @@ def test_register_refuses_duplicates_and_unregister_frees_the_name() -> None:
         assert solver_class("mine_for_test") is Mine
         with pytest.raises(SolverError, match="already registered"):
             slackopt.register_solver("mine_for_test", Mine)
-        with pytest.raises(SolverError, match="already registered"):
+        with pytest.raises(SolverError, match="installed with slackopt.*pick another name"):
             slackopt.register_solver("checkpoint", Mine)  # an entry point's name
     finally:
         slackopt.unregister_solver("mine_for_test")
@@ -437,3 +437,11 @@ def test_compare_table_labels_show_only_changed_params() -> None:
     assert _solver_label("vdnn", json.dumps(get_solver("vdnn").params)) == "vdnn"
     assert _solver_label("keep_all", "{}") == "keep_all"
     assert _solver_label("not_here", '{"k":1}') == 'not_here {"k":1}'  # class unknown
+
+
+def test_a_file_reference_that_is_not_a_solver_class_is_refused(tmp_path: Path) -> None:
+    f = tmp_path / "notasolver.py"
+    f.write_text("class NotASolver:\n    pass\n\ndef f():\n    return None\n")
+    for attr in ("NotASolver", "f"):
+        with pytest.raises(SolverError, match="is not a solver class"):
+            solver_class(f"{f}:{attr}")
