@@ -164,7 +164,7 @@ class _Task:
     solver: str
     params: dict[str, Any]
     params_json: str
-    solver_obj: Any | None
+    solver_obj: Any
     seed: int | None
     time_limit_s: float | None
 
@@ -241,7 +241,7 @@ def _load_instances(instances: Iterable[InstanceLike]) -> list[Instance]:
 
 
 def _resolve_solvers(solvers: Iterable[SolverSpec] | str) -> list[tuple[str, dict, Any]]:
-    """(name, params, object or None) per solver spec; checks names and parameters now."""
+    """(name, params, solver object) per solver spec; checks names and parameters now."""
     if isinstance(solvers, str):
         solvers = [solvers]
     out = []
@@ -347,10 +347,8 @@ def _execute(instance: Instance, task: _Task) -> dict[str, Any]:
     hard = hard_deadline_s(task.time_limit_s)
     t0 = time.perf_counter()
     try:
-        solver = task.solver_obj if task.solver_obj is not None else \
-            get_solver(task.solver, **task.params)
         with _deadline(hard):
-            res = solve(instance, solver, int(task.budget_bytes),
+            res = solve(instance, task.solver_obj, int(task.budget_bytes),
                         time_limit_s=task.time_limit_s, seed=task.seed)
     except (_HardTimeout, Exception) as e:
         cause = e if isinstance(e, _HardTimeout) else interrupt_cause(e)
