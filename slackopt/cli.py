@@ -31,6 +31,7 @@ from rich.table import Table
 
 from slackopt.errors import SlackoptError, interrupt_cause
 from slackopt.hardware import GPUS, LINKS
+from slackopt.workloads._builder import MAX_LAYERS, MAX_PARAM
 
 app = typer.Typer(
     name="slackopt",
@@ -51,9 +52,25 @@ ForceOpt = Annotated[bool, typer.Option("--force", help="Replace the output file
 ParamOpt = Annotated[
     list[str] | None,
     typer.Option("--param", "-p", metavar="KEY=VALUE",
-                 help="Extra keyword parameter (VALUE read as JSON if it parses, else text); "
-                 "repeatable."),
+                 help="Extra keyword parameter (VALUE read as JSON if it parses, None as "
+                 "null, else text); repeatable."),
 ]
+
+
+def _check_time_limit(value: float | None) -> float | None:
+    """--time-limit of every command: the one rule of
+    :func:`slackopt.solverbase.check_time_limit` (None or finite seconds >= 0)."""
+    from slackopt.solverbase import check_time_limit
+
+    try:
+        return check_time_limit(value)
+    except SlackoptError as e:
+        raise typer.BadParameter(str(e), param_hint="'--time-limit'") from None
+
+
+def _time_limit_opt(help_text: str) -> Any:
+    return typer.Option("--time-limit", callback=_check_time_limit,
+                        help=f"{help_text} Finite; leave out for no limit.")
 
 
 # ----------------------------------------------------------------------------- plumbing
@@ -183,8 +200,9 @@ SOLVE_OPTIONS = {"time_limit_s": "--time-limit", "seed": "--seed"}
 
 def _parse_params(items: list[str] | None,
                   reserved: dict[str, str] | None = None) -> dict[str, Any]:
-    """``KEY=VALUE`` items -> dict (values read as JSON, else kept as text). A key in
-    `reserved` (key -> the option that sets it) is a BadParameter naming that option."""
+    """``KEY=VALUE`` items -> dict (values read as JSON, ``None`` as null like JSON's
+    ``null``, else kept as text). A key in `reserved` (key -> the option that sets it) is
+    a BadParameter naming that option."""
     out: dict[str, Any] = {}
     for it in items or []:
         key, sep, value = it.partition("=")
@@ -194,6 +212,9 @@ def _parse_params(items: list[str] | None,
         if reserved and key in reserved:
             raise typer.BadParameter(f"'{key}' is set with {reserved[key]}, not --param",
                                      param_hint="'--param'")
+        if value.strip() == "None":  # Python's spelling of JSON's null
+            out[key] = None
+            continue
         try:
             out[key] = json.loads(value)
         except json.JSONDecodeError:
@@ -335,9 +356,12 @@ def make(
     gpu: Annotated[str, typer.Option(help=f"GPU preset: {', '.join(GPUS)}.")] = "a100",
     link: Annotated[str | None, typer.Option(
         help=f"Host-link preset: {', '.join(LINKS)} (default: the GPU's).")] = None,
-    seq: Annotated[int | None, typer.Option(min=1, help="Sequence length.")] = None,
-    batch: Annotated[int | None, typer.Option(min=1, help="Batch size.")] = None,
-    layers: Annotated[int | None, typer.Option(min=1, help="Number of blocks.")] = None,
+    seq: Annotated[int | None, typer.Option(min=1, max=MAX_PARAM,
+                                            help="Sequence length.")] = None,
+    batch: Annotated[int | None, typer.Option(min=1, max=MAX_PARAM,
+                                              help="Batch size.")] = None,
+    layers: Annotated[int | None, typer.Option(min=1, max=MAX_LAYERS,
+                                               help="Number of blocks.")] = None,
     param: ParamOpt = None,
     force: ForceOpt = False,
     json_output: JsonOpt = False,
@@ -357,6 +381,13 @@ def make(
         _err(str(e.args[0]) if e.args else f"unknown name in: {workload}")
         raise typer.Exit(2) from None
     except (TypeError, ValueError) as e:
+        if isinstance(e, workloads.WorkloadError):
+            aliases = workloads.WORKLOADS[workload].aliases
+            given = {"seq": seq, "batch": batch, "layers": layers}
+            named = [f"--{k} sets '{aliases[k]}'" for k, v in given.items()
+                     if v is not None and aliases.get(k, k) != k]
+            if named:  # the generator's message names its own parameter
+                raise workloads.WorkloadError(f"{e} ({'; '.join(named)})") from None
         if isinstance(e, SlackoptError):
             raise
         _err(f"workload '{workload}': {e}")
@@ -441,8 +472,7 @@ def solve(
                                         "path/to/file.py:ClassName.")],
     budget: Annotated[str, typer.Option("--budget", "-b",
                                         help=f"Memory budget: {BUDGET_HELP}.")],
-    time_limit: Annotated[float | None, typer.Option("--time-limit", min=0,
-                                                     help="Solver time limit (s).")] = None,
+    time_limit: Annotated[float | None, _time_limit_opt("Solver time limit (s).")] = None,
     seed: Annotated[int | None, typer.Option(help="Random seed.")] = None,
     output: Annotated[Path | None, typer.Option("--output", "-o",
                                                 help="Plan file to write.")] = None,
@@ -568,6 +598,28 @@ def simulate(
     return None
 
 
+def _plain_summary(doc: str) -> str:
+    """The first paragraph of a docstring as one line of plain text: reStructuredText
+    literals (````x````), roles (``:class:`~a.B``` -> B, ``:func:`text <target>``` ->
+    text), emphasis and the paragraph's line breaks removed."""
+    import re
+
+    first = " ".join(doc.strip().split("\n\n")[0].split())
+
+    def role(m: re.Match[str]) -> str:
+        text = m.group(1)
+        label = re.match(r"(.*?)\s*<[^<>]*>$", text)
+        if label:
+            return label.group(1)
+        return text.lstrip("~").rsplit(".", 1)[-1] if text.startswith("~") else text
+
+    first = re.sub(r":[\w:.-]+:`([^`]+)`", role, first)
+    first = re.sub(r"``([^`]+)``", r"\1", first)
+    first = re.sub(r"\*\*([^*]+)\*\*|\*([^*\s][^*]*)\*",
+                   lambda m: m.group(1) or m.group(2), first)
+    return re.sub(r"`([^`]+)`_?", r"\1", first)
+
+
 @app.command("solvers")
 @_guarded
 def list_solvers(json_output: JsonOpt = False) -> dict[str, Any] | None:
@@ -579,8 +631,7 @@ def list_solvers(json_output: JsonOpt = False) -> dict[str, Any] | None:
         row: dict[str, Any] = {"name": name, "target": ep.value, "summary": None, "error": None}
         try:
             obj = ep.load()
-            doc = inspect.getdoc(obj) or ""
-            row["summary"] = doc.strip().splitlines()[0] if doc.strip() else ""
+            row["summary"] = _plain_summary(inspect.getdoc(obj) or "")
         except Exception as e:  # a broken solver must not hide the others
             row["error"] = f"cannot load: {type(e).__name__}: {e}"
         rows.append(row)
@@ -656,6 +707,12 @@ def _pct(x: Any, digits: int = 1) -> str:
     return "-" if x is None or x != x else f"{float(x):.{digits}%}"
 
 
+def _note_created(folder: Path | None, opt: str) -> None:
+    """Say on stderr that `folder`, missing before, was created for `opt`'s file."""
+    if folder is not None and folder.is_dir():
+        sys.stderr.write(f"slackopt: note: created the folder {folder} for {opt}\n")
+
+
 @app.command("compare")
 @_guarded
 def compare_cmd(
@@ -670,18 +727,20 @@ def compare_cmd(
     seeds: Annotated[str | None, typer.Option(
         "--seeds", help="Comma-separated seeds (default: none).")] = None,
     output: Annotated[Path | None, typer.Option(
-        "--out", "-o", help="Write the table: .csv, .json, .parquet or .sqlite.")] = None,
+        "--out", "-o", help="Write the table: .csv, .json, .parquet or .sqlite (a missing "
+        "folder is created, and stderr says so).")] = None,
     store: Annotated[Path | None, typer.Option(
         "--store", help="SQLite store of finished runs: a rerun resumes, doing only the "
-        "missing runs and those that ended in error (an interrupted run is never stored).")
+        "missing runs and those that ended in error (an interrupted run is never stored). "
+        "A missing folder is created, and stderr says so.")
     ] = None,
     workers: Annotated[int, typer.Option(
         "--workers", min=0, help="Local worker processes (0: one per CPU).")] = 1,
     scheduler: Annotated[str | None, typer.Option(
         "--scheduler", help="Dask scheduler address tcp://HOST:PORT (needs the [dist] "
         "extra).")] = None,
-    time_limit: Annotated[float | None, typer.Option(
-        "--time-limit", min=0, help="Time limit per solver run (s).")] = None,
+    time_limit: Annotated[float | None, _time_limit_opt(
+        "Time limit per solver run (s).")] = None,
     references: Annotated[Path | None, typer.Option(
         "--references", help="references.json with best known bounds and steps.")] = None,
     force: ForceOpt = False,
@@ -713,6 +772,7 @@ def compare_cmd(
         if store is not None and output.resolve() == store.resolve():
             raise FileFormatError(output, "", "is also the --store file",
                                   "write the table to another file")
+    new_dir = store.parent if store is not None and not store.parent.exists() else None
     try:
         df = compare(instances, specs, budget_list, seeds=seed_list, time_limit_s=time_limit,
                      store=store, workers=workers, scheduler=scheduler, progress=True,
@@ -731,7 +791,13 @@ def compare_cmd(
         else:
             msg = "finished runs were not kept (pass --store FILE to resume later)"
         raise Interrupted(msg) from None
-    written = str(write_results(df, output, overwrite=force)) if output is not None else None
+    finally:
+        _note_created(new_dir, "--store")
+    written = None
+    if output is not None:
+        out_dir = output.parent if not output.parent.exists() else None
+        written = str(write_results(df, output, overwrite=force))
+        _note_created(out_dir, "--out")
     counts = {"runs": len(df), "runs_from_store": int(df.attrs.get("runs_from_store", 0)),
               "runs_now": int(df.attrs.get("runs_now", len(df)))}
     if json_output:
@@ -797,8 +863,7 @@ BudgetOpt = Annotated[str, typer.Option("--budget", "-b", help=f"Memory budget: 
 PlanOpt = Annotated[Path | None, typer.Option("--plan", help="Plot this plan file instead of "
                                               "solving.")]
 SeedOpt = Annotated[int | None, typer.Option(help="Random seed passed to the solver.")]
-LimitOpt = Annotated[float | None, typer.Option("--time-limit", min=0,
-                                                help="Solver time limit (s).")]
+LimitOpt = Annotated[float | None, _time_limit_opt("Solver time limit (s).")]
 
 
 def _figure_path(output: Path, force: bool) -> None:

@@ -413,6 +413,8 @@ class BaseSolver:
         ``min_budget_search`` hyperparameter or class attribute is true; else None); the
         search stops at the time limit, leaving None and ``info["min_budget_note"]``.
         ``planning_time_s`` covers all of it (perf_counter); ``seed`` is ``run.seed``.
+        When :meth:`plan` returns no plan, ``info["note"]`` says so (unless the solver set
+        a note of its own): the reason an "infeasible" without a plan is shown.
 
         Args:
             instance: the problem.
@@ -422,11 +424,18 @@ class BaseSolver:
                 plan was found in time.
             seed: the seed (None: the solver's fixed default); the same seed gives the
                 same plan.
+
+        Raises:
+            SolverError: a time limit that is not None or a finite number >= 0
+                (:func:`check_time_limit`).
         """
-        run = Run(time_limit_s=time_limit_s, seed=seed, started=time.perf_counter())
+        run = Run(time_limit_s=check_time_limit(time_limit_s), seed=seed,
+                  started=time.perf_counter())
         M = int(budget_bytes)
         out = _as_outcome(self.plan(instance, M, run))
         info = dict(out.info)
+        if out.plan is None and not info.get("note"):
+            info["note"] = f"{self.name} returned no plan"
         status, objective = out.status, out.objective_s
         if status is None:
             ev = out.evaluation
@@ -455,6 +464,24 @@ class BaseSolver:
             plan=out.plan, solver=self.name, params=self.params, status=status,
             objective_s=objective, lower_bound_s=out.lower_bound_s,
             planning_time_s=time.perf_counter() - run.started, seed=run.seed, info=info)
+
+
+def check_time_limit(time_limit_s: Any) -> float | None:
+    """A time limit as every solver and sweep takes it: None (no limit) or a finite number
+    of seconds >= 0, returned as a float. The one rule for :meth:`BaseSolver.solve`,
+    :func:`slackopt.compare.compare` and the command line's ``--time-limit``.
+
+    Raises:
+        SolverError: anything else (inf, NaN, a negative number, a bool, a string),
+            naming the rule and the fix.
+    """
+    if time_limit_s is None:
+        return None
+    if isinstance(time_limit_s, bool) or not isinstance(time_limit_s, numbers.Real) \
+            or not math.isfinite(time_limit_s) or time_limit_s < 0:
+        raise SolverError(f"time limit {time_limit_s!r} must be a finite number >= 0 (s); "
+                          "for no limit, give none (leave --time-limit out, or pass None)")
+    return float(time_limit_s)
 
 
 @dataclass
@@ -553,10 +580,14 @@ def _code_modules(cls: type) -> dict[str, Any]:
     """The modules whose source makes up `cls`'s code: the modules of its classes (MRO,
     this base excluded), then, transitively, the modules they reference at top level
     (imported modules, functions, classes) and the loaded submodules of their package,
-    restricted to the same top-level package (``solvers``, ``slackopt.solvers`` or a
-    user file's module). slackopt itself (the evaluator) is not part of it. Keys are the
-    module names relative to that package (``".vdnn"``; ``"."`` for the package or file
-    itself), so moving the package or the file keeps the identity."""
+    restricted to the user's code: the same top-level package (``slackopt.solvers`` or a
+    user file's module) and, for a solver outside slackopt, what it imports from its own
+    folder (:func:`_folder_of` / :func:`_from_folder`: sibling modules and packages next
+    to its file). slackopt itself (the evaluator), the standard library and installed
+    packages are not part of it. Keys are the module names relative to that package
+    (``".vdnn"``; ``"."`` for the package or file itself) or ``"folder:NAME"`` for a
+    module from the solver's folder, so moving the package, the file or the folder keeps
+    the identity."""
     import sys
 
     roots = [sys.modules.get(c.__module__) for c in cls.__mro__
@@ -565,12 +596,22 @@ def _code_modules(cls: type) -> dict[str, Any]:
         return {}
     first = cls.__module__
     top = "slackopt.solvers" if first.startswith("slackopt.solvers") else first.split(".")[0]
+    shipped = top == "slackopt" or top.startswith("slackopt.")
+    home = None if shipped else _folder_of(sys.modules.get(first))
 
-    def ours(name: str | None) -> bool:
-        return bool(name) and (name == top or name.startswith(top + "."))  # type: ignore
+    def key(mod: Any) -> str | None:
+        """The module's key if it is the user's code, else None."""
+        name = getattr(mod, "__name__", None)
+        if not isinstance(name, str):
+            return None
+        if name == top or name.startswith(top + "."):
+            return name[len(top):] or "."
+        if home is not None and _from_folder(name, home):
+            return f"folder:{name}"
+        return None
 
     found: dict[str, Any] = {}
-    todo = [m for m in roots if m is not None and ours(m.__name__)]
+    todo = [m for m in roots if m is not None and key(m) is not None]
     while todo:
         mod = todo.pop()
         if mod.__name__ in found:
@@ -579,13 +620,58 @@ def _code_modules(cls: type) -> dict[str, Any]:
         pkg = mod.__name__ if hasattr(mod, "__path__") else mod.__name__.rpartition(".")[0]
         if pkg and pkg != top:
             todo += [m for n, m in list(sys.modules.items()) if n.startswith(pkg + ".")
-                     and m is not None]
+                     and m is not None and key(m) is not None]
         for v in list(vars(mod).values()):
             name = v.__name__ if inspect.ismodule(v) else getattr(v, "__module__", None)
             dep = sys.modules.get(name) if isinstance(name, str) else None
-            if dep is not None and ours(dep.__name__) and dep.__name__ not in found:
+            if dep is not None and key(dep) is not None and dep.__name__ not in found:
                 todo.append(dep)
-    return {name[len(top):] or ".": mod for name, mod in found.items()}
+    return {key(mod): mod for mod in found.values()}  # type: ignore[misc]
+
+
+def _installed_dirs() -> list[Any]:
+    """The standard library's and installed packages' folders (resolved Paths)."""
+    import site
+    import sysconfig
+    from pathlib import Path
+
+    dirs = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    dirs |= set(getattr(site, "getsitepackages", list)())
+    return [Path(d).resolve() for d in dirs if d]
+
+
+def _folder_of(mod: Any) -> Any:
+    """The folder of a user's solver module file (resolved Path), or None: no file, or a
+    file among the standard library or installed packages (whose folder holds more than
+    the user's code)."""
+    from pathlib import Path
+
+    f = getattr(mod, "__file__", None)
+    if not f:
+        return None
+    folder = Path(f).resolve().parent
+    if any(p in ("site-packages", "dist-packages") for p in folder.parts):
+        return None
+    if any(folder == d or d in folder.parents for d in _installed_dirs()):
+        return None
+    return folder
+
+
+def _from_folder(name: str, home: Any) -> bool:
+    """Whether module `name` was imported from folder `home`: its top-level module is a
+    file or a package directly in `home` (home on ``sys.path``), and it is not slackopt."""
+    import sys
+    from pathlib import Path
+
+    root = name.split(".")[0]
+    if root == "slackopt":
+        return False
+    f = getattr(sys.modules.get(root), "__file__", None)
+    if not f:
+        return False
+    p = Path(f).resolve()
+    where = p.parent.parent if p.name == "__init__.py" else p.parent
+    return where == home
 
 
 def solver_code_id(cls: type) -> str:
@@ -600,7 +686,9 @@ def solver_code_id(cls: type) -> str:
 
     The store keys of :func:`slackopt.compare.compare` include it: a row computed by other
     code is never returned. An edit to any of those modules (a comment included) changes
-    it; an edit to slackopt's evaluator does not.
+    it, a helper module next to a user's solver file included (when the file imports it);
+    an edit to slackopt's evaluator or to an installed package does not. Code reached only
+    at call time (a module imported inside a function, a data file read) is not covered.
     """
     import hashlib
 
@@ -644,6 +732,7 @@ def min_budget_by_bisection(instance: Instance, feasible_at: Callable[[int], boo
     return smallest_true(feasible_at, int(lo), P, tol=max(1, math.ceil(MIN_BUDGET_REL_TOL * P)))
 
 
-__all__ = ["BaseSolver", "Param", "Outcome", "Run", "SolverParamError", "describe_params",
+__all__ = ["BaseSolver", "Param", "Outcome", "Run", "SolverParamError", "check_time_limit",
+           "describe_params",
            "param_names", "non_default_params", "min_budget_by_bisection", "solver_code_id",
            "MIN_BUDGET_REL_TOL"]

@@ -51,6 +51,8 @@ from slackopt.solverbase import BaseSolver, Outcome, Param, Run
 
 DEFAULT_OFFLOAD = ("qkv", "attn_out")
 DEFAULT_RECOMPUTE = ("norm_out",)
+MEGATRON_CATEGORIES = ("block_input", "norm_out", "qkv", "attn_out", "residual")
+"""The categories Megatron's offload modules map to (the module docstring's table)."""
 
 
 def categories(text: str) -> tuple[str, ...]:
@@ -75,13 +77,16 @@ class ModuleOffload(BaseSolver):
 
     Args:
         offload: saved-tensor categories to offload, comma-separated ("qkv,attn_out").
-        recompute: categories to recompute ("norm_out").
+        recompute: categories to recompute ("norm_out"; "" for none).
         Both default to Megatron's documented dense-transformer settings (module
         docstring); a category in both is refused (Megatron: offloaded tensors are not
-        recomputed).
+        recomputed), and so are an empty item ("qkv,,attn_out"), a category named twice
+        in one list, and an empty ``offload`` (no offloading: not this planner).
 
     Raises:
-        SolverParamError: from the constructor, for a category named in both lists.
+        SolverParamError: from the constructor, for a category named in both lists or
+            twice in one, an empty item, or no category to offload (the message names the
+            parameter and the categories Megatron's modules map to).
         SolverError: from ``solve``, when a category given explicitly names no saved
             tensor inside the instance's blocks (the message lists the categories there).
 
@@ -100,6 +105,23 @@ class ModuleOffload(BaseSolver):
         self.recompute = recompute
 
     def check_params(self) -> None:
+        hint = (f"give comma-separated saved-tensor categories, e.g. offload="
+                f"{','.join(DEFAULT_OFFLOAD)}; Megatron's modules map to "
+                f"{', '.join(MEGATRON_CATEGORIES)} (slackopt describe INSTANCE lists an "
+                "instance's categories)")
+        for key in ("offload", "recompute"):
+            text = getattr(self, key)
+            items = [x.strip() for x in text.split(",")]
+            if text.strip() and any(not x for x in items):
+                raise ValueError(f"{key}={text!r} has an empty item; {hint}")
+            dup = sorted({x for x in items if x and items.count(x) > 1})
+            if dup:
+                raise ValueError(f"{key}={text!r} names {', '.join(dup)} more than once; "
+                                 f"{hint}")
+        if not categories(self.offload):
+            raise ValueError(f"offload={self.offload!r} names no category, and module-offload "
+                             f"without offloading is not Megatron's offloading; {hint} (for "
+                             "recomputation only, use checkpoint or recompute_all)")
         both = sorted(set(categories(self.offload)) & set(categories(self.recompute)))
         if both:
             raise ValueError(f"offload and recompute share categories {', '.join(both)}; "

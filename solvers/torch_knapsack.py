@@ -48,6 +48,7 @@ Needs the ``[torch]`` extra: without torch the solver raises a SolverError sayin
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from typing import Any
 
 import numpy as np
@@ -69,12 +70,17 @@ def knapsack_function(method: str) -> Any:
     """PyTorch's knapsack solver for `method` (one of :data:`METHODS`).
 
     Raises:
-        SolverError: torch is not installed (names the ``[torch]`` extra), the installed
+        SolverError: torch is not installed (names the ``[torch]`` extra), scipy is not
+            installed for ``"ilp"`` (names the extra, which includes it), the installed
             torch has no such function, or `method` is unknown.
     """
     if method not in _FUNCTIONS:
         raise SolverError(f"torch-knapsack: method {method!r} is not one of "
                           f"{', '.join(METHODS)}")
+    if method == "ilp" and importlib.util.find_spec("scipy") is None:
+        raise SolverError("torch-knapsack: method 'ilp' runs PyTorch's ilp_knapsack, which "
+                          "needs scipy (scipy.optimize.milp): pip install 'slackopt[torch]' "
+                          "(it includes scipy) or pip install scipy; or use method=dp")
     try:
         knapsack = importlib.import_module(KNAPSACK_MODULE)
     except ImportError as e:

@@ -454,3 +454,84 @@ def test_table_values_take_their_unit_from_the_name() -> None:
     assert _fmt_value("evaluations_per_s", 620.1) == "620.1/s"   # a rate, not a time
     assert _fmt_value("step_time_s", 0.411) == "411 ms"
     assert _fmt_value("link_bytes_per_s", 25e9) == "25 GB/s"
+
+
+# ------------------------------------------------------------- issue 15/17 leftovers
+def test_param_none_is_read_as_null() -> None:
+    """--param KEY=None is JSON's null, as the "or None" of the messages says; other text
+    that merely starts with None stays text."""
+    from slackopt.cli import _parse_params
+    from slackopt.solver import get_solver
+
+    assert _parse_params(["blocks=None", "a=null", "b= None ", "c=None2", "d=3"]) == \
+        {"blocks": None, "a": None, "b": None, "c": "None2", "d": 3}
+    solver = get_solver("ckpt-offload", **_parse_params(["blocks=None"]))
+    assert solver.params["blocks"] is None
+
+
+@pytest.mark.parametrize("command", ["solve", "compare"])
+def test_time_limit_has_one_rule_in_solve_and_compare(capsys: pytest.CaptureFixture[str],
+                                                      files: dict[str, Path],
+                                                      command: str) -> None:
+    """solve and compare take the same --time-limit: finite seconds >= 0 (inf, nan and
+    negative values are refused with the fix); a finite limit runs."""
+    args = (["solve", files["inst"], "--solver", "keep_all", "--budget", "1.0"]
+            if command == "solve" else
+            ["compare", files["inst"], "--solvers", "keep_all", "--budgets", "1.0"])
+    for bad in ("inf", "nan", "-1"):
+        assert_user_error(*run(capsys, *args, "--time-limit", bad, "--json"), "--time-limit",
+                          "must be a finite number >= 0", "leave --time-limit out")
+    rc, out, err = run(capsys, *args, "--time-limit", "5", "--json")
+    assert rc == 0, err
+    doc = json.loads(out)
+    row = doc["rows"][0] if command == "compare" else doc
+    assert row["status"] == "optimal"  # keep-all under P runs at T*, the lower bound
+    if command == "compare":
+        assert row["time_limit_s"] == 5.0
+
+
+def test_time_limit_rule_is_the_api_rule(files: dict[str, Path]) -> None:
+    import math
+
+    import slackopt
+    from slackopt.compare import compare
+    from slackopt.errors import SolverError
+    from slackopt.solverbase import check_time_limit
+
+    assert check_time_limit(None) is None and check_time_limit(2) == 2.0
+    inst = io.load_instance(files["inst"])
+    for bad in (math.inf, math.nan, -1.0, True, "5"):
+        with pytest.raises(SolverError, match="must be a finite number >= 0"):
+            check_time_limit(bad)
+    with pytest.raises(SolverError, match="must be a finite number >= 0"):
+        slackopt.solve(inst, "keep_all", 1.0, time_limit_s=math.inf)
+    with pytest.raises(SolverError, match="must be a finite number >= 0"):
+        compare([inst], ["keep_all"], [1.0], time_limit_s=math.inf, progress=False)
+
+
+def test_make_limits_name_the_option(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """--layers past the generator's limit names --layers, not the generator's n_layers;
+    a generator's own message says which of its parameters the option set."""
+    f = tmp_path / "x.json"
+    rc, out, err = run(capsys, "make", "chain", "--layers", "100000", "-o", f)
+    assert_user_error(rc, out, err, "--layers", "4096")
+    assert "n_layers" not in err
+    assert_user_error(*run(capsys, "make", "vgg16", "--layers", "12", "-o", f),
+                      "11, 13, 16, 19", "--layers sets 'depth'")
+    assert not f.exists()
+
+
+def test_solvers_descriptions_are_plain_text(capsys: pytest.CaptureFixture[str]) -> None:
+    """`slackopt solvers` shows a docstring's first paragraph without reStructuredText."""
+    from slackopt.cli import _plain_summary
+
+    doc = ("Uses :class:`~slackopt.plan.Plan`, :func:`the solver <slackopt.solve>`,\n"
+           ":data:`slackopt.x.Y` and ``keep``; *so* **there**.\n\nDetails.")
+    assert _plain_summary(doc) == "Uses Plan, the solver, slackopt.x.Y and keep; so there."
+    rc, out, _ = run(capsys, "solvers", "--json")
+    assert rc == 0
+    rows = {r["name"]: r for r in json.loads(out)["solvers"]}
+    assert rows["torch-knapsack"]["summary"] == ("PyTorch's activation_memory_budget "
+                                                 "selection with PyTorch's knapsack solvers.")
+    for r in rows.values():
+        assert r["summary"] is None or "`" not in r["summary"], r

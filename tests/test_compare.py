@@ -345,3 +345,24 @@ def test_cli_compare(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
         assert rc == 2 and o == "" and "Traceback" not in e, (args, e)
         for w in words:
             assert w in e, (w, e)
+
+
+def test_cli_compare_says_which_folders_it_created(tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """--store and --out in missing folders: the folders are created and stderr says so
+    (stdout stays one JSON document); existing folders get no note."""
+    from slackopt.cli import main
+
+    store = tmp_path / "runs" / "2026" / "s.sqlite"
+    out = tmp_path / "tables" / "t.csv"
+    args = ["compare", str(TINY), "--solvers", "keep_all", "--budgets", "1.0", "--json"]
+    rc = main([*args, "--store", str(store), "--out", str(out)])
+    o, e = capsys.readouterr()
+    assert rc == 0, e
+    assert json.loads(o)["runs_now"] == 1 and store.is_file() and out.is_file()
+    assert f"slackopt: note: created the folder {store.parent} for --store" in e
+    assert f"slackopt: note: created the folder {out.parent} for --out" in e
+    rc = main([*args, "--store", str(store), "--out", str(out), "--force"])
+    o, e = capsys.readouterr()
+    assert rc == 0 and json.loads(o)["runs_from_store"] == 1
+    assert "created the folder" not in e

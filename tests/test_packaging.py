@@ -44,3 +44,10 @@ def test_entry_points_name_slackopt_solvers_and_load() -> None:
         assert ep.value.startswith("slackopt.solvers."), ep.value
         cls = ep.load()
         assert cls.__module__.startswith("slackopt.solvers."), cls
+
+
+def test_torch_extra_brings_scipy_for_the_ilp_knapsack() -> None:
+    """torch-knapsack method=ilp runs PyTorch's ilp_knapsack, which imports scipy."""
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]
+    assert any(req.split(">")[0].strip() == "scipy" for req in extras["torch"])

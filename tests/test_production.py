@@ -193,6 +193,45 @@ def test_module_offload_refuses_overlap_and_unknown(inst4):
         slackopt.solve(inst4, "module-offload", 1.0, offload=3)
 
 
+MEGATRON_HINT = "block_input, norm_out, qkv, attn_out, residual"
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"offload": "qkv,,attn_out"}, "offload='qkv,,attn_out' has an empty item"),
+    ({"offload": ","}, "offload=',' has an empty item"),
+    ({"offload": "qkv,attn_out,qkv"}, "offload='qkv,attn_out,qkv' names qkv more than once"),
+    ({"recompute": "norm_out, norm_out"}, "recompute='norm_out, norm_out' names norm_out "
+                                          "more than once"),
+    ({"offload": ""}, "offload='' names no category"),
+])
+def test_module_offload_refuses_empty_and_repeated_categories(kwargs, message):
+    """An empty item, a repeated category or nothing to offload is refused at
+    construction, naming the parameter and the categories Megatron's modules map to."""
+    with pytest.raises(SolverError) as e:
+        ModuleOffload(**kwargs)
+    text = str(e.value)
+    assert message in text and MEGATRON_HINT in text and "valid keys: offload" in text
+
+
+def test_module_offload_without_recompute(inst4):
+    """recompute="" is Megatron without selective recompute: no tensor is recomputed."""
+    plan = ModuleOffload(offload="act", recompute="").solve(inst4, inst4.P).plan
+    assert not names_with(inst4, plan, RECOMP)
+    assert names_with(inst4, plan, SWAP) == {f"{v}{i}" for v in "ab" for i in range(4)}
+
+
+def test_knapsack_ilp_without_scipy_gives_the_install(inst4, monkeypatch):
+    """method=ilp without scipy: refused before PyTorch is called, naming the extra."""
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "scipy" else real(name, *a))
+    with pytest.raises(SolverError, match=r"needs scipy .*pip install 'slackopt\[torch\]' "
+                                          r"\(it includes scipy\)"):
+        TorchKnapsack(method="ilp").solve(inst4, inst4.P - 1)
+
+
 # ----------------------------------------------------------------------- ckpt-offload
 def test_ckpt_offload_hand_checked(inst4):
     """All four blocks checkpointed: a, b recomputed, the block inputs x0..x3 offloaded,

@@ -445,3 +445,79 @@ def test_a_file_reference_that_is_not_a_solver_class_is_refused(tmp_path: Path) 
     for attr in ("NotASolver", "f"):
         with pytest.raises(SolverError, match="is not a solver class"):
             solver_class(f"{f}:{attr}")
+
+
+# ------------------------------------------------------------------ issue 15/17 leftovers
+def test_a_solver_without_a_plan_says_so(tmp_path: Path, capsys) -> None:
+    """plan() returning None: status "infeasible" with the reason in info["note"], which
+    `slackopt solve` prints; a note of the solver's own is kept."""
+    from slackopt.cli import main
+
+    class NoPlan(BaseSolver):
+        name = "no_plan"
+
+        def plan(self, instance, budget_bytes, run):
+            return None
+
+    class NoPlanNoted(NoPlan):
+        name = "no_plan_noted"
+
+        def plan(self, instance, budget_bytes, run):
+            return Outcome(None, info={"note": "nothing fits"})
+
+    inst = chain(4)
+    res = NoPlan().solve(inst, inst.P)
+    assert res.status == "infeasible" and res.plan is None
+    assert res.info["note"] == "no_plan returned no plan"
+    assert res.info["min_budget_bytes"] is None  # no budget up to P gives a plan
+    assert NoPlanNoted().solve(inst, inst.P).info["note"] == "nothing fits"
+    f = tmp_path / "noplan.py"
+    f.write_text("from slackopt import BaseSolver\n"
+                 "class NoPlan(BaseSolver):\n"
+                 "    name = 'no_plan'\n"
+                 "    def plan(self, instance, budget_bytes, run):\n"
+                 "        return None\n")
+    from slackopt.io import save_instance
+
+    path = save_instance(inst, tmp_path / "chain4.json")
+    assert main(["solve", str(path), "--solver", f"{f}:NoPlan", "--budget", "1.0"]) == 0
+    out = capsys.readouterr().out
+    assert "infeasible" in out and "note: no_plan returned no plan" in out
+
+
+def test_code_identity_covers_the_solver_folder(tmp_path: Path, monkeypatch) -> None:
+    """A user's solver file that imports a helper module from its own folder: editing the
+    helper changes the identity; slackopt and installed packages (numpy) are not part of
+    it, and the same files in another folder give the same identity."""
+    from slackopt.solverbase import _code_modules
+
+    def make(folder: Path, helper_text: str) -> type:
+        folder.mkdir(exist_ok=True)
+        (folder / "kshelper.py").write_text(helper_text)
+        (folder / "kssolver.py").write_text(
+            "import numpy as np\n"
+            "from kshelper import keep\n"
+            "from slackopt import BaseSolver\n"
+            "class K(BaseSolver):\n"
+            "    name = 'k_folder'\n"
+            "    def plan(self, instance, budget_bytes, run):\n"
+            "        return keep(instance)\n")
+        monkeypatch.syspath_prepend(str(folder))
+        for mod in [m for m in sys.modules if m == "kshelper" or m.startswith(
+                "slackopt_user_")]:
+            monkeypatch.delitem(sys.modules, mod)
+        cls = solver_class(f"{folder / 'kssolver.py'}:K")
+        assert Path(sys.modules["kshelper"].__file__).parent == folder
+        monkeypatch.setattr(sys, "path", [p for p in sys.path if p != str(folder)])
+        return cls
+
+    helper = ("from slackopt import Plan\n"
+              "def keep(instance):\n"
+              "    return Plan.keep_all(instance)\n")
+    k1 = make(tmp_path / "one", helper)
+    assert set(_code_modules(k1)) == {".", "folder:kshelper"}
+    id1 = solver_code_id(k1)
+    k2 = make(tmp_path / "two", helper)
+    assert solver_code_id(k2) == id1  # same files elsewhere: same identity
+    k3 = make(tmp_path / "three", helper + "# edited\n")
+    assert solver_code_id(k3) != id1

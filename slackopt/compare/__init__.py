@@ -1,0 +1,245 @@
+"""Solver comparisons at scale: instances x budgets x solvers x seeds -> one tidy table.
+
+:func:`compare` runs every solver on every instance under every budget (and seed), scores
+each plan with the one evaluator (:func:`slackopt.simulate.simulate`) and returns a pandas
+DataFrame with one row per run (columns: :data:`COLUMNS`). Only the evaluator ranks
+plans: a solver's own objective is reported, never used for the gaps.
+
+- **Failures are rows.** A solver that raises becomes a row with status ``"error"`` and
+  the exception as ``message``; one that runs past its hard deadline (``1.5 *
+  time_limit_s + 1 s``) is interrupted and becomes a ``"timeout"`` row. The sweep goes on.
+  (The deadline interrupts Python code through SIGALRM, in local runs; a Dask worker
+  thread cannot be interrupted, so a late run there is flagged ``"timeout"`` when it
+  returns. A solver class that workers cannot import, e.g. one defined in a notebook, is
+  refused before any process starts, with the fix; a run that could not reach a worker
+  for another reason is an ``"error"`` row that is not stored, so a rerun retries it.)
+- **Resumable.** With ``store=PATH`` every row is written to an SQLite file the moment
+  it finishes, keyed by (instance name, instance content hash, budget bytes, solver,
+  parameters, seed, time limit, the solver's code identity:
+  :func:`slackopt.solverbase.solver_code_id`, so edited solver code never returns stale
+  rows). Running the same sweep again skips the finished runs
+  and only adds the missing ones; a key is never written twice and a stored row is never
+  replaced, except ``"error"`` rows, which every rerun runs again (``"timeout"`` rows
+  count as finished). A run stopped by Ctrl-C is not a row: the interrupt ends the sweep
+  and the rerun does that run. A file that is not a slackopt store is never touched (a
+  0-byte file or an SQLite file without tables, as a kill during creation leaves, holds
+  no data and becomes the store). The time limit is part of the key: the same solver
+  under another limit is another experiment.
+- **Parallel.** ``workers=N`` runs in N local processes; ``scheduler="tcp://HOST:PORT"``
+  (or a ``distributed.Client``) runs on a Dask cluster (the ``[dist]`` extra). Rows come
+  back in the grid's order whatever the worker count, and for solvers that are
+  deterministic given their seed (not stopped by the clock) every column except
+  ``planning_time_s`` is the same.
+- **Gaps.** ``best_lower_bound_s`` is the largest lower bound known for the instance and
+  budget: the rows' ``lower_bound_s``, a references file's ``lower_bound_s``, and the
+  ideal step T* (every plan's step is >= T*, docs/model.md invariant 2). ``best_step_s``
+  is the smallest feasible step among the rows and the references' ``best_step_s``.
+  The references file's format: :mod:`slackopt.compare.gaps`.
+
+One job per module: :mod:`~slackopt.compare.grid` (specs -> runs, store keys),
+:mod:`~slackopt.compare.runner` (one run under its deadline -> its columns),
+:mod:`~slackopt.compare.pool` (local processes), :mod:`~slackopt.compare.cluster` (Dask),
+:mod:`~slackopt.compare.store` (the SQLite store), :mod:`~slackopt.compare.gaps`
+(references and gaps), :mod:`~slackopt.compare.table` (columns and dtypes),
+:mod:`~slackopt.compare.progress` (progress on stderr), :mod:`~slackopt.compare.files`
+(results files). This module runs the sweep: it builds the grid, reads the store, sends
+the missing runs to one of the three executors and adds the gaps.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from slackopt.compare.cluster import SCHEDULER_TIMEOUT_S, check_scheduler_address, run_dask
+from slackopt.compare.files import RESULT_SUFFIXES, RESULTS_FORMAT, read_results, write_results
+from slackopt.compare.gaps import REFERENCES_FORMAT, add_gaps, load_references
+from slackopt.compare.grid import (
+    KEY_COLUMNS,
+    SUITES,
+    InstanceLike,
+    SolverSpec,
+    Task,
+    canon_json,
+    instance_hash,
+    key_text,
+    load_instances,
+    requested_fraction,
+    resolve_solvers,
+    run_key,
+)
+from slackopt.compare.pool import run_processes
+from slackopt.compare.progress import progress_bar
+from slackopt.compare.runner import (
+    HARD_TIMEOUT_FACTOR,
+    HARD_TIMEOUT_SLACK_S,
+    execute,
+    hard_deadline_s,
+)
+from slackopt.compare.store import STORE_FORMAT, STORE_SCHEMA_VERSION, ResultStore
+from slackopt.compare.table import COLUMNS, GAP_COLUMNS, SCHEMA, coerce
+from slackopt.errors import SlackoptError
+from slackopt.instance import Instance, budget_bytes
+from slackopt.solver import check_worker_importable
+from slackopt.solverbase import check_time_limit, solver_code_id
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+
+def compare(
+    instances: Iterable[InstanceLike] | InstanceLike,
+    solvers: Iterable[SolverSpec] | str,
+    budgets: Iterable[float | int | str] | float | int | str,
+    *,
+    seeds: Iterable[int | None] = (None,),
+    time_limit_s: float | None = None,
+    store: str | os.PathLike | None = None,
+    workers: int = 1,
+    scheduler: Any = None,
+    progress: bool = True,
+    references: str | os.PathLike | Mapping[str, Any] | list | None = None,
+) -> pd.DataFrame:
+    """Run every solver on every instance under every budget and seed; one row per run.
+
+    Args:
+        instances: Instance objects or instance file paths (one or many).
+        solvers: registered names ("slackswap"), (name, params) pairs
+            (``("milp", {"backend": "highs"})``) or solver objects (their ``name`` and
+            ``params`` attributes label the rows); one or many.
+        budgets: memory budgets, each a fraction of P (0.5), bytes (int) or a size string
+            ("11.5GB"); one or many.
+        seeds: seeds passed to the solvers (None: the solver's default).
+        time_limit_s: passed to every solver (s); a run still going at
+            ``1.5 * time_limit_s + 1`` s is interrupted and becomes a "timeout" row (in
+            local runs; on Dask workers a late run is flagged "timeout" when it returns).
+        store: SQLite file that keeps finished runs (created if missing): runs already in
+            it are not redone, new ones are added as they finish.
+        workers: local processes (1: run here, in this process; 0: one per CPU).
+        scheduler: a Dask scheduler address ("tcp://HOST:PORT") or a
+            ``distributed.Client``; overrides `workers`. Needs the [dist] extra.
+        progress: show a progress bar (runs done and left) on stderr.
+        references: a references file (see the module docstring), its parsed document, or
+            None; its bounds and best steps join the gaps.
+
+    Returns:
+        A DataFrame with the columns :data:`COLUMNS`, one row per (instance, budget,
+        solver, seed) in that nesting order (duplicates in the grid are run once). Times
+        in s, sizes in bytes, gaps and throughput dimensionless (``throughput`` = T*/T).
+        ``df.attrs`` holds ``runs_from_store`` (rows read back from `store`) and
+        ``runs_now`` (runs done by this call).
+
+    Raises:
+        SolverError: an unknown solver name or parameters it rejects, or a time limit
+            that is not a finite number >= 0 (:func:`slackopt.solverbase.check_time_limit`).
+        BudgetError: a budget that cannot be parsed.
+        FileFormatError: an unreadable instance or references file, or a store file that
+            is not a slackopt store.
+        SlackoptError: no instances, bad `workers`, or an unreachable Dask scheduler.
+        KeyboardInterrupt: passed on (finished runs are already in the store).
+    """
+    import pandas as pd
+
+    insts = load_instances(instances)
+    specs = resolve_solvers(solvers)
+    if isinstance(budgets, (str, int, float)):
+        budgets = [budgets]
+    budgets = list(budgets)
+    if not budgets:
+        raise SlackoptError("no budgets given")
+    seeds = [None if s is None else int(s) for s in seeds] or [None]
+    time_limit_s = check_time_limit(time_limit_s)
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
+        raise SlackoptError(f"workers must be an integer >= 0, got {workers!r}")
+    if workers == 0:
+        workers = os.cpu_count() or 1
+    if workers > 1 or scheduler is not None:
+        for _, _, obj in specs:  # before any process starts
+            check_worker_importable(type(obj))
+    refs = references if isinstance(references, list) else load_references(references)
+    if isinstance(scheduler, str):
+        check_scheduler_address(scheduler)  # before any output or store
+
+    # Instance descriptors and the grid.
+    from slackopt.linkbudget import hideable_fraction
+
+    by_hash: dict[str, Instance] = {}
+    desc: dict[int, dict[str, Any]] = {}
+    for inst in insts:
+        if id(inst) in desc:
+            continue
+        h = instance_hash(inst)
+        by_hash.setdefault(h, inst)
+        desc[id(inst)] = {"instance": inst.name, "instance_hash": h, "A_bytes": int(inst.A),
+                          "P_bytes": int(inst.P), "ideal_time_s": float(inst.ideal_time_s),
+                          "forward_time_s": float(inst.forward_time_s),
+                          "hideable_fraction": float(hideable_fraction(inst))}
+    tasks: list[Task] = []
+    meta: dict[str, dict[str, Any]] = {}  # key -> descriptor + budget columns
+    for inst in insts:
+        d = desc[id(inst)]
+        for b in budgets:
+            m = budget_bytes(inst, b)
+            frac = requested_fraction(b, m, inst.P)
+            for name, params, obj in specs:
+                pj = canon_json(params)
+                code = solver_code_id(type(obj))
+                for seed in seeds:
+                    key = key_text(inst.name, d["instance_hash"], m, name, pj, seed,
+                                   time_limit_s, code)
+                    if key in meta:
+                        continue
+                    meta[key] = {**d, "budget_fraction": frac, "budget_bytes": m,
+                                 "solver": name, "params": pj, "seed": seed,
+                                 "time_limit_s": math.nan if time_limit_s is None
+                                 else time_limit_s}
+                    tasks.append(Task(len(tasks), key, d["instance_hash"], m, name, params,
+                                      pj, obj, seed, time_limit_s))
+
+    rows: dict[str, dict[str, Any]] = {}
+    st = ResultStore(store) if store is not None else None
+    try:
+        if st is not None:
+            stored = st.rows([t.key for t in tasks], retry_errors=True)
+            for rec in stored.to_dict("records"):
+                k = rec.pop("key")
+                rec.pop("finished_at", None)
+                rows[k] = {**rec, **meta[k]}  # descriptors as requested now
+        todo = [t for t in tasks if t.key not in rows]
+
+        with progress_bar(len(tasks), len(tasks) - len(todo), progress) as advance:
+            def on_result(t: Task, run: dict[str, Any]) -> None:
+                transient = run.pop("_transient", False)
+                row = {**meta[t.key], **run}
+                if st is not None and not transient:
+                    st.add(t.key, row)
+                rows[t.key] = row
+                advance(1)
+
+            if not todo:
+                pass
+            elif scheduler is not None:
+                run_dask(todo, by_hash, scheduler, on_result)
+            elif workers > 1 and len(todo) > 1:
+                run_processes(todo, by_hash, min(workers, len(todo)), on_result)
+            else:
+                for t in todo:
+                    on_result(t, execute(by_hash[t.instance_hash], t))
+    finally:
+        if st is not None:
+            st.close()
+
+    df = pd.DataFrame([rows[t.key] for t in tasks])
+    df = add_gaps(coerce(df), refs)[list(COLUMNS)]
+    df.attrs["runs_from_store"] = len(tasks) - len(todo)
+    df.attrs["runs_now"] = len(todo)
+    return df
+
+
+__all__ = ["COLUMNS", "GAP_COLUMNS", "HARD_TIMEOUT_FACTOR", "HARD_TIMEOUT_SLACK_S",
+           "KEY_COLUMNS", "REFERENCES_FORMAT", "RESULTS_FORMAT", "RESULT_SUFFIXES",
+           "SCHEDULER_TIMEOUT_S", "SCHEMA", "STORE_FORMAT", "STORE_SCHEMA_VERSION", "SUITES",
+           "ResultStore", "add_gaps", "coerce", "compare", "hard_deadline_s", "instance_hash",
+           "load_references", "read_results", "run_key", "write_results"]

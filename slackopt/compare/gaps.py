@@ -1,0 +1,171 @@
+"""Gaps of a results table: to the best lower bound and to the best simulated plan,
+from the rows themselves and a references file (``instances/small/references.json``).
+
+The references file, written with the exact MILP::
+
+    {"format": "slackopt-references", "schema_version": 1,
+     "entries": [{"instance": "chain8-seed0_a100-pcie4", "budget_bytes": 726924246,
+                  "budget_fraction": 0.7, "lower_bound_s": 0.0161, "best_step_s": 0.0163,
+                  "status": "optimal", "solver": "milp", "settings": {...}, "date": "..."}]}
+
+Entries match rows by instance name and budget bytes (or, without bytes, by budget
+fraction within 1e-6).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from slackopt.errors import FileFormatError
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+REFERENCES_FORMAT = "slackopt-references"
+
+
+def load_references(references: str | os.PathLike | Mapping[str, Any] | None
+                    ) -> list[dict[str, Any]]:
+    """Read a references file (or an already parsed document) into its entries.
+
+    Args:
+        references: path of a ``slackopt-references`` JSON file, the parsed document, or
+            None (no references).
+
+    Returns:
+        The entries, each with at least ``instance`` and one of ``budget_bytes`` /
+        ``budget_fraction``; ``lower_bound_s`` and ``best_step_s`` are floats or None.
+
+    Raises:
+        FileFormatError: missing or unreadable file, wrong format, or a malformed entry
+            (naming the entry and field).
+    """
+    if references is None:
+        return []
+    if isinstance(references, Mapping):
+        doc, src = references, "<references>"
+    else:
+        src = str(references)
+        try:
+            text = Path(references).read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise FileFormatError(src, "", "file not found", "check the path") from None
+        except (OSError, UnicodeDecodeError) as e:
+            raise FileFormatError(src, "", f"cannot be read ({e})", "check the path") from None
+        try:
+            doc = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise FileFormatError(src, "", f"not valid JSON: {e.msg} at line {e.lineno}",
+                                  "give a references.json file") from None
+    fix = ('write {"format": "slackopt-references", "schema_version": 1, "entries": '
+           '[{"instance": ..., "budget_bytes": ..., "lower_bound_s": ..., "best_step_s": ...}]}')
+    if not isinstance(doc, Mapping) or doc.get("format") != REFERENCES_FORMAT:
+        raise FileFormatError(src, "format", f"is not '{REFERENCES_FORMAT}'", fix)
+    if doc.get("schema_version") != 1:
+        raise FileFormatError(src, "schema_version",
+                              f"{doc.get('schema_version')!r} is not 1, the version this "
+                              "slackopt reads", "regenerate the file with this slackopt")
+    entries = doc.get("entries")
+    if not isinstance(entries, list):
+        raise FileFormatError(src, "entries", "is not a list", fix)
+    out = []
+    for i, e in enumerate(entries):
+        where = f"entries[{i}]"
+        if not isinstance(e, Mapping):
+            raise FileFormatError(src, where, "is not an object", fix)
+        if not isinstance(e.get("instance"), str) or not e["instance"]:
+            raise FileFormatError(src, f"{where}.instance", "missing or not a name", fix)
+        bb, bf = e.get("budget_bytes"), e.get("budget_fraction")
+        if bb is not None and (isinstance(bb, bool) or not isinstance(bb, int) or bb < 0):
+            raise FileFormatError(src, f"{where}.budget_bytes", "is not an integer >= 0", fix)
+        if bf is not None and (isinstance(bf, bool) or not isinstance(bf, (int, float))):
+            raise FileFormatError(src, f"{where}.budget_fraction", "is not a number", fix)
+        if bb is None and bf is None:
+            raise FileFormatError(src, where, "has neither budget_bytes nor budget_fraction",
+                                  fix)
+        ent = dict(e)
+        for k in ("lower_bound_s", "best_step_s"):
+            v = e.get(k)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))
+                                  or not math.isfinite(v) or v < 0):
+                raise FileFormatError(src, f"{where}.{k}", "is not a finite number >= 0 or "
+                                      "null", fix)
+            ent[k] = None if v is None else float(v)
+        out.append(ent)
+    return out
+
+
+def reference_matches(refs: list[dict], name: str, m: int, frac: float) -> list[dict]:
+    """The reference entries for instance `name` under budget `m` (bytes): by budget
+    bytes when the entry has them, else by budget fraction `frac` within 1e-6."""
+    hits = []
+    for e in refs:
+        if e["instance"] != name:
+            continue
+        if e.get("budget_bytes") is not None:
+            if int(e["budget_bytes"]) == int(m):
+                hits.append(e)
+        elif e.get("budget_fraction") is not None and abs(float(e["budget_fraction"]) - frac) \
+                <= 1e-6:
+            hits.append(e)
+    return hits
+
+
+
+def add_gaps(df: pd.DataFrame, references: Any = None) -> pd.DataFrame:
+    """Fill the gap columns of a results table (in a copy).
+
+    Per (instance, instance_hash, budget_bytes): ``best_lower_bound_s`` = max of the rows'
+    ``lower_bound_s``, the matching references' ``lower_bound_s`` and the ideal step
+    ``ideal_time_s`` (a valid bound for every plan); ``best_step_s`` = min of the feasible
+    rows' ``step_time_s`` and the references' ``best_step_s``. Then ``gap_to_bound =
+    (step_time_s - best_lower_bound_s) / best_lower_bound_s`` and ``gap_to_best =
+    (step_time_s - best_step_s) / best_step_s`` (dimensionless, NaN for rows without a
+    feasible plan).
+
+    Args:
+        df: a table with the columns of :data:`COLUMNS` (gap columns may be missing).
+        references: a references file path, its parsed document, a list of entries (as
+            :func:`load_references` returns), or None.
+
+    Returns:
+        The table with the four gap columns filled.
+    """
+    import pandas as pd
+
+    refs = references if isinstance(references, list) else load_references(references)
+    df = df.copy()
+    lbs, bests = [], []
+    groups = df.groupby(["instance", "instance_hash", "budget_bytes"], sort=False,
+                        dropna=False).groups
+    best_lb = pd.Series(math.nan, index=df.index, dtype="float64")
+    best_step = pd.Series(math.nan, index=df.index, dtype="float64")
+    for (name, _h, m), idx in groups.items():
+        g = df.loc[idx]
+        lbs = [float(x) for x in g["lower_bound_s"] if pd.notna(x)]
+        lbs += [float(x) for x in g["ideal_time_s"] if pd.notna(x)]
+        feas = g[g["feasible"].astype(bool) & g["step_time_s"].notna()]
+        bests = [float(x) for x in feas["step_time_s"]]
+        frac = float(g["budget_fraction"].iloc[0]) if g["budget_fraction"].notna().any() \
+            else math.nan
+        for e in reference_matches(refs, str(name), int(m), frac):
+            if e.get("lower_bound_s") is not None:
+                lbs.append(e["lower_bound_s"])
+            if e.get("best_step_s") is not None:
+                bests.append(e["best_step_s"])
+        best_lb[idx] = max(lbs) if lbs else math.nan
+        best_step[idx] = min(bests) if bests else math.nan
+    step = df["step_time_s"].where(df["feasible"].astype(bool)).astype("float64")
+    df["best_lower_bound_s"] = best_lb
+    df["best_step_s"] = best_step
+    with np.errstate(divide="ignore", invalid="ignore"):
+        df["gap_to_bound"] = (step - best_lb) / best_lb
+        df["gap_to_best"] = (step - best_step) / best_step
+    return df
