@@ -867,7 +867,7 @@ class _Candidates:
         self.trees = [(np.full(2 * size, np.inf), np.full(2 * size, big, dtype=np.int64),
                        np.full(2 * size, -1, dtype=np.int64)) for _ in range(2)]
         self.enter = univ[np.argsort(pr.last_fwd[univ], kind="stable")]
-        self.enter_at = pr.last_fwd[self.enter]
+        self.enter_at_l = pr.last_fwd[self.enter].tolist()
         self.next = 0
         cu = np.unique(pr.c[univ])
         self.exact_fallback = bool(
@@ -876,14 +876,17 @@ class _Candidates:
         self.admitted = np.zeros(N, dtype=bool)
 
     def _admit(self, i: int) -> None:
-        stop = int(np.searchsorted(self.enter_at, i, side="left"))
+        nxt, enter_at = self.next, self.enter_at_l
+        if nxt >= len(enter_at) or enter_at[nxt] >= i:
+            return
+        stop = bisect.bisect_left(enter_at, i, nxt)
         (kl, pl, sl), (kc, pc, sc) = self.trees
-        for t in self.enter[self.next:stop].tolist():
+        for t in self.enter[nxt:stop].tolist():
             q = int(self.slot_of[t])
             _mn_set(kl, pl, sl, self.size, q, float(self.key_small[q]), t)
             _mn_set(kc, pc, sc, self.size, q, float(self.key_c[q]), t)
             self.admitted[q] = True
-        self.next = max(self.next, stop)
+        self.next = stop
 
     def remove(self, t: int) -> None:
         """Remove saved position t for good."""
