@@ -23,6 +23,10 @@ tensor still has its backward readers at T_F) and no device copy lags into the b
 pass (no lagging inputs to claim). Validation replays each plan in the evaluator, which
 implements the rules, and the repair rounds act on what it observes.
 
+Planning time (issue 17; README, "n log n"): Pass 2 and the offload test of Pass 1 cost
+O(log n) per step (segment trees, compiled kernels); Pass 1's prefetch test recomputes the
+queue after the candidate's place, O(|S|) per candidate at worst (see :func:`pass1`).
+
 All functions are deterministic. Saved tensors are addressed by their position in
 ``Instance.saved`` (production order).
 """
@@ -564,9 +568,14 @@ def pass1(
     over positions for ``end_last = max_k (r_k + sum of durations from k on)``, see
     :class:`_OffloadTree`, with an O(n) reference test for the rare candidates within
     rounding of the limit); the prefetch test (only for candidates that pass the offload
-    test) recomputes only the queue from the candidate's place j on, O((|S| - j) log n)
-    vectorized (closed-form FIFO + searchsorted), with the same additions in the same
-    order as a recomputation of the whole queue.
+    test) recomputes only the queue from the candidate's place j on (compiled,
+    :func:`_prefetch_insert`: closed-form FIFO, each entry's credit index searched
+    forward from its previous one), with the same additions in the same order as a
+    recomputation of the whole queue. That is still O(|S| - j) per candidate, so Pass 1
+    is O(n |S|) in the worst case, the one part of planning above n log n: inserting a
+    copy at j adds its bytes to the cumulative need of every later copy, which moves each
+    one's release time by its own amount (a step of the credit curve), so no aggregate
+    over the queue's suffix survives an insertion unchanged.
 
     Args:
         instance: the problem.
@@ -956,6 +965,12 @@ def pass2_detailed(instance: Instance, M: int, decisions: Any,
     non-recomp tensor with finite c and s > 0 is converted to full recomputation (every
     such tensor of the block, swapped ones included, becomes recomp: block checkpointing
     as a fallback); with none left, Pass 2 stops and the plan is left to validation.
+
+    Cost: O((n + n_ops) log n) to build, then O(log n) per pick, candidate admission and
+    window update (the profile in a max segment tree with range adds, :class:`_Profile`;
+    the pick rule on min trees, :class:`_Candidates`), plus the O(|block|) of each block
+    fallback; the first violation only moves forward. The decisions are those of the
+    O(n)-per-pick rule above, bit for bit (tests/test_slackswap.py keeps it as reference).
 
     Args:
         instance: the problem.
