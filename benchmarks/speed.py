@@ -1,7 +1,7 @@
 """Speed of the evaluator and of SlackSwap's planner on the paper workloads.
 
 Run: python benchmarks/speed.py [--repeat 7] [--budgets 0.9,0.5,0.3,0.1]
-     [--depths 1,2,4,8,16,32,64] [--depth-repeat 3] [--only depth]
+     [--depths 1,2,4,8,16,32,64] [--depth-repeat 5] [--only depth] [--solver SPEC]
 
 Prints three markdown tables (wall clock on the machine that runs it, one core;
 nothing here is asserted by tests):
@@ -9,9 +9,17 @@ nothing here is asserted by tests):
 2. SlackSwap planning time (whole solve, every validation round included) per workload
    and budget (fastest of --repeat runs, as timeit reports: the least disturbed run);
 3. growth with model depth: GPT-2 XL with 1x to 64x its 48 layers (--depths): saved
-   tensors n, planning time at 0.5 P (fastest of --depth-repeat runs), time / (n log n)
-   normalised to the 1x model (flat = n log n; the README states the largest ratio),
-   evaluations/s, and the instance's make time and peak memory of the process so far.
+   tensors n, planning time at 0.5 P (whole solve; the median of --depth-repeat runs
+   after one warm-up run, wall clock and CPU time of the process, the CPU time being
+   the steadier figure on a shared machine), time / (n log n) normalised to the 1x model
+   (flat = n log n; the README states the largest ratio) for both, the peak of Python
+   and numpy allocations during one more solve (tracemalloc; compiled kernels' scratch
+   arrays are not counted), evaluations/s, and the instance's make time and the peak
+   memory of the process so far.
+
+--solver times another planner with the same table, e.g. the planner of an earlier
+commit: ``git show 9d7e8cc:solvers/slackswap.py > /tmp/slackswap_old.py`` then
+``--solver /tmp/slackswap_old.py:SlackSwap``.
 """
 
 from __future__ import annotations
@@ -51,12 +59,14 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--budgets", default="0.9,0.5,0.3,0.1")
     ap.add_argument("--depths", default="1,2,4,8,16,32,64")
-    ap.add_argument("--depth-repeat", type=int, default=3)
+    ap.add_argument("--depth-repeat", type=int, default=5)
+    ap.add_argument("--solver", default="slackswap",
+                    help="solver of the depth table: a name or path.py:Class")
     ap.add_argument("--only", choices=("depth",), default=None)
     args = ap.parse_args()
     if args.only != "depth":
         tables(args)
-    depth_curve([int(x) for x in args.depths.split(",")], args.depth_repeat)
+    depth_curve([int(x) for x in args.depths.split(",")], args.depth_repeat, args.solver)
 
 
 def tables(args: argparse.Namespace) -> None:
@@ -85,28 +95,45 @@ def tables(args: argparse.Namespace) -> None:
 
 
 
-def depth_curve(depths: list[int], repeat: int) -> None:
+def depth_curve(depths: list[int], repeat: int, solver: str = "slackswap") -> None:
     import resource
+    import statistics
+    import tracemalloc
 
     print()
-    print("| GPT-2 XL layers | saved tensors n | planning s at 0.5 P | "
-          "time / (n log n), 1x = 1 | evaluations/s compiled | make s | peak RSS MB |")
-    print("|---|---|---|---|---|---|---|")
-    base = None
+    print(f"solver: {solver}; median of {repeat} runs after a warm-up run")
+    print()
+    print("| GPT-2 XL layers | saved tensors n | planning s at 0.5 P (wall) | "
+          "time / (n log n), 1x = 1 | planning CPU s | CPU / (n log n), 1x = 1 | "
+          "planning peak alloc MB | evaluations/s compiled | make s | peak RSS MB |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    base = base_cpu = None
     for mult in depths:
         t0 = time.perf_counter()
         inst = make("gpt2-xl", layers=48 * mult)
         make_s = time.perf_counter() - t0
         n = inst.n_saved
-        res = solve(inst, "slackswap", 0.5)  # warm (JIT, caches)
-        s = best_time(lambda inst=inst: solve(inst, "slackswap", 0.5), repeat)
-        norm = s / (n * math.log(n))
-        base = base or norm
+        res = solve(inst, solver, 0.5)  # warm (JIT, caches)
+        walls, cpus = [], []
+        for _ in range(repeat):
+            c0, w0 = time.process_time(), time.perf_counter()
+            solve(inst, solver, 0.5)
+            walls.append(time.perf_counter() - w0)
+            cpus.append(time.process_time() - c0)
+        s, cpu = statistics.median(walls), statistics.median(cpus)
+        tracemalloc.start()
+        solve(inst, solver, 0.5)
+        alloc_mb = tracemalloc.get_traced_memory()[1] / 1e6
+        tracemalloc.stop()
+        nlogn = n * math.log(n)
+        base = base or s / nlogn
+        base_cpu = base_cpu or cpu / nlogn
         M = int(0.5 * inst.P)
         eps = evals_per_s(inst, res.plan, M, "compiled")
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e3
-        print(f"| {48 * mult} | {n:,} | {s:.3f} | {norm / base:.2f} | {eps:,.0f} | "
-              f"{make_s:.1f} | {rss:.0f} |", flush=True)
+        print(f"| {48 * mult} | {n:,} | {s:.3f} | {s / nlogn / base:.2f} | {cpu:.3f} | "
+              f"{cpu / nlogn / base_cpu:.2f} | {alloc_mb:.1f} | {eps:,.0f} | {make_s:.1f} | "
+              f"{rss:.0f} |", flush=True)
 
 
 if __name__ == "__main__":

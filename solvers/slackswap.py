@@ -23,6 +23,10 @@ tensor still has its backward readers at T_F) and no device copy lags into the b
 pass (no lagging inputs to claim). Validation replays each plan in the evaluator, which
 implements the rules, and the repair rounds act on what it observes.
 
+Planning time (issue 17; README, "n log n"): Pass 2 and the offload test of Pass 1 cost
+O(log n) per step (segment trees, compiled kernels); Pass 1's prefetch test recomputes the
+queue after the candidate's place, O(|S|) per candidate at worst (see :func:`pass1`).
+
 All functions are deterministic. Saved tensors are addressed by their position in
 ``Instance.saved`` (production order).
 """
@@ -37,6 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from numba import njit
 
 from slackopt.instance import Instance
 from slackopt.linkbudget import forward_link_budget_bytes
@@ -93,7 +98,11 @@ class _Prep:
         layers = np.asarray(inst.saved_layers, dtype=np.int64)
         self.layers = layers
         self.blocks = sorted({int(b) for b in layers.tolist() if b >= 0})
-        self.block_members = {b: np.flatnonzero(layers == b) for b in self.blocks}
+        # Saved positions of each block, ascending (one stable sort, not a scan per block).
+        by_layer = np.argsort(layers, kind="stable")
+        bounds = np.searchsorted(layers[by_layer], self.blocks + [np.iinfo(np.int64).max])
+        self.block_members = {b: by_layer[bounds[q]:bounds[q + 1]]
+                              for q, b in enumerate(self.blocks)}
         self.static = np.asarray(inst.static_profile, dtype=np.int64)
 
 
@@ -158,6 +167,229 @@ def _fifo_ends(release: np.ndarray, dur: np.ndarray) -> np.ndarray:
     return cd + np.maximum.accumulate(release - (cd - dur))
 
 
+# --------------------------------------------------------------------------- compiled kernels
+# Small numba kernels for the planner's data structures (issue 17: planning time). Each
+# performs the same floating-point operations, in the same order, as the numpy code it
+# replaced, so the decisions are unchanged bit for bit (tests/test_slackswap.py compares
+# them with decisions recorded before the change).
+_NEG = np.iinfo(np.int64).min // 4  # below any profile value (padding leaves)
+
+
+@njit(cache=True)
+def _mx_build(t: np.ndarray, size: int, m: np.ndarray) -> None:
+    for i in range(size):
+        t[size + i] = m[i] if i < m.size else _NEG
+    for v in range(size - 1, 0, -1):
+        t[v] = max(t[2 * v], t[2 * v + 1])
+
+
+@njit(cache=True)
+def _mx_add(t: np.ndarray, add: np.ndarray, size: int, lo: int, hi: int, x: int) -> None:
+    # Add x on the op range [lo, hi] (inclusive). t[v] = max over v's leaves of their
+    # value minus the adds of v's strict ancestors (bottom-up tree, adds never pushed).
+    a = lo + size
+    b = hi + size + 1
+    while a < b:
+        if a & 1:
+            t[a] += x
+            add[a] += x
+            a += 1
+        if b & 1:
+            b -= 1
+            t[b] += x
+            add[b] += x
+        a >>= 1
+        b >>= 1
+    for v0 in (lo + size, hi + size):
+        v = v0 >> 1
+        while v:
+            t[v] = max(t[2 * v], t[2 * v + 1]) + add[v]
+            v >>= 1
+
+
+@njit(cache=True)
+def _mx_point(t: np.ndarray, add: np.ndarray, size: int, i: int) -> int:
+    v = i + size
+    val = t[v]
+    v >>= 1
+    while v:
+        val += add[v]
+        v >>= 1
+    return val
+
+
+@njit(cache=True)
+def _mx_first_above(t: np.ndarray, add: np.ndarray, v: int, vl: int, vr: int, i: int,
+                    M: int, acc: int) -> int:
+    # First op index >= i in v's range [vl, vr) whose value exceeds M, else -1; acc is
+    # the sum of the adds of v's strict ancestors.
+    if vr <= i or t[v] + acc <= M:
+        return -1
+    if vr - vl == 1:
+        return vl
+    mid = (vl + vr) // 2
+    acc2 = acc + add[v]
+    res = _mx_first_above(t, add, 2 * v, vl, mid, i, M, acc2)
+    if res >= 0:
+        return res
+    return _mx_first_above(t, add, 2 * v + 1, mid, vr, i, M, acc2)
+
+
+@njit(cache=True)
+def _mx_values(t: np.ndarray, add: np.ndarray, size: int, n: int) -> np.ndarray:
+    acc = np.zeros(2 * size, dtype=np.int64)
+    for v in range(2, 2 * size):
+        acc[v] = acc[v >> 1] + add[v >> 1]
+    out = np.empty(n, dtype=np.int64)
+    for i in range(n):
+        out[i] = t[size + i] + acc[size + i]
+    return out
+
+
+@njit(cache=True)
+def _mn_set(key: np.ndarray, pos: np.ndarray, slot: np.ndarray, size: int, i: int,
+            k: float, p: int) -> None:
+    # Min tree over slots of (key, position); slot[v] is the leaf slot of v's minimum.
+    v = i + size
+    key[v] = k
+    pos[v] = p
+    slot[v] = i
+    v >>= 1
+    while v:
+        a = 2 * v
+        b = a + 1
+        if key[b] < key[a] or (key[b] == key[a] and pos[b] < pos[a]):
+            a = b
+        key[v] = key[a]
+        pos[v] = pos[a]
+        slot[v] = slot[a]
+        v >>= 1
+
+
+@njit(cache=True)
+def _mn_query(key: np.ndarray, pos: np.ndarray, slot: np.ndarray, size: int, lo: int,
+              hi: int) -> int:
+    # Slot of the least (key, position) among slots [lo, hi), -1 if the range is empty.
+    best = -1
+    bk = np.inf
+    bp = np.iinfo(np.int64).max
+    a = lo + size
+    b = hi + size
+    while a < b:
+        if a & 1:
+            if key[a] < bk or (key[a] == bk and pos[a] < bp):
+                bk, bp, best = key[a], pos[a], slot[a]
+            a += 1
+        if b & 1:
+            b -= 1
+            if key[b] < bk or (key[b] == bk and pos[b] < bp):
+                bk, bp, best = key[b], pos[b], slot[b]
+        a >>= 1
+        b >>= 1
+    return best
+
+
+@njit(cache=True)
+def _off_end_with(sm: np.ndarray, bs: np.ndarray, size: int, p: int, dp: float,
+                  rp: float) -> float:
+    # The offload tree's last D2H end with position p (duration dp, ready at rp) inserted.
+    i = p + size
+    cur_s = dp
+    cur_b = rp + dp
+    while i > 1:
+        sib = i ^ 1
+        if i & 1:
+            cur_b = max(bs[sib] + cur_s, cur_b)
+        else:
+            cur_b = max(cur_b + sm[sib], bs[sib])
+        cur_s += sm[sib]
+        i >>= 1
+    return cur_b
+
+
+@njit(cache=True)
+def _off_add(sm: np.ndarray, bs: np.ndarray, size: int, p: int, dp: float, rp: float) -> None:
+    i = p + size
+    sm[i] = dp
+    bs[i] = rp + dp
+    i >>= 1
+    while i:
+        a = 2 * i
+        sm[i] = sm[a] + sm[a + 1]
+        bs[i] = max(bs[a] + sm[a + 1], bs[a + 1])
+        i >>= 1
+
+
+@njit(cache=True)
+def _first_covering(cc: np.ndarray, need: int, start: int) -> int:
+    # np.searchsorted(cc, need) (the first index with cc >= need) for a need at least
+    # cc[start - 1]'s: galloping from start, O(log of the distance).
+    if start >= cc.size or cc[start] >= need:
+        return start
+    step = 1
+    lo = start  # cc[lo] < need
+    hi = start + 1
+    while hi < cc.size and cc[hi] < need:
+        lo = hi
+        step *= 2
+        hi = lo + step
+    if hi > cc.size:
+        hi = cc.size
+    return lo + 1 + np.searchsorted(cc[lo + 1:hi], need)
+
+
+@njit(cache=True)
+def _prefetch_insert(Sdur: np.ndarray, Sd: np.ndarray, Sneed: np.ndarray, Sri: np.ndarray,
+                     Scd: np.ndarray, Sacc: np.ndarray, nS: int, j: int, sp: int, dp: float,
+                     ddp: float, cc: np.ndarray, rel_sorted: np.ndarray, TF: float,
+                     b_need: np.ndarray, b_ri: np.ndarray, b_cd: np.ndarray,
+                     b_acc: np.ndarray) -> bool:
+    # Pass 1's prefetch test for a copy (sp bytes, dp s, deadline ddp) joining the queue
+    # (first nS entries of the S* arrays, deadline order) at j, and its insertion if it
+    # passes. The queue before j keeps its schedule; from j on the closed-form FIFO is
+    # recomputed: cumulative bytes, release time (the first credit covering them, not
+    # before T_F; Sri holds each entry's credit index, from which the search for the
+    # larger need starts), cumulative durations summed left to right, running maximum of
+    # ``release - start offset``; each copy must end (cd + acc) by its deadline.
+    prev_need = Sneed[j - 1] if j > 0 else 0
+    prev_ri = Sri[j - 1] if j > 0 else 0
+    prev_cd = Scd[j - 1] if j > 0 else 0.0
+    prev_acc = Sacc[j - 1] if j > 0 else -np.inf
+    for q in range(nS - j + 1):
+        if q == 0:
+            need = prev_need + sp
+            ri = _first_covering(cc, need, prev_ri)
+            du = dp
+            dd = ddp
+        else:
+            need = Sneed[j + q - 1] + sp
+            ri = _first_covering(cc, need, Sri[j + q - 1])
+            du = Sdur[j + q - 1]
+            dd = Sd[j + q - 1]
+        rel = max(rel_sorted[ri], TF)
+        cd = prev_cd + du if (q > 0 or j > 0) else du
+        acc = max(prev_acc, rel - (cd - du))
+        if not cd + acc <= dd:
+            return False
+        b_need[q] = need
+        b_ri[q] = ri
+        b_cd[q] = cd
+        b_acc[q] = acc
+        prev_cd = cd
+        prev_acc = acc
+    for q in range(nS - 1, j - 1, -1):
+        Sdur[q + 1] = Sdur[q]
+        Sd[q + 1] = Sd[q]
+    Sdur[j] = dp
+    Sd[j] = ddp
+    for q in range(nS - j + 1):
+        Sneed[j + q] = b_need[q]
+        Sri[j + q] = b_ri[q]
+        Scd[j + q] = b_cd[q]
+        Sacc[j + q] = b_acc[q]
+    return True
+
+
 # --------------------------------------------------------------------------- Pass 1
 class _OffloadTree:
     """Pass 1's offload test in O(log n) per candidate.
@@ -182,8 +414,8 @@ class _OffloadTree:
         while size < max(n, 1):
             size *= 2
         self.size = size
-        self.sum = [0.0] * (2 * size)
-        self.best = [-math.inf] * (2 * size)
+        self.sum = np.zeros(2 * size)
+        self.best = np.full(2 * size, -np.inf)
         self.r = r
         self.r_l = r.tolist()
         self.limit = limit
@@ -195,29 +427,11 @@ class _OffloadTree:
         """Insert position p with copy duration dp (s)."""
         self.durS[p] = dp
         self.inS[p] = True
-        i = p + self.size
-        sm, bs = self.sum, self.best
-        sm[i], bs[i] = dp, self.r_l[p] + dp
-        i //= 2
-        while i:
-            lft, rgt = 2 * i, 2 * i + 1
-            sm[i] = sm[lft] + sm[rgt]
-            bs[i] = max(bs[lft] + sm[rgt], bs[rgt])
-            i //= 2
+        _off_add(self.sum, self.best, self.size, p, dp, self.r_l[p])
 
     def fits_with(self, p: int, dp: float) -> bool:
         """True if the last D2H copy ends by the limit with p (not in S) inserted."""
-        i = p + self.size
-        sm, bs = self.sum, self.best
-        cur_s, cur_b = dp, self.r_l[p] + dp
-        while i > 1:
-            sib = i ^ 1
-            if i & 1:  # right child: the sibling holds earlier positions
-                cur_b = max(bs[sib] + cur_s, cur_b)
-            else:
-                cur_b = max(cur_b + sm[sib], bs[sib])
-            cur_s += sm[sib]
-            i //= 2
+        cur_b = _off_end_with(self.sum, self.best, self.size, p, dp, self.r_l[p])
         if abs(cur_b - self.limit) > self.tol:
             return cur_b <= self.limit
         return not self.exact_end(p, dp) > self.limit
@@ -354,9 +568,14 @@ def pass1(
     over positions for ``end_last = max_k (r_k + sum of durations from k on)``, see
     :class:`_OffloadTree`, with an O(n) reference test for the rare candidates within
     rounding of the limit); the prefetch test (only for candidates that pass the offload
-    test) recomputes only the queue from the candidate's place j on, O((|S| - j) log n)
-    vectorized (closed-form FIFO + searchsorted), with the same additions in the same
-    order as a recomputation of the whole queue.
+    test) recomputes only the queue from the candidate's place j on (compiled,
+    :func:`_prefetch_insert`: closed-form FIFO, each entry's credit index searched
+    forward from its previous one), with the same additions in the same order as a
+    recomputation of the whole queue. That is still O(|S| - j) per candidate, so Pass 1
+    is O(n |S|) in the worst case, the one part of planning above n log n: inserting a
+    copy at j adds its bytes to the cumulative need of every later copy, which moves each
+    one's release time by its own amount (a step of the credit curve), so no aggregate
+    over the queue's suffix survives an insertion unchanged.
 
     Args:
         instance: the problem.
@@ -396,11 +615,11 @@ def pass1(
     rel_sorted = pr.rel_sorted
     total_credits = int(cc[-1])
     keys: list[tuple[float, int]] = []
-    Sdur = np.zeros(0)
-    Sd = np.zeros(0)
-    Sneed = np.zeros(0, dtype=np.int64)
-    Scd = np.zeros(0)
-    Sacc = np.zeros(0)
+    cap = cand.size + 1
+    Sdur, Sd, Scd, Sacc = np.zeros(cap), np.zeros(cap), np.zeros(cap), np.zeros(cap)
+    Sneed, Sri = np.zeros(cap, dtype=np.int64), np.zeros(cap, dtype=np.int64)
+    b_need, b_ri = np.zeros(cap, dtype=np.int64), np.zeros(cap, dtype=np.int64)
+    b_cd, b_acc = np.zeros(cap), np.zeros(cap)
     r_l, d_l, dur_l, s_l = r.tolist(), d.tolist(), dur.tolist(), s.tolist()
     total = 0
     checked = 0
@@ -417,39 +636,21 @@ def pass1(
         # Offload test, O(log n): the last D2H end with p inserted.
         if not off_tree.fits_with(p, dp_):
             continue
-        # Prefetch test, O((|S| - j) log n): p joins the queue at j; copies before j keep
-        # their schedule (it passed when they joined), the rest is recomputed.
+        # Prefetch test, O((|S| - j) log n) compiled: p joins the queue at j; copies
+        # before j keep their schedule (it passed when they joined), the rest is
+        # recomputed, and p is inserted if the test passes.
         sp = s_l[p]
         if total + sp > total_credits:
             continue  # the releases never cover the queue
         key = (ddp, p)
         j = bisect.bisect_left(keys, key)
-        need_suf = np.empty(len(keys) - j + 1, dtype=np.int64)
-        need_suf[0] = (int(Sneed[j - 1]) if j else 0) + sp
-        need_suf[1:] = Sneed[j:] + sp
-        rel_suf = rel_sorted[cc.searchsorted(need_suf)]
-        np.maximum(rel_suf, TF, out=rel_suf)
-        dur_suf = np.concatenate(((dp_,), Sdur[j:]))
-        d_suf = np.concatenate(((ddp,), Sd[j:]))
-        if j:
-            # Same left-to-right sums as a cumsum over the whole queue.
-            cd_suf = np.cumsum(np.concatenate(((Scd[j - 1],), dur_suf)))[1:]
-        else:
-            cd_suf = np.cumsum(dur_suf)
-        acc_suf = np.maximum.accumulate(rel_suf - (cd_suf - dur_suf))
-        if j:
-            np.maximum(acc_suf, Sacc[j - 1], out=acc_suf)
-        if not (cd_suf + acc_suf).__le__(d_suf).all():
+        if not _prefetch_insert(Sdur, Sd, Sneed, Sri, Scd, Sacc, len(keys), j, sp, dp_, ddp,
+                                cc, rel_sorted, TF, b_need, b_ri, b_cd, b_acc):
             continue
         # Accept p.
         inS[p] = True
         total += sp
         keys.insert(j, key)
-        Sdur = np.concatenate((Sdur[:j], dur_suf))
-        Sd = np.concatenate((Sd[:j], d_suf))
-        Sneed = np.concatenate((Sneed[:j], need_suf))
-        Scd = np.concatenate((Scd[:j], cd_suf))
-        Sacc = np.concatenate((Sacc[:j], acc_suf))
         off_tree.add(p, dp_)
 
     pos = np.flatnonzero(inS)
@@ -508,6 +709,10 @@ class _Profile:
     recipe reads k is rebuilt earlier (rebuilds run just before their own first need and
     chain: inputs first, sec. 3.3); "last need" likewise extends the last backward reader.
     A rebuild is charged to the op it precedes.
+
+    The profile is kept in a max segment tree over ops with range adds (adds are kept in
+    the nodes, never pushed down): a window update, the value at one op, the first op
+    from i on above M and the peak cost O(log n) each, not O(n).
     """
 
     def __init__(self, pr: _Prep, decisions: np.ndarray, off_end: np.ndarray) -> None:
@@ -536,7 +741,35 @@ class _Profile:
             two = a2 >= 0
             np.add.at(delta, a2[two], s[two])
             np.add.at(delta, b2[two] + 1, -s[two])
-        self.m = pr.static + np.cumsum(delta[:-1])
+        m = pr.static + np.cumsum(delta[:-1])
+        size = 1
+        while size < max(n_ops, 1):
+            size *= 2
+        self.n_ops = n_ops
+        self.size = size
+        self.t = np.zeros(2 * size, dtype=np.int64)
+        self.add = np.zeros(2 * size, dtype=np.int64)
+        _mx_build(self.t, size, np.asarray(m, dtype=np.int64))
+
+    def peak(self) -> int:
+        """max_i m(i) (bytes)."""
+        return int(self.t[1])
+
+    def value(self, i: int) -> int:
+        """m(i) (bytes)."""
+        return int(_mx_point(self.t, self.add, self.size, i))
+
+    def first_above(self, i: int, M: int) -> int:
+        """The first op index >= i with m > M, or -1."""
+        return int(_mx_first_above(self.t, self.add, 1, 0, self.size, i, M, 0))
+
+    def values(self) -> np.ndarray:
+        """m over all scheduled ops (int64 bytes)."""
+        return _mx_values(self.t, self.add, self.size, self.n_ops)
+
+    def _add(self, a: int, b: int, x: int) -> None:
+        if b >= a:
+            _mx_add(self.t, self.add, self.size, a, b, x)
 
     def _windows_all(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         pr, dec = self.pr, self.dec
@@ -567,7 +800,7 @@ class _Profile:
         sk = int(self.pr.s[k]) * sign
         if sk:
             for a, b in (wins if wins is not None else self.windows(k, dk)):
-                self.m[a:b + 1] += sk
+                self._add(a, b, sk)
 
     def set_decision(self, k: int, new: int) -> None:
         """Change tensor k's decision and update the profile (and its inputs' needs)."""
@@ -577,7 +810,7 @@ class _Profile:
             # keep [prod, hi] -> recomp [prod, last_fwd] + [lo, hi]: free the gap.
             a, b = int(self.pr.last_fwd[k]) + 1, int(self.lo[k])
             if b > a:
-                self.m[a:b] -= self.pr.s[k]
+                self._add(a, b - 1, -int(self.pr.s[k]))
         else:
             self._apply(k, -1)
             self._apply(k, +1, new)
@@ -606,6 +839,110 @@ class _Profile:
                     stack.extend(pr.inputs[k])
 
 
+class _Candidates:
+    """Pass 2's recompute candidates, with the pick rule in O(log n) per pick.
+
+    Saved tensors with finite c and s > 0 sit in slots ordered by (s, position). A tensor
+    is admitted once the first violation i passes its last forward reader; whether it is
+    still a candidate (keep, first need after i) is checked when it comes out best, and a
+    tensor that is not is removed for good (decisions only leave keep, i only grows, needs
+    only move earlier). The pick minimizes ``c / min(s, E)`` (ties: earliest produced):
+    for s < E the key is c / s (fixed; a min tree over the slots below E), for s >= E it
+    is c / E, least for the least c (a min tree over c from the first slot with s >= E);
+    the two winners are compared by the same floating-point keys as the O(n) rule
+    (``argmin(c / np.minimum(s, E))`` over the candidates in production order).
+
+    c / E can round two different c to one key, which the c tree would not see; when two
+    distinct c of the instance lie within a relative 1e-14 (or a c is below 1e-280) this
+    can happen, and the pick falls back to the O(n) rule over the admitted tensors.
+    """
+
+    def __init__(self, pr: _Prep, finite_pos: np.ndarray) -> None:
+        univ = np.flatnonzero(finite_pos)
+        by_s = univ[np.lexsort((univ, pr.sf[univ]))]
+        self.N = N = by_s.size
+        self.pos = by_s
+        self.slot_of = np.full(pr.n, -1, dtype=np.int64)
+        self.slot_of[by_s] = np.arange(N)
+        self.s_sorted = pr.sf[by_s]
+        self.c, self.sf = pr.c, pr.sf
+        self.key_small = pr.c[by_s] / pr.sf[by_s]
+        self.key_c = pr.c[by_s]
+        size = 1
+        while size < max(N, 1):
+            size *= 2
+        self.size = size
+        big = np.iinfo(np.int64).max
+        self.trees = [(np.full(2 * size, np.inf), np.full(2 * size, big, dtype=np.int64),
+                       np.full(2 * size, -1, dtype=np.int64)) for _ in range(2)]
+        self.enter = univ[np.argsort(pr.last_fwd[univ], kind="stable")]
+        self.enter_at_l = pr.last_fwd[self.enter].tolist()
+        self.next = 0
+        cu = np.unique(pr.c[univ])
+        self.exact_fallback = bool(
+            (cu.size > 1 and np.any(cu[1:] <= cu[:-1] * (1 + 1e-14)))
+            or np.any((cu > 0) & (cu < 1e-280)))
+        self.admitted = np.zeros(N, dtype=bool)
+
+    def _admit(self, i: int) -> None:
+        nxt, enter_at = self.next, self.enter_at_l
+        if nxt >= len(enter_at) or enter_at[nxt] >= i:
+            return
+        stop = bisect.bisect_left(enter_at, i, nxt)
+        (kl, pl, sl), (kc, pc, sc) = self.trees
+        for t in self.enter[nxt:stop].tolist():
+            q = int(self.slot_of[t])
+            _mn_set(kl, pl, sl, self.size, q, float(self.key_small[q]), t)
+            _mn_set(kc, pc, sc, self.size, q, float(self.key_c[q]), t)
+            self.admitted[q] = True
+        self.next = stop
+
+    def remove(self, t: int) -> None:
+        """Remove saved position t for good."""
+        q = int(self.slot_of[t])
+        big = np.iinfo(np.int64).max
+        for key, pos, slot in self.trees:
+            _mn_set(key, pos, slot, self.size, q, math.inf, big)
+        self.admitted[q] = False
+
+    def best(self, i: int, E: float, dec: np.ndarray, lo: np.ndarray) -> int:
+        """The candidate at op i to mark recomp with excess E (bytes), or -1 if none."""
+        self._admit(i)
+        if self.exact_fallback:
+            return self._best_reference(i, E, dec, lo)
+        split = int(np.searchsorted(self.s_sorted, E))
+        (kl, pl, sl), (kc, pc, sc) = self.trees
+        size = self.size
+        while True:
+            a = _mn_query(kl, pl, sl, size, 0, split)
+            b = _mn_query(kc, pc, sc, size, split, self.N)
+            if a < 0 and b < 0:
+                return -1
+            ka = kl[size + a] if a >= 0 else math.inf
+            kb = kc[size + b] / E if b >= 0 else math.inf
+            if a >= 0 and (b < 0 or ka < kb or (ka == kb and self.pos[a] < self.pos[b])):
+                q = a
+            else:
+                q = b
+            if not math.isfinite(kl[size + q]):
+                return -1
+            t = int(self.pos[q])
+            if dec[t] == KEEP and lo[t] > i:
+                return t
+            self.remove(t)
+
+    def _best_reference(self, i: int, E: float, dec: np.ndarray, lo: np.ndarray) -> int:
+        """The O(n) rule over the admitted tensors (see the class docstring)."""
+        cand = np.sort(self.pos[self.admitted])
+        ok = (dec[cand] == KEEP) & (lo[cand] > i)
+        for t in cand[~ok].tolist():
+            self.remove(t)
+        cand = cand[ok]
+        if cand.size == 0:
+            return -1
+        return int(cand[np.argmin(self.c[cand] / np.minimum(self.sf[cand], E))])
+
+
 def pass2(instance: Instance, M: int, decisions: Any, offload_end_idx: Any = None) -> np.ndarray:
     """Pass 2 (sec. 3.3; Algorithm 1, lines 7-12): mark recomp the cheapest bytes.
 
@@ -629,6 +966,12 @@ def pass2_detailed(instance: Instance, M: int, decisions: Any,
     such tensor of the block, swapped ones included, becomes recomp: block checkpointing
     as a fallback); with none left, Pass 2 stops and the plan is left to validation.
 
+    Cost: O((n + n_ops) log n) to build, then O(log n) per pick, candidate admission and
+    window update (the profile in a max segment tree with range adds, :class:`_Profile`;
+    the pick rule on min trees, :class:`_Candidates`), plus the O(|block|) of each block
+    fallback; the first violation only moves forward. The decisions are those of the
+    O(n)-per-pick rule above, bit for bit (tests/test_slackswap.py keeps it as reference).
+
     Args:
         instance: the problem.
         M: memory budget (bytes).
@@ -649,62 +992,50 @@ def pass2_detailed(instance: Instance, M: int, decisions: Any,
     off = (np.full(n, -1, dtype=np.int64) if offload_end_idx is None
            else np.asarray(offload_end_idx, dtype=np.int64))
     prof = _Profile(pr, dec0, off)
-    m = prof.m
     dec = prof.dec
     M = int(M)
-    res = Pass2Result(dec, m)
+    res = Pass2Result(dec, prof.values())
     if pr.n_ops == 0:
         return res
     finite_pos = pr.finite_c & (pr.s > 0)
-    c, sf, last_fwd = pr.c, pr.sf, pr.last_fwd
-    blocks_left = list(pr.blocks)
+    sel = _Candidates(pr, finite_pos)
+    blocks = pr.blocks
+    nb = 0  # blocks before nb have nothing left to convert
     i = 0
-    cur_i = -1  # op whose candidate list is cached
-    cand = cand_c = cand_s = np.zeros(0)
-    alive = 0
     while True:
-        if m[i] <= M:
-            over = np.flatnonzero(m[i:] > M)
-            if over.size == 0:
+        if prof.value(i) <= M:
+            i = prof.first_above(i, M)
+            if i < 0:
                 break
-            i += int(over[0])
-        if i != cur_i:
-            # Candidates at i: only the chosen one leaves the set while i stays the
-            # first violation (needs only move earlier, to ops after i).
-            cand = np.flatnonzero((dec == KEEP) & finite_pos & (last_fwd < i) & (prof.lo > i))
-            cand_c, cand_s = c[cand], sf[cand]
-            alive = cand.size
-            cur_i = i
-        if alive:
-            E = float(m.max() - M)
-            j = int(np.argmin(cand_c / np.minimum(cand_s, E)))
-            k = int(cand[j])
-            cand_c[j] = np.inf  # removed
-            alive -= 1
+        # Candidates at i: keep tensors with finite c and s > 0, last forward reader
+        # before i and first need after i; tensors enter once i passes their last forward
+        # reader and leave (lazily) when picked, converted, or their need moves to i or
+        # before (i never decreases, needs only move earlier: they never come back).
+        k = sel.best(i, float(prof.peak() - M), dec, prof.lo)
+        if k >= 0:
+            sel.remove(k)
             prof.set_decision(k, RECOMP)
             res.picks.append(k)
             continue
-        cur_i = -1
         # Fallback: the earliest block with a non-recomp rebuildable tensor.
         converted = False
-        while blocks_left:
-            b = blocks_left[0]
+        while nb < len(blocks):
+            b = blocks[nb]
+            nb += 1
             mem = pr.block_members[b]
             todo = mem[(dec[mem] != RECOMP) & finite_pos[mem]]
             if todo.size == 0:
-                blocks_left.pop(0)
                 continue
             for k in todo.tolist():
                 prof.set_decision(k, RECOMP)
             res.fallback_blocks.append(b)
-            blocks_left.pop(0)
             converted = True
             break
         if not converted:
             res.fits = False
             break
     res.decisions = dec
-    res.profile = m
+    res.profile = prof.values()
     return res
 
 

@@ -489,7 +489,7 @@ def test_pass2_incremental_profile_matches_a_fresh_one(tiny, frac):
     pr = ss._prep(tiny)
     off = ss.offload_end_op(tiny, pl.swap.offload_end_s)
     fresh = ss._Profile(pr, pl.decisions, off)
-    np.testing.assert_array_equal(pl.pass2.profile, fresh.m)
+    np.testing.assert_array_equal(pl.pass2.profile, fresh.values())
     if pl.pass2.fits:
         assert pl.pass2.profile.max() <= M
 
@@ -584,3 +584,194 @@ def test_link_sweep_moves_from_recompute_to_swap(make):
     assert recomputed[-2] == recomputed[-1] == 0
     # At 12 GB/s the link budget is small: most of the deficit is recomputed.
     assert recomputed[0] > 5 * swapped[0]
+
+
+# --------------------------------------------------------------------------- planner speed-up
+# Issue 17 (planning time): Pass 1's offload and prefetch tests run as compiled kernels and
+# Pass 2 keeps its profile in a segment tree and its candidates in min trees. The plans
+# must not change: the tests below compare them with straightforward reference versions
+# (kept here, O(n) per step) and with decisions recorded before the change.
+def _ref_pass1(inst, M, g=0.02):
+    """Pass 1 by definition: each candidate (decreasing rho, ties by position) joins S if
+    the FIFO D2H schedule of S + {p} ends by (1 - g) T_F and every H2D copy of the
+    deadline-ordered queue of S + {p} ends by its deadline (the whole queue recomputed)."""
+    pr = ss._prep(inst)
+    D = int(inst.P) - int(M)
+    if D <= 0 or pr.n == 0:
+        return []
+    cand = np.flatnonzero(pr.s > 0)
+    cand = cand[np.lexsort((cand, -np.asarray(inst.rho)[cand]))]
+    limit = (1.0 - g) * pr.TF
+    S, total = [], 0
+    for p in cand.tolist():
+        if total >= D:
+            break
+        if pr.r[p] + pr.dur[p] > limit or pr.TF + pr.dur[p] > pr.d[p]:
+            continue
+        T = sorted(S + [p])
+        end = 0.0
+        for k in T:
+            end = max(end, pr.r[k]) + pr.dur[k]
+        if end > limit or total + pr.s[p] > pr.credits[-1]:
+            continue
+        order, ends = prefetch_schedule(inst, T)
+        if np.all(ends <= pr.d[order]):
+            S.append(p)
+            total += int(pr.s[p])
+    return sorted(S)
+
+
+def _ref_pass2(inst, M, dec0, off):
+    """Pass 2 by definition: the profile rebuilt from scratch (``_Profile`` of the current
+    decisions) before every step, the candidates of op i recomputed whenever i changes and
+    picked by ``argmin(c / min(s, E))`` over them in production order."""
+    pr = ss._prep(inst)
+    dec = np.array(dec0, dtype=np.int8)
+    finite_pos = pr.finite_c & (pr.s > 0)
+    picks, fallback = [], []
+    blocks_left = list(pr.blocks)
+    i, cur_i, alive = 0, -1, 0
+    fits = True
+    while pr.n_ops:
+        prof = ss._Profile(pr, dec, off)
+        m = prof.values()
+        if m[i] <= M:
+            over = np.flatnonzero(m[i:] > M)
+            if over.size == 0:
+                break
+            i += int(over[0])
+        if i != cur_i:
+            cand = np.flatnonzero((dec == KEEP) & finite_pos & (pr.last_fwd < i) & (prof.lo > i))
+            cand_c, cand_s, alive, cur_i = pr.c[cand].copy(), pr.sf[cand], cand.size, i
+        if alive:
+            j = int(np.argmin(cand_c / np.minimum(cand_s, float(m.max() - M))))
+            cand_c[j] = np.inf
+            alive -= 1
+            dec[cand[j]] = RECOMP
+            picks.append(int(cand[j]))
+            continue
+        cur_i = -1
+        while blocks_left:
+            b = blocks_left.pop(0)
+            mem = pr.block_members[b]
+            todo = mem[(dec[mem] != RECOMP) & finite_pos[mem]]
+            if todo.size:
+                dec[todo] = RECOMP
+                fallback.append(b)
+                break
+        else:
+            fits = False
+            break
+    prof = ss._Profile(pr, dec, off)
+    return dec, picks, fallback, fits, prof.values()
+
+
+def _random_instances():
+    """Chains and residual blocks with integer sizes and durations (exact arithmetic, so
+    ties are frequent and decided by the rules, not by rounding)."""
+    rng = np.random.default_rng(17)
+    out = []
+    for t in range(12):
+        n = int(rng.integers(4, 30))
+        sizes = rng.integers(1, 6, size=n).tolist()
+        costs = [None if rng.random() < 0.15 else float(rng.choice([0.5, 1.0, 2.0, 3.0]))
+                 for _ in range(n)]
+        out.append(chain(sizes, costs, head=int(rng.integers(1, 8)),
+                         W=float(rng.choice([0.5, 1.0, 2.0, 4.0])),
+                         readers_next=bool(t % 2), bdur=float(rng.choice([1.0, 2.0]))))
+    for L in (2, 5, 9):
+        out.append(blocks(L, x=int(rng.integers(1, 6)), a=int(rng.integers(1, 6)),
+                          b=int(rng.integers(1, 9)), W=float(rng.choice([1.0, 2.0]))))
+    # Distinct costs within a relative 1e-14: c / E can round two of them to one key, so
+    # Pass 2 must fall back to the O(n) rule; the plans must still be the reference's.
+    close = [1.0, 1.0 + 2.0 ** -50, 1.0 + 2.0 ** -49, 2.0, 2.0 + 2.0 ** -48] * 3
+    out.append(chain([2, 3, 2, 1, 4] * 3, close, head=3, W=2.0))
+    return out
+
+
+@pytest.mark.parametrize("k", range(16))
+def test_fast_passes_decide_as_the_reference_passes(k):
+    inst = _random_instances()[k]
+    pr = ss._prep(inst)
+    for frac in (0.9, 0.7, 0.5, 0.35, 0.2, 0.1, 0.0):
+        M = int(frac * inst.P)
+        for g in (0.0, 0.02, 0.3):
+            sw = pass1(inst, M, g)
+            assert sw.positions.tolist() == _ref_pass1(inst, M, g), (frac, g)
+        sw = pass1(inst, M)
+        dec0 = np.zeros(pr.n, dtype=np.int8)
+        dec0[sw.positions] = SWAP
+        off = ss.offload_end_op(inst, sw.offload_end_s)
+        for start, off_ in ((dec0, off), (np.zeros(pr.n, dtype=np.int8), None)):
+            res = pass2_detailed(inst, M, start, off_)
+            off_arr = np.full(pr.n, -1, dtype=np.int64) if off_ is None else off_
+            dec, picks, fallback, fits, m = _ref_pass2(inst, M, start, off_arr)
+            assert res.picks == picks and res.fallback_blocks == fallback, frac
+            assert res.fits == fits
+            np.testing.assert_array_equal(res.decisions, dec)
+            np.testing.assert_array_equal(res.profile, m)
+
+
+def test_close_costs_take_the_exact_pick_rule():
+    insts = _random_instances()
+    flags = [ss._Candidates(pr, pr.finite_c & (pr.s > 0)).exact_fallback
+             for pr in map(ss._prep, insts)]
+    assert flags == [False] * 15 + [True]
+
+
+DIGESTS = Path(__file__).parent / "data" / "slackswap_plan_digests.json"
+PLAN_FRACS = (0.9, 0.7, 0.5, 0.3, 0.2, 0.1, 0.05)
+
+
+def _digest(a):
+    return hashlib.sha256(np.ascontiguousarray(a).tobytes()).hexdigest()[:16]
+
+
+def _digest_cases():
+    """The instances of ``data/slackswap_plan_digests.json``: the paper instances, five
+    edge instances and seven made ones (GPT-2 XL at 2x and 8x its layers among them)."""
+    from slackopt.io import load_instance
+    from slackopt.workloads import make
+
+    root = Path(__file__).resolve().parent.parent / "instances"
+    for p in sorted((root / "paper").glob("*.json")):
+        yield p.stem, lambda p=p: load_instance(p)
+    for nm in ("slow_link", "host_limit", "recompute_chain", "unet2", "two_readers"):
+        yield "edge/" + nm, lambda nm=nm: load_instance(root / "edge" / f"{nm}.json")
+    for key, wl, kw in (("gpt2-xl-96", "gpt2-xl", {"layers": 96}),
+                        ("gpt2-xl-384", "gpt2-xl", {"layers": 384}),
+                        ("bert-large-pcie3", "bert-large", {"link": "pcie3"}),
+                        ("llama-7b-8l", "llama-7b", {"layers": 8}),
+                        ("unet", "unet", {}), ("vgg16", "vgg16", {}), ("tiny", "tiny", {})):
+        yield key, lambda wl=wl, kw=kw: make(wl, **kw)
+
+
+def plan_digests(inst, frac):
+    """Digests of one instance at budget frac * P: for :func:`plan` (paper order, no link,
+    production order) the swap set, decisions, Pass 2 picks, fallback blocks, fits and
+    profile; for the whole solve its status and decisions."""
+    M = int(frac * inst.P)
+    row = {}
+    for key, kw in (("plan", {}), ("nolink", {"use_link": False}),
+                    ("prod", {"swap_order": "production"})):
+        pl = plan(inst, M, **kw)
+        row[key] = [_digest(pl.swap.positions.astype(np.int64)), _digest(pl.decisions),
+                    _digest(np.asarray(pl.pass2.picks, dtype=np.int64)),
+                    list(map(int, pl.pass2.fallback_blocks)), bool(pl.pass2.fits),
+                    _digest(np.asarray(pl.pass2.profile, dtype=np.int64))]
+    res = solve(inst, "slackswap", frac)
+    row["solve"] = [res.status, _digest(np.asarray(res.plan.decisions, dtype=np.int8))]
+    return row
+
+
+@pytest.mark.parametrize("case", [c for c, _ in _digest_cases()])
+def test_plans_equal_those_recorded_before_the_planner_speedup(case):
+    """Decisions (and Pass 1 / Pass 2 internals) of the planner of 9d7e8cc, recorded by
+    :func:`plan_digests` on 16 instances at 7 budgets (data/slackswap_plan_digests.json):
+    the compiled kernels and trees of issue 17 must not change a single plan."""
+    import json
+
+    want = json.loads(DIGESTS.read_text())
+    inst = dict(_digest_cases())[case]()
+    for frac in PLAN_FRACS:
+        assert plan_digests(inst, frac) == want[f"{case}@{frac}"], frac
