@@ -13,6 +13,7 @@ the split of a step time into decisions and runtime (slackopt.runtime_gap).
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import numpy as np
 import pytest
@@ -228,3 +229,30 @@ def test_best_schedule_is_deterministic_for_a_seed_and_work_limit():
     a = best_schedule(inst, swap_both(inst), 250, time_limit_s=30, work_limit=5.0, seed=3)
     b = best_schedule(inst, swap_both(inst), 250, time_limit_s=30, work_limit=5.0, seed=3)
     assert a.schedule == b.schedule and a.upper_bound_s == b.upper_bound_s
+
+
+# ------------------------------------------------------------------ command line
+def test_cli_simulate_best_schedule(tmp_path, capsys):
+    from slackopt.cli import main
+    from slackopt.io import save_instance, save_plan
+
+    inst = barrier_instance()
+    ip, pp = tmp_path / "i.json", tmp_path / "p.json"
+    save_instance(inst, ip)
+    save_plan(swap_both(inst), pp, inst)
+    rc = main(["simulate", str(ip), str(pp), "--budget", "250B", "--best-schedule",
+               "--lower-bound", "6", "--json"])
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    g = json.loads(out)["runtime_gap"]
+    assert g["runtime_step_s"] == approx(7.5) and g["best_schedule_s"] == approx(6.0)
+    assert g["lost_to_runtime_min_s"] == approx(1.5)
+    assert g["lost_to_decisions_max_s"] == approx(0.0)
+    rc = main(["simulate", str(ip), str(pp), "--budget", "250B", "--best-schedule"])
+    out, err = capsys.readouterr()
+    assert rc == 0 and "lost_to_runtime_min_s" in out and "1.5 s" in out, out
+    # the options of the analysis without it: refused, exit 2, no traceback
+    rc = main(["simulate", str(ip), str(pp), "--lower-bound", "6"])
+    out, err = capsys.readouterr()
+    assert rc == 2 and out == "" and "go with --best-schedule" in err
+    assert "Traceback" not in err
