@@ -24,7 +24,12 @@ the runtime rules dropped):
   allocated at its start; every backward task that reads t (op or rebuild) starts no
   earlier than the H2D's end. Resident: no copy; the device copy stays until t's last
   reader ends (what the runtime does with a lagging offload). Zero-byte swaps move
-  nothing and are resident.
+  nothing and are resident. *Evictions*: an offloaded tensor's fetched copy may be freed
+  when one of its backward readers ends and fetched again (another H2D, starting no
+  earlier) for the next one; each fetch's buffer lives from its start to the end of the
+  last reader it serves. Likewise the first readers of an offloaded tensor may read its
+  device copy, kept until they end (and until the D2H ends), the first H2D serving the
+  readers after them.
 - Copy engines: one D2H and one H2D engine, each running one copy at a time (a copy may
   start no earlier than the previous copy on its engine has ended). A copy lasts the
   link's latency, then moves its bytes at W, or at ``duplex_factor * W`` while a copy in
@@ -75,13 +80,23 @@ class Schedule:
             :class:`~slackopt.simulate.TaskList`, in task order.
         d2h_start_s: saved position (in ``instance.lowered`` when the instance has views)
             -> start (s) of the D2H copy of that offloaded swapped tensor.
-        h2d_start_s: saved position -> start (s) of its H2D copy. An offloaded tensor is
-            in both maps; a swapped tensor in neither is resident.
+        h2d_start_s: saved position -> start (s) of its (first) H2D copy. An offloaded
+            tensor is in both maps; a swapped tensor in neither is resident.
+        refetch_s: saved position -> further fetches after evictions, as (i, start s)
+            pairs with increasing i >= 1: the device copy is evicted when the backward
+            task ``need[t][i - 1]`` (TaskList.need) ends, and an H2D starting at `start`
+            (no earlier) brings it back for ``need[t][i]`` and the readers after it.
+        device_reads: saved position -> i >= 1: the first i backward readers of that
+            offloaded tensor read its device copy (kept until ``need[t][i - 1]`` ends, as
+            the runtime does with a lagging offload), and its first H2D serves
+            ``need[t][i]`` on; re-fetch indices are then > i. Default 0.
     """
 
     task_start_s: tuple[float, ...]
     d2h_start_s: dict[int, float] = field(default_factory=dict)
     h2d_start_s: dict[int, float] = field(default_factory=dict)
+    refetch_s: dict[int, tuple[tuple[int, float], ...]] = field(default_factory=dict)
+    device_reads: dict[int, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -91,7 +106,7 @@ class ScheduleCheck:
     Attributes:
         makespan_s: the end of the last task (s), 0 without tasks.
         peak_bytes: the largest device memory in use (bytes).
-        d2h_end_s, h2d_end_s: saved position -> end (s) of its copy.
+        d2h_end_s, h2d_end_s: saved position -> end (s) of its copy (the first H2D).
         task_end_s: end (s) of each task.
     """
 
@@ -248,14 +263,36 @@ def check_schedule(instance: Instance, plan: Plan, budget_bytes: int,
                                 + " copy only: an offloaded tensor has both, a resident one "
                                 "neither")
     off = sorted(d2h_in)
+    refetch = {t: tuple((int(i), float(x)) for i, x in v)
+               for t, v in schedule.refetch_s.items() if v}
+    dev_reads = {t: int(i) for t, i in schedule.device_reads.items() if i}
+    for t in set(refetch) | set(dev_reads):
+        if t not in d2h_in:
+            raise ScheduleError(f"'{names[t]}' has re-fetches or device reads but is not "
+                                "offloaded")
+        idx = [dev_reads.get(t, 0)] + [i for i, _ in refetch.get(t, ())]
+        if idx != sorted(set(idx)) or idx[0] < 0 or idx[-1] >= len(tl.need[t]):
+            raise ScheduleError(f"the fetches of '{names[t]}' serve readers from {idx}: "
+                                f"they must increase within 0..{len(tl.need[t]) - 1}")
     link = inst.link
     d2h_list = [(float(d2h_in[t]), s[t], names[t]) for t in off]
-    h2d_list = [(float(h2d_in[t]), s[t], names[t]) for t in off]
+    fetches = [(t, dev_reads.get(t, 0), float(h2d_in[t])) for t in off]
+    fetches += [(t, i, x) for t in sorted(refetch) for i, x in refetch[t]]
+    h2d_list = [(x, s[t], names[t]) for t, _, x in fetches]
     de, he = copy_ends(d2h_list, h2d_list, float(link.bytes_per_s),
                        float(link.duplex_factor), float(link.copy_latency_s))
     d2h_end = dict(zip(off, de, strict=True))
-    h2d_end = dict(zip(off, he, strict=True))
+    fetch_end = {(t, i): e for (t, i, _), e in zip(fetches, he, strict=True)}
+    h2d_end = {t: fetch_end[(t, dev_reads.get(t, 0))] for t in off}
     ready = inst.saved_ready_idx.tolist()
+    # per offloaded tensor: (first reader index, start) of each fetch, and the readers'
+    # index ranges they serve
+    spans: dict[int, list[tuple[int, int, float]]] = {}
+    for t in off:
+        fs = [(dev_reads.get(t, 0), float(h2d_in[t]))] + list(refetch.get(t, ()))
+        nd = tl.need[t]
+        spans[t] = [(i, fs[j + 1][0] if j + 1 < len(fs) else len(nd), x)
+                    for j, (i, x) in enumerate(fs)]
     for t in off:
         if d2h_in[t] < ends[ready[t]] - TIME_TOL_S:
             raise ScheduleError(f"the D2H copy of '{names[t]}' starts at {_ms(d2h_in[t])}, "
@@ -267,11 +304,17 @@ def check_schedule(instance: Instance, plan: Plan, budget_bytes: int,
         if h2d_in[t] < t_f - TIME_TOL_S:
             raise ScheduleError(f"the H2D copy of '{names[t]}' starts at {_ms(h2d_in[t])}, "
                                 f"before the forward pass ends ({_ms(t_f)})")
-        for k in tl.need[t]:
-            if starts[k] < h2d_end[t] - TIME_TOL_S:
-                raise ScheduleError(f"task '{task(k)}' reads '{names[t]}' at "
-                                    f"{_ms(starts[k])}, before its H2D copy ends "
-                                    f"({_ms(h2d_end[t])})")
+        nd = tl.need[t]
+        for i, j, x in spans[t]:
+            if i > 0 and x < ends[nd[i - 1]] - TIME_TOL_S:
+                raise ScheduleError(f"the re-fetch of '{names[t]}' starts at {_ms(x)}, "
+                                    f"before its eviction after '{task(nd[i - 1])}' "
+                                    f"({_ms(ends[nd[i - 1]])})")
+            for k in nd[i:j]:
+                if starts[k] < fetch_end[(t, i)] - TIME_TOL_S:
+                    raise ScheduleError(f"task '{task(k)}' reads '{names[t]}' at "
+                                        f"{_ms(starts[k])}, before its H2D copy ends "
+                                        f"({_ms(fetch_end[(t, i)])})")
     # Memory events: (time, order, delta, what); frees (order 0) before allocations (1)
     # at one instant, a free within TIME_TOL_S after an allocation counts as before it.
     ev: list[tuple[float, int, int, str]] = []
@@ -285,9 +328,15 @@ def check_schedule(instance: Instance, plan: Plan, budget_bytes: int,
             if dec[t] == RECOMP:
                 ev.append((ends[k] - TIME_TOL_S, 0, -s[t], f"'{names[t]}' dropped"))
     for t in off:
-        ev.append((max(d2h_end[t], ends[st.fwd_release[t]]) - TIME_TOL_S, 0, -s[t],
+        i0 = dev_reads.get(t, 0)
+        kept = ends[tl.need[t][i0 - 1]] if i0 else 0.0
+        ev.append((max(d2h_end[t], ends[st.fwd_release[t]], kept) - TIME_TOL_S, 0, -s[t],
                    f"'{names[t]}' offloaded"))
-        ev.append((h2d_in[t], 1, s[t], f"H2D of '{names[t]}' starts"))
+        for _i, j, x in spans[t]:
+            ev.append((x, 1, s[t], f"H2D of '{names[t]}' starts"))
+            if j < len(tl.need[t]):   # evicted when the last reader it serves ends
+                ev.append((ends[tl.need[t][j - 1]] - TIME_TOL_S, 0, -s[t],
+                           f"'{names[t]}' evicted"))
     for k in range(n):
         for t in tl.release[k]:
             ev.append((ends[k] - TIME_TOL_S, 0, -s[t], f"'{names[t]}' released"))
@@ -317,26 +366,52 @@ def check_schedule(instance: Instance, plan: Plan, budget_bytes: int,
 
 
 def runtime_schedule(instance: Instance, plan: Plan, budget_bytes: int) -> Schedule | None:
-    """The schedule the barrier-free runtime ran, read from the evaluator's trace, if it
-    is in the class of the module docstring (no eviction, each swap offloaded once and
-    fetched once, or resident); else None (an infeasible run too).
+    """The schedule the barrier-free runtime ran, read from the evaluator's trace: each
+    swap offloaded and fetched (evictions as re-fetches; a fetch evicted before any read
+    is left out, which only frees memory and link time earlier) or resident (a lagging
+    offload; its D2H is left out; or read from its device copy first, then evicted and
+    fetched). None if the run is infeasible.
 
-    Used as a starting point (a hint) for :func:`slackopt.best_schedule.best_schedule`.
+    Used as a candidate and a hint by :func:`slackopt.best_schedule.best_schedule`; its
+    replay by :func:`check_schedule` reproduces the evaluator's step time.
     """
     from slackopt.simulate import simulate
 
     inst, plan = _lowered(instance, plan)
     if plan.policy != "barrier_free":
-        plan = Plan(plan.decisions, policy="barrier_free")
+        plan = Plan(plan.decisions, inst.saved_names, policy="barrier_free")
     ev = simulate(inst, plan, int(budget_bytes), trace=True)
-    if not ev.feasible or ev.evictions:
+    if not ev.feasible:
         return None
+    tl = TaskList(inst, plan.decisions)
     idx = {nm: i for i, nm in enumerate(inst.saved_names)}
     comp = [e["start_s"] for e in ev.trace if e["lane"] == "compute"]
-    d2h = {idx[e["name"]]: e["start_s"] for e in ev.trace if e["lane"] == "d2h"}
-    h2d = {idx[e["name"]]: e["start_s"] for e in ev.trace if e["lane"] == "h2d"}
+    d2h: dict[int, float] = {}
+    h2d: dict[int, list[tuple[float, float]]] = {}
+    for e in ev.trace:
+        if e["lane"] == "d2h":
+            d2h[idx[e["name"]]] = e["start_s"]
+        elif e["lane"] == "h2d":
+            h2d.setdefault(idx[e["name"]], []).append((e["start_s"], e["end_s"]))
     s = np.asarray(inst.s)
+    first, refetch, dev_reads = {}, {}, {}
+    for t, fl in h2d.items():
+        if s[t] == 0 or t not in d2h:
+            continue
+        nd = tl.need[t]
+        serve = []      # (first reader index served, start) per fetch that serves one
+        for j, (x, end) in enumerate(sorted(fl)):
+            nxt = sorted(fl)[j + 1][0] if j + 1 < len(fl) else float("inf")
+            i = next((i for i, k in enumerate(nd) if end <= comp[k] < nxt), None)
+            if i is not None and (not serve or i > serve[-1][0]):
+                serve.append((i, x))
+        if not serve:
+            continue                 # read from its device copy only: resident
+        first[t] = serve[0][1]
+        if serve[0][0]:
+            dev_reads[t] = serve[0][0]
+        if len(serve) > 1:
+            refetch[t] = tuple(serve[1:])
     # a lagging tensor (D2H, no H2D) is resident; its D2H is left out
-    d2h = {t: v for t, v in d2h.items() if t in h2d and s[t] > 0}
-    h2d = {t: v for t, v in h2d.items() if t in d2h}
-    return Schedule(tuple(comp), d2h, h2d)
+    d2h = {t: v for t, v in d2h.items() if t in first}
+    return Schedule(tuple(comp), d2h, first, refetch, dev_reads)

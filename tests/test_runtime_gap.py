@@ -189,6 +189,35 @@ def test_checker_host_limit():
         check_schedule(inst, swap_both(inst), 250, _good())
 
 
+def test_checker_evictions_and_refetch_by_hand():
+    # a (100 B) made by f1 [0,1], read by b1 and b3; b2 holds a 100 B workspace; M = 150,
+    # so a cannot stay through b2: D2H [1,2]; H2D [2,3] (T_F = 2); b1 [3,4]; evicted when
+    # b1 ends; b2 [4,5] (100 B); re-fetched [5,6]; b3 [6,7]. Peak 100 B.
+    inst = mk([("f1", 1, "k1"), ("f2", 1, "k2")],
+              [("b1", 1, "k1"), ("b2", 1, "k2", -1, 100), ("b3", 1, "k3")],
+              [("a", 100, "f1", ["b1", "b3"])])
+    plan = Plan.from_mapping(inst, {"a": "swap"})
+    good = Schedule((0.0, 1.0, 3.0, 4.0, 6.0), {0: 1.0}, {0: 2.0}, {0: ((1, 5.0),)})
+    chk = check_schedule(inst, plan, 150, good)
+    assert chk.makespan_s == approx(7.0) and chk.peak_bytes == 100
+    # without the eviction, a and the workspace meet in b2: 200 B
+    with pytest.raises(ScheduleError, match="device memory 200 B > M = 150 B at 4000 ms"):
+        check_schedule(inst, plan, 150, dataclasses.replace(good, refetch_s={}))
+    # the re-fetch may not start before the eviction (b1's end, 4)
+    with pytest.raises(ScheduleError, match="before its eviction after 'b1'"):
+        check_schedule(inst, plan, 150, dataclasses.replace(good, refetch_s={0: ((1, 3.5),)}))
+    # b3 may not start before the re-fetch ends (6)
+    with pytest.raises(ScheduleError, match="task 'b3' reads 'a' at 5500 ms"):
+        check_schedule(inst, plan, 150, dataclasses.replace(
+            good, task_start_s=(0.0, 1.0, 3.0, 4.0, 5.5)))
+    # b1 reads the device copy (kept until b1 ends, 4), the only H2D is for b3
+    dev = Schedule((0.0, 1.0, 2.0, 3.0, 6.0), {0: 1.0}, {0: 5.0}, {}, {0: 1})
+    chk = check_schedule(inst, plan, 150, dev)
+    assert chk.makespan_s == approx(7.0) and chk.h2d_end_s == {0: approx(6.0)}
+    with pytest.raises(ScheduleError, match="must increase"):
+        check_schedule(inst, plan, 150, dataclasses.replace(dev, refetch_s={0: ((1, 5.0),)}))
+
+
 # ------------------------------------------------------------------ random instances
 @settings(max_examples=25, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.too_slow])
