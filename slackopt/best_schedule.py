@@ -31,8 +31,12 @@ solutions is a feasible schedule:
 
 Because true ends are never later than the model's, every dependency holds and device
 memory at every instant is at most the model's level, so each solution is feasible
-(the checker confirms it). The runtime's own schedule, when it is in the class (no
-eviction), is a hint for CP-SAT and a candidate: the result is never slower than it.
+(the checker confirms it). The model has evictions (an optional re-fetch before each later
+reader, the buffer freed when the reader before it ends) but no device read of a lagging
+offload (each swap is offloaded or resident): a restriction again. The
+runtime's own schedule (:func:`slackopt.schedule.runtime_schedule`; in the class whenever
+the runtime runs the plan, its evictions as re-fetches) is a hint for CP-SAT and a
+candidate, so the result is never slower than the runtime.
 
 "optimal" in CP-SAT's status means optimal for this restricted model only, not for the
 class; :mod:`slackopt.runtime_gap` brackets the best schedule with a lower bound.
@@ -66,15 +70,15 @@ class BestSchedule:
 
     Attributes:
         schedule: the fastest verified schedule found (None if none was found: CP-SAT
-            found no solution in time and the runtime's schedule is not in the class).
+            found no solution in time and the runtime fails the plan).
         check: its :class:`~slackopt.schedule.ScheduleCheck` (makespan, peak), or None.
         upper_bound_s: ``check.makespan_s`` (s): the fastest schedule of the decisions
             takes at most this long; None without a schedule.
         source: "cp-sat" or "runtime" (the runtime's own schedule was not beaten).
         cpsat_status: CP-SAT's status name ("OPTIMAL" is optimal for the restricted,
             conservatively costed model only), "NOT_RUN" when the plan has no task.
-        runtime_schedule_s: the makespan of the runtime's schedule if it is in the class
-            (it equals the evaluator's step time), else None.
+        runtime_schedule_s: the checker's makespan of the runtime's schedule (equal to
+            the evaluator's step time), None if the runtime fails the plan.
         solve_s: wall-clock seconds spent in CP-SAT.
         model_lower_bound_s: CP-SAT's bound on its restricted model (s); not a bound on
             the class (the model is a restriction), reported for diagnosis only.
@@ -169,7 +173,7 @@ def best_schedule(instance: Instance, plan: Plan, budget_bytes: int, *,
         m.Add(ts[k] >= te[k - 1])
     t_f = te[nf - 1] if nf > 0 else 0
     d2h_iv, h2d_iv = [], []
-    off, ds, de, hs, he, rel = {}, {}, {}, {}, {}, {}
+    off, ds, de, hs, he, rel, evs = {}, {}, {}, {}, {}, {}, {}
     d_last = m.NewIntVar(0, H, "d2h_last_end")
     ready = inst.saved_ready_idx.tolist()
     for t in swaps:
@@ -199,6 +203,22 @@ def best_schedule(instance: Instance, plan: Plan, budget_bytes: int, *,
         m.Add(hs[t] >= d_last).OnlyEnforceIf(late)
         m.Add(hd == w_slow[t]).OnlyEnforceIf(late.Not())
         m.Add(hd == w_fast[t]).OnlyEnforceIf(late)
+        # evictions: after reader i - 1 the buffer may be freed and fetched again for i
+        nd = tl.need[t]
+        evs[t] = {}
+        for i in range(1, len(nd)):
+            e = m.NewBoolVar(f"ev{t}_{i}")
+            m.AddImplication(e, o)
+            x, y = m.NewIntVar(0, H, f"rs{t}_{i}"), m.NewIntVar(0, H, f"re{t}_{i}")
+            rd = m.NewIntVar(w_fast[t], w_slow[t], f"rd{t}_{i}")
+            h2d_iv.append(m.NewOptionalIntervalVar(x, rd, y, e, f"refetch{t}_{i}"))
+            m.Add(x >= te[nd[i - 1]]).OnlyEnforceIf(e)
+            m.Add(ts[nd[i]] >= y).OnlyEnforceIf(e)
+            lt = m.NewBoolVar(f"late{t}_{i}")
+            m.Add(x >= d_last).OnlyEnforceIf(lt)
+            m.Add(rd == w_slow[t]).OnlyEnforceIf(lt.Not())
+            m.Add(rd == w_fast[t]).OnlyEnforceIf(lt)
+            evs[t][i] = (e, x)
     if d2h_iv:
         m.AddNoOverlap(d2h_iv)
         m.AddNoOverlap(h2d_iv)
@@ -246,8 +266,17 @@ def best_schedule(instance: Instance, plan: Plan, budget_bytes: int, *,
             block(ts[rebuild_of[t]], end, s[t], f"reb{t}")
         elif t in swapset:
             block(born, rel[t], s[t], f"out{t}", off[t])
-            block(hs[t], end, s[t], f"in{t}", off[t])
             block(born, end, s[t], f"res{t}", off[t].Not())
+            # fetched: from the H2D to the first reader's end, then per later reader
+            # either kept (stay) or evicted and fetched again
+            nd = tl.need[t]
+            block(hs[t], te[nd[0]], s[t], f"in{t}", off[t])
+            for i in range(1, len(nd)):
+                e, x = evs[t][i]
+                stay = m.NewBoolVar(f"stay{t}_{i}")
+                m.Add(stay + e == off[t])
+                block(te[nd[i - 1]], te[nd[i]], s[t], f"stay{t}_{i}", stay)
+                block(x, te[nd[i]], s[t], f"back{t}_{i}", e)
         else:
             block(born, end, s[t], f"keep{t}")
     if ivs:
@@ -266,6 +295,11 @@ def best_schedule(instance: Instance, plan: Plan, budget_bytes: int, *,
             if t in rt.d2h_start_s:
                 m.AddHint(ds[t], int(round(rt.d2h_start_s[t] / TICK_S)))
                 m.AddHint(hs[t], int(round(rt.h2d_start_s[t] / TICK_S)))
+            again = dict(rt.refetch_s.get(t, ()))
+            for i, (e, x) in evs[t].items():
+                m.AddHint(e, i in again)
+                if i in again:
+                    m.AddHint(x, int(round(again[i] / TICK_S)))
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = float(time_limit_s)
     if work_limit is not None:
@@ -284,7 +318,10 @@ def best_schedule(instance: Instance, plan: Plan, budget_bytes: int, *,
         sched = Schedule(
             tuple(solver.Value(ts[k]) * TICK_S for k in range(n)),
             {t: solver.Value(ds[t]) * TICK_S for t in swaps if solver.Value(off[t])},
-            {t: solver.Value(hs[t]) * TICK_S for t in swaps if solver.Value(off[t])})
+            {t: solver.Value(hs[t]) * TICK_S for t in swaps if solver.Value(off[t])},
+            {t: tuple((i, solver.Value(x) * TICK_S) for i, (e, x) in sorted(evs[t].items())
+                      if solver.Value(e))
+             for t in swaps if any(solver.Value(e) for e, _ in evs[t].values())})
         try:
             chk = check_schedule(inst, plan, M, sched)
         except ScheduleError as e:  # pragma: no cover - a model bug

@@ -26,7 +26,12 @@ and the same mapping applied to any schedule of the class satisfies them:
   final, no earlier); an H2D runs in the backward pass (the class: after T_F) and after
   the D2H ended; a backward reader starts after the H2D ended. A resident swap (the
   class's "no copy") is a swap whose D2H share is 0 (``F + L <= xs`` allows it) and
-  whose reads then need no H2D share (``H >= D + E``);
+  whose reads then need no H2D share (``H >= D + E``). A swap whose first readers read
+  its device copy (the class's ``device_reads``) maps its D2H to the lagging share L,
+  which the exact and aggregated tiers do not tie to the D2H's timing (that is R3, full
+  tier only) and which no reader row requires an H2D for; its later fetches and the
+  class's re-fetches map to H2D shares after evictions E (an eviction follows a read
+  and a finished D2H, ``E <= (reads - 1)(F + L)``), as the runtime's evictions do;
 - memory at op ends and starts: each tensor counted is resident at that instant in the
   schedule (the class uses the same residency rules as the evaluator), and fractional
   shares only undercount.
