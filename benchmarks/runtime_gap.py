@@ -14,7 +14,8 @@ Per row: the runtime's step U, the best-schedule bracket [L_dec, S_best] (the
 fixed-decision relaxation or the compute floor; the CP-SAT schedule verified by the
 checker, ``--time-limit`` s each), lost to the runtime (>= U - S_best, <= U - L_dec) and
 lost to the decisions (<= S_best - L), as percentages of U, and the seconds spent. Rows are
-appended to ``--out`` (JSON lines) as they finish; a markdown table goes to stdout.
+appended to ``--out`` (JSON lines) as they finish (the README's run:
+benchmarks/results/runtime_gap.jsonl); a markdown table goes to stdout.
 Wall-clock figures depend on the machine (the README's were taken on 2 shared cores).
 Nothing here is asserted by tests.
 """

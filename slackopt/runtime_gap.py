@@ -23,7 +23,9 @@ the gap between U and the instance's best lower bound L:
   plan under the evaluator (the instance's best bound, e.g. the milp solver's
   ``lower_bound_s`` or references.json): even scheduled as well as known, these decisions
   take S_best, and no plan run by the runtime beats L. The two parts add up:
-  ``U - L = (U - S_best) + (S_best - L)``.
+  ``U - L = (U - S_best) + (S_best - L)``. The bound may be negative: L bounds the
+  runtime's plans, not schedules, so these decisions well scheduled can beat every plan
+  the runtime runs (then the whole certified gap U - L is the runtime's).
 
 Units: seconds throughout; budgets in bytes.
 """
@@ -58,7 +60,8 @@ class RuntimeGap:
         instance_lower_bound_s: L, as given (None if not given).
         lost_to_runtime_min_s: U - S_best (>= 0), None without U or S_best.
         lost_to_runtime_max_s: U - L_dec.
-        lost_to_decisions_max_s: S_best - L, None without S_best or L.
+        lost_to_decisions_max_s: S_best - L (may be negative, see the module
+            docstring), None without S_best or L.
         schedule: the :class:`~slackopt.best_schedule.BestSchedule` result.
         info: the relaxation's info (tier, size, seconds).
     """
