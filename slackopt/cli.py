@@ -555,10 +555,22 @@ def simulate(
     budget: Annotated[str | None, typer.Option(
         "--budget", "-b", help=f"Memory budget: {BUDGET_HELP}. Default: the budget the "
         "plan file records (solve -o writes it), else P.")] = None,
+    best_schedule: Annotated[bool, typer.Option(
+        "--best-schedule", help="Also bracket the fastest schedule of the plan's "
+        "decisions (CP-SAT schedule, verified; fixed-decision relaxation) and split the "
+        "step time into what the decisions and the runtime cost.")] = False,
+    time_limit: Annotated[float | None, typer.Option(
+        "--time-limit", callback=_check_time_limit, help="With --best-schedule: finite "
+        "seconds for the CP-SAT search, and again for the relaxation (default 10).")] = None,
+    lower_bound: Annotated[float | None, typer.Option(
+        "--lower-bound", min=0.0, help="With --best-schedule: a lower bound L (s) on "
+        "every plan's step time (e.g. the milp solver's), for 'lost to decisions'.")] = None,
     json_output: JsonOpt = False,
 ) -> dict[str, Any] | None:
     """Evaluate a plan file on an instance, under the budget it was planned for unless
-    --budget says otherwise (stderr and the JSON say which budget was used)."""
+    --budget says otherwise (stderr and the JSON say which budget was used); with
+    --best-schedule, also how much of the step time the runtime policy loses
+    (slackopt.runtime_gap)."""
     from slackopt.instance import budget_bytes
     from slackopt.io import load_instance, read_plan_file
     from slackopt.simulate import simulate as run_simulation
@@ -588,6 +600,15 @@ def simulate(
            "budget_source": source, "plan_budget_bytes": pf.budget_bytes,
            "decisions": p.counts(), "bytes_by_decision": p.bytes_by_decision(inst),
            "evaluation": _evaluation_doc(ev)}
+    if best_schedule:
+        from slackopt.runtime_gap import runtime_gap
+
+        doc["runtime_gap"] = runtime_gap(
+            inst, p, m, time_limit_s=10.0 if time_limit is None else time_limit,
+            instance_lower_bound_s=lower_bound).to_dict()
+    elif lower_bound is not None or time_limit is not None:
+        raise SlackoptError("--lower-bound and --time-limit go with --best-schedule; add "
+                            "--best-schedule or drop them")
     if json_output:
         return doc
     con = _console()
@@ -595,6 +616,14 @@ def simulate(
               + (f" ({frac:.3f} of P)" if frac is not None else "") + f", {said}")
     _print_evaluation(con, doc["evaluation"])
     con.print(_decision_table(p.counts(), p.bytes_by_decision(inst), inst.A))
+    if best_schedule:
+        g = doc["runtime_gap"]
+        keys = ("runtime_step_s", "best_schedule_s", "best_schedule_lower_s",
+                "instance_lower_bound_s", "lost_to_runtime_min_s", "lost_to_runtime_max_s",
+                "lost_to_decisions_max_s", "schedule_source", "cpsat_status")
+        con.print(_kv_table("Runtime gap (runtime step U; best schedule of these "
+                            "decisions in [lower, best_schedule])",
+                            {k: g[k] for k in keys}))
     return None
 
 
