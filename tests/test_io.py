@@ -489,7 +489,7 @@ def test_plan_mentions_other_instance(tmp_path: Path, inst: Instance, plan_doc: 
     (lambda d: d["link"].update(name="pcie\x1b[31m"), "link.name", "printable"),
     (lambda d: d["ops"][1].update(kind="gemm\x07"), "ops[1].kind", "printable"),
     (lambda d: d["tensors"][2].update(category="\x1b[2J"), "tensors[2].category", "printable"),
-    (lambda d: d["tensors"][1]["recipe"].update(ops=["f1", "f1"]), "tensors[1].recipe.ops[0]",
+    (lambda d: d["tensors"][1]["recipe"].update(ops=["f1", "f1"]), "tensors[1].recipe.ops[1]",
      "more than once"),
 ])
 def test_link_extremes_control_characters_and_repeated_recipe_ops(tmp_path: Path, doc: dict,
