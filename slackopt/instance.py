@@ -310,16 +310,14 @@ def _recipes_pass_bulk_checks(
     """(recipe ops, recipe inputs as saved positions, c, transient bytes, workspace bytes)
     per saved tensor, as the recipe loop of :meth:`Instance._validate_and_index` computes
     them, if every recipe of a saved tensor passes that loop's checks, tested in bulk
-    (numpy over all recipe ops and inputs at once); None if any may fail or the loop's
-    special cases apply (in-place mutation; never-recompute and RNG blockers are left to
-    the caller), and then the loop names the problem. c is each recipe's op durations
-    added left to right, as the loop adds them."""
+    (numpy over all recipe ops and inputs at once); None if any may fail, and then the
+    loop names the problem. For instances without in-place mutation, never-recompute ops
+    or ``rng_capture = False`` only (the loop handles those). c is each recipe's op
+    durations added left to right, as the loop adds them."""
     ns = len(saved)
     recs = [tensors[j].recipe for j in saved.tolist()]
     has = [r is not None for r in recs]
     mine = [r for r in recs if r is not None]
-    if any(tensors[j].mutated_by for j, h in zip(saved.tolist(), has, strict=True) if h):
-        return None
     n_ops_of = np.array([len(r.ops) for r in mine], dtype=np.int64)
     n_in_of = np.array([len(r.inputs) for r in mine], dtype=np.int64)
     tb = [r.transient_bytes for r in mine]
@@ -441,7 +439,7 @@ class Instance:
         self._lowered: Instance | None = None
         self.saved_unit: np.ndarray | None = None
         self._validate_and_index()
-        if any(t.storage is not None for t in self.tensors):
+        if self._any_view:
             self._lower()
 
     # ------------------------------------------------------------------ building
@@ -573,11 +571,14 @@ class Instance:
                                         _FIX_READERS)
                 seen.add(rd)
         self._t_index = t_index
-        for j, t in enumerate(tensors):
+        # views and in-place mutation (list.count finds whether any, in C)
+        self._any_view = [t.storage for t in tensors].count(None) != len(tensors)
+        self._any_mutated = [t.mutated_by for t in tensors].count(()) != len(tensors)
+        for j, t in enumerate(tensors if self._any_view or self._any_mutated else ()):
             if t.storage is not None or t.mutated_by != ():
                 self._check_storage_and_mutation(j, t)
-        total = sum(int(t.size_bytes) for t in tensors) + sum(int(op.workspace_bytes)
-                                                               for op in ops)
+        total = sum(map(int, [t.size_bytes for t in tensors])) + sum(
+            map(int, [op.workspace_bytes for op in ops]))
         if total > 2**62:
             raise InstanceError(f"the tensors and workspaces add up to {total} B, more than "
                                 "2**62 B", "tensors",
@@ -650,7 +651,7 @@ class Instance:
         self._blockers: dict[int, str] = {}  # saved position -> why c = inf (recipe given)
         any_never = any(op.never_recompute for op in ops)
         bulk = None
-        if not any_never and self.rng_capture:  # else blockers: the loop finds them
+        if not (any_never or self._any_mutated) and self.rng_capture:  # else: the loop
             bulk = _recipes_pass_bulk_checks(
                 tensors, saved, prod, saved_mask, op_index, t_index,
                 np.array([op.phase == "bwd" for op in ops], dtype=bool),
@@ -778,7 +779,7 @@ class Instance:
         # Ready: the op after which a saved tensor holds its final forward value (its
         # producer, or its last in-place mutation): r and the D2H of a swap start there.
         ready = prod[sv].copy()
-        for k, j in enumerate(sv.tolist() if any(t.mutated_by for t in tensors) else ()):
+        for k, j in enumerate(sv.tolist() if self._any_mutated else ()):
             for u in tensors[j].mutated_by:
                 ready[k] = max(ready[k], op_index[u])
         self.saved_ready_idx = ready

@@ -870,7 +870,7 @@ def _escape_free(data: bytes, keys: int | None = None) -> bool:
     is a conservative False (the exact path then reads the file). `keys`:
     ``data.count(b'":')`` when the caller has counted it already.
     """
-    if b"\\u" in data or b"\\/" in data:
+    if b"\\" in data and (b"\\u" in data or b"\\/" in data):  # (one scan if no escape)
         return False
     if data.count(b":") == (keys if keys is not None else data.count(b'":')):
         return True  # every colon follows a quote (one fast count, one search)
@@ -896,9 +896,10 @@ def _no_repeated_keys(data: bytes, m: Mapping[str, Any], fast: bool = False,
     if fast:
         held += len(ops) * len(_DEFAULTS[Op]) + len(tensors) * (len(_DEFAULTS[Tensor])
                                                                   - len(_FAST_OPTIONAL))
-        held += sum(t.storage is not None for t in tensors)
-        held += sum(t.mutated_by != () for t in tensors)
-        held += len(_DEFAULTS[Recipe]) * sum(t.recipe is not None for t in tensors)
+        n = len(tensors)  # (list.count counts in C)
+        held += n - [t.storage for t in tensors].count(None)
+        held += n - [t.mutated_by for t in tensors].count(())
+        held += len(_DEFAULTS[Recipe]) * (n - [t.recipe for t in tensors].count(None))
     else:
         held += sum(map(len, ops)) + sum(map(len, tensors))
         held += sum(len(t["recipe"]) for t in tensors if t.get("recipe") is not None)
