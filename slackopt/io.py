@@ -806,8 +806,8 @@ def _load_instance(path: PathLike) -> Instance:
     try:
         m = _FAST_SCHEMA.validate_json(data)
     except ValidationError as e:
-        if e.errors(include_url=False)[0]["type"] not in _VALUE_ERRORS:
-            return _load_general(source, data)
+        if any(err["type"] not in _VALUE_ERRORS for err in e.errors(include_url=False)):
+            return _load_general(source, data)  # (it may be a missing optional field)
         return _schema_refusal(source, data, e)
     keys = data.count(b'":')  # (asked by both checks)
     if not (_escape_free(data, keys) and _no_repeated_keys(data, m, fast=True, keys=keys)):
