@@ -13,7 +13,25 @@ class SlackoptError(Exception):
 
 
 class InstanceError(SlackoptError, ValueError):
-    """An instance is malformed: the message names the op or tensor and what is wrong."""
+    """An instance is malformed.
+
+    Args:
+        problem: what is wrong, naming the op or tensor ("tensor 'x': size_bytes must be
+            ...").
+        field: where, as a path into the instance document (the argument lists of
+            :class:`~slackopt.instance.Instance`, in the order given, which is a file's
+            order): ``"tensors[12].size_bytes"``, ``"ops[3].phase"``,
+            ``"tensors[2].recipe.inputs[0]"``, ``"link.bytes_per_s"``; ``""`` when no one
+            field is to blame.
+        fix: what to do about it ("" if nothing better than the problem can be said).
+
+    The message (``str(e)``) is ``"{problem}. Fix: {fix}"`` (or just the problem); the
+    file loader turns the three parts into a :class:`FileFormatError` naming the file.
+    """
+
+    def __init__(self, problem: str, field: str = "", fix: str = "") -> None:
+        self.problem, self.field, self.fix = problem, field, fix
+        super().__init__(f"{problem}. Fix: {fix}" if fix else problem)
 
 
 class PlanError(SlackoptError, ValueError):

@@ -62,7 +62,7 @@ Extensions of docs/model.md ("Instance") that real training steps need:
 from __future__ import annotations
 
 import math
-import re
+import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -85,6 +85,18 @@ MAX_DURATION_S = 1e9
 """Largest duration (s) of one op: keeps every sum of times finite."""
 MIN_BANDWIDTH = 1e-3
 """Smallest link bandwidth (B/s): a copy of MAX_BYTES then lasts < 1e19 s, finite."""
+
+# Fixes shared by several checks (InstanceError's ``fix``).
+_FIX_LABEL = "use a non-empty name of printable characters"
+_FIX_BYTES = "use a whole number of bytes >= 0"
+_FIX_VALUE = "use a finite value >= 0"
+_FIX_READERS = "list only scheduled ops that run after the producer, each once"
+_FIX_RECIPE_OPS = ("list forward or rebuild-only ops that exist and run no later than the "
+                   "producer")
+_FIX_RECIPE_INPUTS = "read only saved tensors produced no later than this one"
+_FIX_STORAGE = ("name the base tensor that owns the storage (produced no later than the "
+                "view, in the same pass), or null")
+_FIX_MUTATED = "list forward ops that read the tensor after its producer"
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,8 +212,26 @@ def _unique_index(names: list[Any], labels: list[Any]) -> dict[str, int] | None:
     are all printable non-empty strings; else None."""
     if not _printable_names(names) or not _printable_names(labels):
         return None
-    index = {n: i for i, n in enumerate(names)}
+    index = dict(zip(names, range(len(names)), strict=True))
     return index if len(index) == len(names) else None
+
+
+def _positions(index: Mapping[str, int], names: list[str]) -> np.ndarray | None:
+    """``index[n]`` for each of `names` (int64 array, one lookup pass in C); None if one
+    is missing."""
+    if not names:
+        return np.zeros(0, dtype=np.int64)
+    try:
+        got = operator.itemgetter(*names)(index)
+    except (KeyError, TypeError):
+        return None
+    return np.array(got if len(names) > 1 else (got,), dtype=np.int64)
+
+
+def _has_repeats(keys: np.ndarray) -> bool:
+    """Whether some value occurs twice in int array `keys`."""
+    k = np.sort(keys)
+    return bool((k[1:] == k[:-1]).any())
 
 
 def _ops_pass_bulk_checks(ops: Sequence[Op]) -> tuple[dict[str, int], int] | None:
@@ -257,17 +287,89 @@ def _tensors_pass_bulk_checks(
             and _all_of_types([x for r in recipes for x in r.inputs], str)):
         return None
     # producer and readers: scheduled ops, readers after the producer, none twice (in bulk)
-    get = op_index.get
-    prod = np.array([get(t.producer, n_sched) for t in tensors], dtype=np.int64)
-    flat = np.array([get(r, n_sched) for r in readers], dtype=np.int64)
+    prod = _positions(op_index, [t.producer for t in tensors])
+    flat = _positions(op_index, readers)
+    if prod is None or flat is None:
+        return None
     counts = np.array([len(t.readers) for t in tensors], dtype=np.int64)
     if (prod >= n_sched).any() or (flat >= n_sched).any() \
             or (flat <= np.repeat(prod, counts)).any():
         return None
     key = np.repeat(np.arange(len(tensors), dtype=np.int64), counts) * (n_sched + 1) + flat
-    if np.unique(key).size != key.size:
+    if _has_repeats(key):
         return None
     return index, prod, flat, counts
+
+
+def _recipes_pass_bulk_checks(
+        tensors: Sequence[Tensor], saved: np.ndarray, prod: np.ndarray, saved_mask: np.ndarray,
+        op_index: Mapping[str, int], t_index: Mapping[str, int], op_is_bwd: np.ndarray,
+        op_dur: np.ndarray, op_ws: np.ndarray,
+) -> tuple[list[tuple[int, ...]], list[tuple[int, ...]], np.ndarray, np.ndarray,
+           np.ndarray] | None:
+    """(recipe ops, recipe inputs as saved positions, c, transient bytes, workspace bytes)
+    per saved tensor, as the recipe loop of :meth:`Instance._validate_and_index` computes
+    them, if every recipe of a saved tensor passes that loop's checks, tested in bulk
+    (numpy over all recipe ops and inputs at once); None if any may fail, and then the
+    loop names the problem. For instances without in-place mutation, never-recompute ops
+    or ``rng_capture = False`` only (the loop handles those). c is each recipe's op
+    durations added left to right, as the loop adds them."""
+    ns = len(saved)
+    recs = [tensors[j].recipe for j in saved.tolist()]
+    has = [r is not None for r in recs]
+    mine = [r for r in recs if r is not None]
+    n_ops_of = np.array([len(r.ops) for r in mine], dtype=np.int64)
+    n_in_of = np.array([len(r.inputs) for r in mine], dtype=np.int64)
+    tb = [r.transient_bytes for r in mine]
+    if (n_ops_of == 0).any() or not _all_of_types(tb, int) \
+            or (tb and not (0 <= min(tb) and max(tb) <= MAX_BYTES)):
+        return None
+    k_of = np.flatnonzero(np.array(has, dtype=bool))  # saved position of each recipe
+    pk = prod[saved[k_of]]                             # its producer
+    q = _positions(op_index, [o for r in mine for o in r.ops])
+    x = _positions(t_index, [v for r in mine for v in r.inputs])
+    if q is None or x is None:
+        return None  # a recipe op or input that does not exist
+    owner = np.repeat(np.arange(len(mine), dtype=np.int64), n_ops_of)
+    if op_is_bwd[q].any() or (q > np.repeat(pk, n_ops_of)).any():
+        return None  # backward or (not mutating) after the producer
+    if _has_repeats(owner * (len(op_is_bwd) + 1) + q):
+        return None  # an op listed twice
+    ntens = len(tensors)
+    xo = np.repeat(np.arange(len(mine), dtype=np.int64), n_in_of)
+    if (x == saved[k_of][xo]).any() or not saved_mask[x].all() \
+            or (prod[x] > pk[xo]).any():
+        return None
+    pos = np.full(ntens, -1, dtype=np.int64)
+    pos[saved] = np.arange(ns, dtype=np.int64)
+    # per saved position: tuples of op indices and input positions, () without a recipe
+    none_t: tuple[int, ...] = ()
+    ops_l, ins_l = [none_t] * ns, [none_t] * ns
+    ql, xl = q.tolist(), pos[x].tolist()
+    a = b = 0
+    for k, no, ni in zip(k_of.tolist(), n_ops_of.tolist(), n_in_of.tolist(), strict=True):
+        ops_l[k] = tuple(ql[a:a + no])
+        ins_l[k] = tuple(xl[b:b + ni])
+        a += no
+        b += ni
+    # c: durations added left to right, one recipe-op column at a time (adding 0.0 to a
+    # finished sum leaves it unchanged)
+    width = int(n_ops_of.max()) if len(mine) else 0
+    col = np.arange(len(q)) - np.repeat(np.cumsum(n_ops_of) - n_ops_of, n_ops_of)
+    grid = np.zeros((width, len(mine)))
+    grid[col, owner] = op_dur[q]
+    c = np.full(ns, np.inf)
+    csum = np.zeros(len(mine))
+    for row in grid:
+        csum += row
+    c[k_of] = csum
+    ws = np.zeros(ns, dtype=np.int64)
+    if len(mine):
+        starts = np.cumsum(n_ops_of) - n_ops_of
+        ws[k_of] = np.maximum.reduceat(op_ws[q], starts)
+    transient = np.zeros(ns, dtype=np.int64)
+    transient[k_of] = tb
+    return ops_l, ins_l, c, transient, ws
 
 
 class Instance:
@@ -286,12 +388,13 @@ class Instance:
             [0, 2**62]), or None for unlimited.
 
     Raises:
-        InstanceError: naming the op or tensor, if the instance is malformed: duplicate
-            names, a phase out of order, a negative or non-finite size or duration, a
-            reference that does not resolve, a reader not after its producer, a cycle,
-            a recipe that reads an unsaved tensor or runs a backward op, a recipe that
-            misses an op that mutates its tensor in place, a view of a view or of a
-            missing tensor, storage groups whose merged recipe is invalid, a bad
+        InstanceError: naming the op or tensor, and carrying the field (a path into these
+            arguments, ``tensors[12].size_bytes``) and the fix, if the instance is
+            malformed: duplicate names, a phase out of order, a negative or non-finite size
+            or duration, a reference that does not resolve, a reader not after its
+            producer, a cycle, a recipe that reads an unsaved tensor or runs a backward op,
+            a recipe that misses an op that mutates its tensor in place, a view of a view or
+            of a missing tensor, storage groups whose merged recipe is invalid, a bad
             ``host_memory_bytes``.
 
     Attributes (derived; arrays are read-only):
@@ -322,18 +425,21 @@ class Instance:
         self.link = link
         self.meta: dict[str, Any] = dict(meta or {})
         if not isinstance(rng_capture, (bool, np.bool_)):
-            raise InstanceError(f"rng_capture must be true or false, got {rng_capture!r}")
+            raise InstanceError(f"rng_capture must be true or false, got {rng_capture!r}",
+                                "rng_capture", "write true or false")
         self.rng_capture = bool(rng_capture)
         if host_memory_bytes is not None and not (_is_int(host_memory_bytes)
                                                   and 0 <= host_memory_bytes <= 2**62):
             raise InstanceError(f"host_memory_bytes must be null (unlimited) or an integer "
-                                f"number of bytes in [0, 2**62], got {host_memory_bytes!r}")
+                                f"number of bytes in [0, 2**62], got {host_memory_bytes!r}",
+                                "host_memory_bytes",
+                                "use null (unlimited) or a whole number of bytes >= 0")
         self.host_memory_bytes: int | None = (None if host_memory_bytes is None
                                               else int(host_memory_bytes))
         self._lowered: Instance | None = None
         self.saved_unit: np.ndarray | None = None
         self._validate_and_index()
-        if any(t.storage is not None for t in self.tensors):
+        if self._any_view:
             self._lower()
 
     # ------------------------------------------------------------------ building
@@ -342,17 +448,22 @@ class Instance:
         link = self.link
         if not _is_name(link.name):
             raise InstanceError(f"link: name must be a non-empty printable string, got "
-                                f"{link.name!r}")
+                                f"{link.name!r}", "link.name", _FIX_LABEL)
         if not (_is_real(link.bytes_per_s) and math.isfinite(link.bytes_per_s)
                 and link.bytes_per_s >= MIN_BANDWIDTH):
             raise InstanceError(f"link '{link.name}': bandwidth must be a finite number >= "
-                                f"{MIN_BANDWIDTH:g} B/s, got {link.bytes_per_s!r}")
+                                f"{MIN_BANDWIDTH:g} B/s, got {link.bytes_per_s!r}",
+                                "link.bytes_per_s",
+                                f"use a finite bandwidth >= {MIN_BANDWIDTH:g} (bytes/s)")
         if not (_is_real(link.duplex_factor) and 0 < link.duplex_factor <= 1):
-            raise InstanceError(f"link '{link.name}': duplex_factor must be in (0, 1]")
+            raise InstanceError(f"link '{link.name}': duplex_factor must be in (0, 1], got "
+                                f"{link.duplex_factor!r}", "link.duplex_factor",
+                                "use a value in (0, 1]: 1 for full duplex")
         if not (_is_real(link.copy_latency_s) and math.isfinite(link.copy_latency_s)
                 and 0 <= link.copy_latency_s <= MAX_DURATION_S):
             raise InstanceError(f"link '{link.name}': copy_latency_s must be finite, >= 0 and "
-                                f"<= {MAX_DURATION_S:g} s, got {link.copy_latency_s!r}")
+                                f"<= {MAX_DURATION_S:g} s, got {link.copy_latency_s!r}",
+                                "link.copy_latency_s", "use a value in the allowed range")
 
         fast = _ops_pass_bulk_checks(ops)
         if fast is not None:  # every op is valid: skip the loop that names the bad one
@@ -363,34 +474,39 @@ class Instance:
         last_phase = 0
         n_sched = 0 if fast is None else n_sched
         for i, op in enumerate(ops if fast is None else ()):
+            at = f"ops[{i}]"
             if not _is_name(op.name):
                 raise InstanceError(f"op #{i}: name must be a non-empty printable string, "
-                                    f"got {op.name!r}")
+                                    f"got {op.name!r}", f"{at}.name", _FIX_LABEL)
             if op.name in op_index:
-                raise InstanceError(f"op '{op.name}': duplicate op name")
+                raise InstanceError(f"op '{op.name}': duplicate op name", f"{at}.name",
+                                    "give every op a unique name")
             if op.phase not in PHASES:
                 raise InstanceError(
-                    f"op '{op.name}': phase '{op.phase}' is not one of {', '.join(PHASES)}")
+                    f"op '{op.name}': phase '{op.phase}' is not one of {', '.join(PHASES)}",
+                    f"{at}.phase", f"use one of {', '.join(PHASES)}")
             ph = PHASES.index(op.phase)
             if ph < last_phase:
                 raise InstanceError(
-                    f"op '{op.name}': phase '{op.phase}' after a '{PHASES[last_phase]}' op; "
-                    "ops must be all forward, then all backward, then rebuild-only ops")
+                    f"op '{op.name}': phase '{op.phase}' after a '{PHASES[last_phase]}' op",
+                    f"{at}.phase", "list all forward ops, then all backward ops, then "
+                    "rebuild-only ops")
             last_phase = ph
             if not (_is_real(op.duration_s) and math.isfinite(op.duration_s)
                     and 0 <= op.duration_s <= MAX_DURATION_S):
                 raise InstanceError(
                     f"op '{op.name}': duration_s must be finite, >= 0 and <= {MAX_DURATION_S:g}"
-                    f" s, got {op.duration_s!r}")
+                    f" s, got {op.duration_s!r}", f"{at}.duration_s", _FIX_VALUE)
             if not _is_size(op.workspace_bytes):
                 raise InstanceError(
                     f"op '{op.name}': workspace_bytes must be an integer in [0, 2**53], "
-                    f"got {op.workspace_bytes!r}")
+                    f"got {op.workspace_bytes!r}", f"{at}.workspace_bytes", _FIX_BYTES)
             if not _is_name(op.kind):
                 raise InstanceError(f"op '{op.name}': kind must be a non-empty printable "
-                                    f"string, got {op.kind!r}")
+                                    f"string, got {op.kind!r}", f"{at}.kind", _FIX_LABEL)
             if not (_is_real(op.flops) and math.isfinite(op.flops) and op.flops >= 0):
-                raise InstanceError(f"op '{op.name}': flops must be finite and >= 0")
+                raise InstanceError(f"op '{op.name}': flops must be finite and >= 0, got "
+                                    f"{op.flops!r}", f"{at}.flops", _FIX_VALUE)
             op_index[op.name] = i
             if op.phase != "rebuild":
                 n_sched += 1
@@ -400,57 +516,73 @@ class Instance:
         t_fast = _tensors_pass_bulk_checks(tensors, op_index, n_sched)
         t_index: dict[str, int] = {} if t_fast is None else t_fast[0]
         for j, t in enumerate(tensors if t_fast is None else ()):
+            at = f"tensors[{j}]"
             if not _is_name(t.name):
                 raise InstanceError(f"tensor #{j}: name must be a non-empty printable string, "
-                                    f"got {t.name!r}")
+                                    f"got {t.name!r}", f"{at}.name", _FIX_LABEL)
             if t.name in t_index:
-                raise InstanceError(f"tensor '{t.name}': duplicate tensor name")
+                raise InstanceError(f"tensor '{t.name}': duplicate tensor name", f"{at}.name",
+                                    "give every tensor a unique name")
             t_index[t.name] = j
             if not _is_size(t.size_bytes):
                 raise InstanceError(
                     f"tensor '{t.name}': size_bytes must be an integer in [0, 2**53], "
-                    f"got {t.size_bytes!r}")
+                    f"got {t.size_bytes!r}", f"{at}.size_bytes", _FIX_BYTES)
             if not _is_name(t.category):
                 raise InstanceError(f"tensor '{t.name}': category must be a non-empty "
-                                    f"printable string, got {t.category!r}")
+                                    f"printable string, got {t.category!r}", f"{at}.category",
+                                    _FIX_LABEL)
             if not _names(t.readers):
                 raise InstanceError(
-                    f"tensor '{t.name}': readers must be a list of op names, got {t.readers!r}")
+                    f"tensor '{t.name}': readers must be a list of op names, got {t.readers!r}",
+                    f"{at}.readers", _FIX_READERS)
             if t.recipe is not None and not (_names(t.recipe.ops) and _names(t.recipe.inputs)):
                 raise InstanceError(
-                    f"tensor '{t.name}': recipe ops and inputs must be lists of names")
+                    f"tensor '{t.name}': recipe ops and inputs must be lists of names",
+                    f"{at}.recipe", "list op names in 'ops' and tensor names in 'inputs'")
             p = op_index.get(t.producer)
             if p is None:
-                raise InstanceError(f"tensor '{t.name}': producer op '{t.producer}' does not exist")
+                raise InstanceError(f"tensor '{t.name}': producer op '{t.producer}' does not "
+                                    "exist", f"{at}.producer",
+                                    "name a forward or backward op listed in 'ops'")
             if p >= n_sched:
                 raise InstanceError(
-                    f"tensor '{t.name}': producer '{t.producer}' is a rebuild-only op; "
-                    "a tensor must be produced by a scheduled op")
+                    f"tensor '{t.name}': producer '{t.producer}' is a rebuild-only op",
+                    f"{at}.producer", "a tensor must be produced by a scheduled op: name a "
+                    "forward or backward op")
             seen = set()
-            for rd in t.readers:
+            for k, rd in enumerate(t.readers):
                 q = op_index.get(rd)
+                where = f"{at}.readers[{k}]"
                 if q is None:
-                    raise InstanceError(f"tensor '{t.name}': reader op '{rd}' does not exist")
+                    raise InstanceError(f"tensor '{t.name}': reader op '{rd}' does not exist",
+                                        where, _FIX_READERS)
                 if q >= n_sched:
                     raise InstanceError(
-                        f"tensor '{t.name}': reader '{rd}' is a rebuild-only op; list it in "
-                        "the recipe of the tensor it rebuilds instead")
+                        f"tensor '{t.name}': reader '{rd}' is a rebuild-only op", where,
+                        "list it in the recipe of the tensor it rebuilds instead")
                 if q <= p:
                     raise InstanceError(
                         f"tensor '{t.name}': reader '{rd}' runs before or at its producer "
-                        f"'{t.producer}'; readers must come after the producer")
+                        f"'{t.producer}'", where, "readers must come after the producer: "
+                        + _FIX_READERS)
                 if rd in seen:
-                    raise InstanceError(f"tensor '{t.name}': reader '{rd}' listed twice")
+                    raise InstanceError(f"tensor '{t.name}': reader '{rd}' listed twice", where,
+                                        _FIX_READERS)
                 seen.add(rd)
         self._t_index = t_index
-        for t in tensors:
+        # views and in-place mutation (list.count finds whether any, in C)
+        self._any_view = [t.storage for t in tensors].count(None) != len(tensors)
+        self._any_mutated = [t.mutated_by for t in tensors].count(()) != len(tensors)
+        for j, t in enumerate(tensors if self._any_view or self._any_mutated else ()):
             if t.storage is not None or t.mutated_by != ():
-                self._check_storage_and_mutation(t)
-        total = sum(int(t.size_bytes) for t in tensors) + sum(int(op.workspace_bytes)
-                                                               for op in ops)
+                self._check_storage_and_mutation(j, t)
+        total = sum(map(int, [t.size_bytes for t in tensors])) + sum(
+            map(int, [op.workspace_bytes for op in ops]))
         if total > 2**62:
             raise InstanceError(f"the tensors and workspaces add up to {total} B, more than "
-                                "2**62 B; sizes are bytes, not bits or elements")
+                                "2**62 B", "tensors",
+                                "give sizes in bytes, not bits or elements")
 
         # The op graph (producer -> reader) is acyclic by construction: every reader was
         # checked to run after its producer. It is built on first use (self.graph).
@@ -513,10 +645,19 @@ class Instance:
         self._saved_pos = {name: k for k, name in enumerate(self.saved_names)}
         self.is_saved = saved_mask
 
-        # Recipes (per-op fields and masks as plain lists: indexing numpy scalars one at
-        # a time in this loop would cost more than the checks).
-        c_list = [math.inf] * len(saved)
+        # Recipes: in bulk when every one passes; else the loop names the first problem
+        # (per-op fields and masks as plain lists there: indexing numpy scalars one at a
+        # time in this loop would cost more than the checks).
         self._blockers: dict[int, str] = {}  # saved position -> why c = inf (recipe given)
+        any_never = any(op.never_recompute for op in ops)
+        bulk = None
+        if not (any_never or self._any_mutated) and self.rng_capture:  # else: the loop
+            bulk = _recipes_pass_bulk_checks(
+                tensors, saved, prod, saved_mask, op_index, t_index,
+                np.array([op.phase == "bwd" for op in ops], dtype=bool),
+                np.array([op.duration_s for op in ops], dtype=np.float64),
+                np.array([op.workspace_bytes for op in ops], dtype=np.int64))
+        c_list = [math.inf] * len(saved)
         self.recipe_inputs: list[tuple[int, ...]] = []  # saved positions of recipe inputs
         self.recipe_ops: list[tuple[int, ...]] = []
         transient = [0] * len(saved)
@@ -524,64 +665,77 @@ class Instance:
         op_phase = [op.phase for op in ops]
         op_dur = [op.duration_s for op in ops]
         op_ws = [op.workspace_bytes for op in ops]
-        any_never = any(op.never_recompute for op in ops)
         prod_list, saved_list = prod.tolist(), saved_mask.tolist()
         saved_pos = self._saved_pos
         no_inputs: tuple[int, ...] = ()
-        for k, j in enumerate(saved.tolist()):
+        for k, j in enumerate(saved.tolist() if bulk is None else ()):
             t = tensors[j]
             rec = t.recipe
             if rec is None:
                 self.recipe_inputs.append(no_inputs)
                 self.recipe_ops.append(no_inputs)
                 continue
+            at = f"tensors[{j}].recipe"
             if not rec.ops:
-                raise InstanceError(f"tensor '{t.name}': recipe has no ops")
+                raise InstanceError(f"tensor '{t.name}': recipe has no ops", at,
+                                    "give the recipe at least one op, or null if the tensor "
+                                    "cannot be rebuilt")
             dup = len(rec.ops) > 1 and len(set(rec.ops)) != len(rec.ops)
             pj = prod_list[j]
             idx = []
-            for o in rec.ops:
+            for n, o in enumerate(rec.ops):
                 if dup and rec.ops.count(o) > 1:
                     raise InstanceError(f"tensor '{t.name}': recipe lists op '{o}' more than "
-                                        "once; list each op it re-runs once")
+                                        "once", f"{at}.ops[{rec.ops.index(o, n + 1)}]",
+                                        "list each op the recipe re-runs once")
                 q = op_index.get(o)
                 if q is None:
-                    raise InstanceError(f"tensor '{t.name}': recipe op '{o}' does not exist")
+                    raise InstanceError(f"tensor '{t.name}': recipe op '{o}' does not exist",
+                                        f"{at}.ops[{n}]", _FIX_RECIPE_OPS)
                 if op_phase[q] == "bwd":
                     raise InstanceError(
-                        f"tensor '{t.name}': recipe op '{o}' is a backward op; recipes re-run "
-                        "forward or rebuild-only ops")
+                        f"tensor '{t.name}': recipe op '{o}' is a backward op",
+                        f"{at}.ops[{n}]", "recipes re-run forward or rebuild-only ops: "
+                        + _FIX_RECIPE_OPS)
                 if op_phase[q] == "fwd" and q > pj and o not in t.mutated_by:
                     raise InstanceError(
                         f"tensor '{t.name}': recipe op '{o}' runs after the producer "
-                        f"'{t.producer}' in the forward pass; it cannot help rebuild it")
+                        f"'{t.producer}' in the forward pass; it cannot help rebuild it",
+                        f"{at}.ops[{n}]", _FIX_RECIPE_OPS)
                 idx.append(q)
             for u in t.mutated_by:
                 if u not in rec.ops:
                     raise InstanceError(
                         f"tensor '{t.name}': recipe misses op '{u}', which mutates the tensor "
                         f"in place after its producer '{t.producer}', so the recipe would "
-                        "rebuild the pre-mutation value; add the op to the recipe, or drop "
-                        "the recipe")
+                        "rebuild the pre-mutation value", f"{at}.ops",
+                        "add the op to the recipe, or drop the recipe")
             ins = []
-            for x in rec.inputs:
+            for n, x in enumerate(rec.inputs):
+                where = f"{at}.inputs[{n}]"
                 jj = t_index.get(x)
                 if jj is None:
-                    raise InstanceError(f"tensor '{t.name}': recipe input '{x}' does not exist")
+                    raise InstanceError(f"tensor '{t.name}': recipe input '{x}' does not exist",
+                                        where, _FIX_RECIPE_INPUTS)
                 if x == t.name:
-                    raise InstanceError(f"tensor '{t.name}': recipe reads the tensor it rebuilds")
+                    raise InstanceError(f"tensor '{t.name}': recipe reads the tensor it "
+                                        "rebuilds", where,
+                                        "remove the tensor itself from its recipe inputs")
                 if not saved_list[jj]:
                     raise InstanceError(
                         f"tensor '{t.name}': recipe input '{x}' is not a saved tensor, so it "
-                        "is gone by the backward pass; rebuild from saved tensors only")
+                        "is gone by the backward pass", where,
+                        "rebuild from saved tensors only: " + _FIX_RECIPE_INPUTS)
                 if prod_list[jj] > pj:
                     raise InstanceError(
-                        f"tensor '{t.name}': recipe input '{x}' is produced after it")
+                        f"tensor '{t.name}': recipe input '{x}' is produced after it", where,
+                        _FIX_RECIPE_INPUTS)
                 ins.append(saved_pos[x])
             tb = rec.transient_bytes
             if not (type(tb) is int and 0 <= tb <= MAX_BYTES) and not _is_size(tb):
                 raise InstanceError(
-                    f"tensor '{t.name}': recipe transient_bytes must be an integer in [0, 2**53]")
+                    f"tensor '{t.name}': recipe transient_bytes must be an integer in "
+                    f"[0, 2**53], got {tb!r}", f"{at}.transient_bytes", _FIX_BYTES)
             self.recipe_inputs.append(tuple(ins))
             self.recipe_ops.append(tuple(idx))
             transient[k] = tb
@@ -603,12 +757,19 @@ class Instance:
                                     if tensors[t_index[x]].category == RNG_STATE_CATEGORY),
                                    None)
             if blocker is None:
-                c_list[k] = float(sum([op_dur[q] for q in idx]))
+                ck = 0.0
+                for q in idx:  # left to right, as the bulk checks add
+                    ck += op_dur[q]
+                c_list[k] = ck
             else:
                 self._blockers[k] = blocker
-        c = np.array(c_list, dtype=np.float64)
-        self.recipe_transient: np.ndarray = np.array(transient, dtype=np.int64)
-        self.recipe_workspace: np.ndarray = np.array(workspace, dtype=np.int64)
+        if bulk is None:
+            c = np.array(c_list, dtype=np.float64)
+            self.recipe_transient: np.ndarray = np.array(transient, dtype=np.int64)
+            self.recipe_workspace: np.ndarray = np.array(workspace, dtype=np.int64)
+        else:
+            self.recipe_ops, self.recipe_inputs, c, self.recipe_transient, \
+                self.recipe_workspace = bulk
         # A recipe whose inputs chain back to an unrebuildable-through-recipe cycle cannot
         # happen: inputs are produced no later than the tensor, and a tensor cannot read
         # itself; equal production (two outputs of one op) is acyclic unless mutual.
@@ -618,7 +779,7 @@ class Instance:
         # Ready: the op after which a saved tensor holds its final forward value (its
         # producer, or its last in-place mutation): r and the D2H of a swap start there.
         ready = prod[sv].copy()
-        for k, j in enumerate(sv.tolist()):
+        for k, j in enumerate(sv.tolist() if self._any_mutated else ()):
             for u in tensors[j].mutated_by:
                 ready[k] = max(ready[k], op_index[u])
         self.saved_ready_idx = ready
@@ -669,51 +830,57 @@ class Instance:
         self.P = int(keep_prof.max()) if n_sched else 0
         self.A = int(self.s.sum())
 
-    def _check_storage_and_mutation(self, t: Tensor) -> None:
-        """Validate ``t.storage`` and ``t.mutated_by`` (indices already built)."""
+    def _check_storage_and_mutation(self, j: int, t: Tensor) -> None:
+        """Validate ``t.storage`` and ``t.mutated_by`` of tensor `t` = ``tensors[j]``
+        (indices already built)."""
         ops, op_index = self.ops, self._op_index
+        at = f"tensors[{j}]"
         if t.storage is not None:
+            where = f"{at}.storage"
             if not isinstance(t.storage, str):
                 raise InstanceError(f"tensor '{t.name}': storage must be a tensor name or "
-                                    f"null, got {t.storage!r}")
+                                    f"null, got {t.storage!r}", where, _FIX_STORAGE)
             b = self._t_index.get(t.storage)
             if b is None:
                 raise InstanceError(f"tensor '{t.name}': storage '{t.storage}' does not "
-                                    "exist; name the base tensor whose storage it views")
+                                    "exist", where, "name the base tensor whose storage it "
+                                    "views, or null")
             if t.storage == t.name:
-                raise InstanceError(f"tensor '{t.name}': storage names the tensor itself; "
-                                    "use null for a tensor that owns its storage")
+                raise InstanceError(f"tensor '{t.name}': storage names the tensor itself",
+                                    where, "use null for a tensor that owns its storage")
             base = self.tensors[b]
             if base.storage is not None:
                 raise InstanceError(
                     f"tensor '{t.name}': storage '{t.storage}' is itself a view of "
-                    f"'{base.storage}'; name the base '{base.storage}' directly")
+                    f"'{base.storage}'", where, f"name the base '{base.storage}' directly")
             pv, pb = op_index[t.producer], op_index[base.producer]
             if pv < pb:
                 raise InstanceError(
                     f"tensor '{t.name}': storage '{t.storage}' is produced by "
                     f"'{base.producer}', after the view's producer '{t.producer}'; a view "
-                    "is produced no earlier than its base")
+                    "is produced no earlier than its base", where, _FIX_STORAGE)
             if ops[pv].phase != ops[pb].phase:
                 raise InstanceError(
                     f"tensor '{t.name}': storage '{t.storage}' is produced in the "
-                    f"{ops[pb].phase} pass but the view in the {ops[pv].phase} pass; list the "
-                    "op that makes the view among the readers of the base instead")
+                    f"{ops[pb].phase} pass but the view in the {ops[pv].phase} pass", where,
+                    "list the op that makes the view among the readers of the base instead")
         if not _names(t.mutated_by):
             raise InstanceError(f"tensor '{t.name}': mutated_by must be a list of op names, "
-                                f"got {t.mutated_by!r}")
+                                f"got {t.mutated_by!r}", f"{at}.mutated_by", _FIX_MUTATED)
         p = op_index[t.producer]
-        for u in t.mutated_by:
+        for n, u in enumerate(t.mutated_by):
+            where = f"{at}.mutated_by[{n}]"
             q = op_index.get(u)
             if q is None:
-                raise InstanceError(f"tensor '{t.name}': mutated_by op '{u}' does not exist")
+                raise InstanceError(f"tensor '{t.name}': mutated_by op '{u}' does not exist",
+                                    where, _FIX_MUTATED)
             if ops[q].phase != "fwd" or q <= p:
                 raise InstanceError(
                     f"tensor '{t.name}': mutated_by op '{u}' must be a forward op that runs "
-                    f"after the producer '{t.producer}'")
+                    f"after the producer '{t.producer}'", where, _FIX_MUTATED)
             if u not in t.readers:
                 raise InstanceError(f"tensor '{t.name}': mutated_by op '{u}' is not one of its "
-                                    "readers; list it among the readers too")
+                                    "readers", where, "list it among the readers too")
 
     def _lower(self) -> None:
         """Build :attr:`lowered` (storage groups merged into their base) and the maps."""
@@ -752,13 +919,7 @@ class Instance:
                            rng_capture=self.rng_capture,
                            host_memory_bytes=self.host_memory_bytes)
         except InstanceError as e:
-            msg = str(e)
-            m = re.match(r"^tensor '((?:[^']|'(?!:))*)': ", msg)
-            if m and m.group(1) in groups:
-                views = ", ".join(f"'{v.name}'" for v in groups[m.group(1)])
-                msg = (f"tensor '{m.group(1)}': as the storage of views {views}: "
-                       f"{msg[m.end():]}")
-            raise InstanceError(msg) from None
+            raise self._lowered_error(e, merged, groups) from None
         self._lowered = low
         self._recipe_conflicts = conflicts
         unit = np.array([low.saved_position(base_of.get(nm, nm)) for nm in self.saved_names],
@@ -767,6 +928,27 @@ class Instance:
         self.saved_unit = unit
         self.P, self.A = low.P, low.A
         self.keep_all_profile = low.keep_all_profile
+
+    def _lowered_error(self, e: InstanceError, merged: list[Tensor],
+                       groups: Mapping[str, list[Tensor]]) -> InstanceError:
+        """`e`, raised by the lowered instance (tensor list `merged`), with its field moved
+        to this instance's tensor list, and the views named when a merged storage group
+        is to blame."""
+        at, _, rest = e.field.partition("]")
+        if not at.startswith("tensors["):
+            return e
+        name = merged[int(at[len("tensors["):])].name
+        field = f"tensors[{self._t_index[name]}]"
+        if name in groups:  # fields of the merged tensor are not those of the file's
+            views = ", ".join(f"'{v.name}'" for v in groups[name])
+            problem = e.problem.removeprefix(f"tensor '{name}': ")
+            return InstanceError(f"tensor '{name}': as the storage of views {views}: "
+                                 f"{problem}", field,
+                                 f"{e.fix}; a view's recipe rebuilds the whole storage, so "
+                                 "its ops run no later than the base's producer")
+        if rest.startswith(".recipe.inputs["):  # inputs naming views were merged
+            rest = ".recipe.inputs"
+        return InstanceError(e.problem, field + rest, e.fix)
 
     @property
     def aliased(self) -> bool:
@@ -816,7 +998,11 @@ class Instance:
         if not nx.is_directed_acyclic_graph(g):
             cyc = nx.find_cycle(g)
             names = " -> ".join(self.saved_names[a] for a, _ in cyc)
-            raise InstanceError(f"recipes rebuild each other in a cycle: {names}")
+            first = int(self.saved[cyc[0][0]])
+            raise InstanceError(f"recipes rebuild each other in a cycle: {names}",
+                                f"tensors[{first}].recipe.inputs",
+                                "break the cycle: one of these recipes must not read the "
+                                "other tensor")
 
     # ------------------------------------------------------------------ access
     @property

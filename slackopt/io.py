@@ -44,16 +44,18 @@ Two file formats, both JSON objects that start with ``"format"`` and ``"schema_v
 Files are JSON only (never pickle or eval). Loading checks the structure with pydantic
 models (unknown fields, wrong types, NaN/Infinity, negative sizes are refused), then the
 meaning through :class:`~slackopt.instance.Instance` and :class:`~slackopt.plan.Plan`;
-every failure is a :class:`~slackopt.errors.FileFormatError` that names the file, the field
-(``tensors[12].size_bytes``) and a fix. Writing is deterministic (stable key order, one
-op / tensor / decision per line, floats written so they read back bit for bit) and
-atomic (a temporary file renamed into place); an existing file is never replaced unless
-``overwrite=True``.
+every failure is a :class:`~slackopt.errors.FileFormatError` that names the file, the
+field (``tensors[12].size_bytes``) and a fix (for a problem of meaning, the field and fix
+that the :class:`~slackopt.errors.InstanceError` carries). Writing is deterministic
+(stable key order, one op / tensor / decision per line, floats written so they read back
+bit for bit) and atomic (a temporary file renamed into place); an existing file is never
+replaced unless ``overwrite=True``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import gc
 import json
@@ -70,6 +72,8 @@ from typing import Annotated, Any, Literal, NamedTuple, NotRequired
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, Strict, TypeAdapter, ValidationError
+from pydantic_core import SchemaValidator
+from pydantic_core import core_schema as cs
 from typing_extensions import TypedDict, is_typeddict
 
 from slackopt.errors import FileFormatError, InstanceError, PlanError, SlackoptError
@@ -173,6 +177,60 @@ class InstanceFileModel(TypedDict):
 
 
 _INSTANCE_SCHEMA = TypeAdapter(InstanceFileModel)
+
+
+def _objects_schema(schema: dict[str, Any], cls: type, optional: Sequence[str] = ()) -> Any:
+    """The core schema that validates what TypedDict `schema` validates but builds a `cls`
+    (Op, Tensor, Recipe) in pydantic-core, with every field required except `optional`
+    (which take `cls`'s defaults). Lists become tuples; the field checks are those of
+    `schema`, so a value error reads the same on both."""
+    fields = []
+    for name in (f.name for f in dataclasses.fields(cls)):
+        sub = _tuples(schema["fields"][name]["schema"])
+        if name in optional:
+            sub = cs.with_default_schema(sub, default=_DEFAULTS[cls][name])
+        fields.append(cs.dataclass_field(name, sub))
+    return cs.dataclass_schema(
+        cls, cs.dataclass_args_schema(cls.__name__, fields, extra_behavior="forbid"),
+        [f.name for f in dataclasses.fields(cls)], slots=True, frozen=True,
+        config=schema["config"], strict=True)
+
+
+def _tuples(schema: dict[str, Any]) -> Any:
+    """`schema` with a list of names read as a tuple, a recipe built as a Recipe."""
+    if schema["type"] == "list":
+        return cs.tuple_schema([schema["items_schema"]], variadic_item_index=0, strict=True)
+    if schema["type"] == "nullable" and schema["schema"].get("cls") is RecipeModel:
+        return cs.nullable_schema(_objects_schema(schema["schema"], Recipe))
+    return schema
+
+
+_DEFAULTS = {c: {f.name: f.default for f in dataclasses.fields(c)} for c in (Op, Tensor, Recipe)}
+_FAST_OPTIONAL = ("storage", "mutated_by")
+"""The tensor fields that instance files hold only when set (:func:`instance_to_dict`);
+all other op, tensor and recipe fields are required by the fast schema."""
+
+
+def _fast_instance_schema() -> SchemaValidator:
+    """Validator of instance files as :func:`save_instance` writes them (every op, tensor
+    and recipe field present but ``storage`` and ``mutated_by``) that builds Op, Tensor and
+    Recipe objects in pydantic-core: the top level is :class:`InstanceFileModel`'s, the
+    items' checks are those of OpModel and TensorModel. A file it refuses for a missing
+    field or its structure is read by the general schema."""
+    top = copy.deepcopy(_INSTANCE_SCHEMA.core_schema)
+    for key, cls, optional in (("ops", Op, ()), ("tensors", Tensor, _FAST_OPTIONAL)):
+        lst = top["fields"][key]["schema"]
+        lst["items_schema"] = _objects_schema(lst["items_schema"], cls, optional)
+    return SchemaValidator(top)
+
+
+_FAST_SCHEMA = _fast_instance_schema()
+_VALUE_ERRORS = frozenset({
+    "int_type", "int_from_float", "int_parsing", "float_type", "float_parsing", "string_type",
+    "bool_type", "bool_parsing", "literal_error", "greater_than_equal", "greater_than",
+    "less_than_equal", "less_than", "string_too_short", "finite_number"})
+"""Error types of one field's value, which the fast and the general schemas report alike
+(same field checks); any other refusal of the fast schema goes to the general one."""
 
 
 class PlanFileModel(_Strict):
@@ -505,106 +563,7 @@ def _pydantic_error(path: PathLike, err: ValidationError, raw: Any,
     return FileFormatError(path, _fmt_loc(loc), _item_label(raw, loc) + problem, fix)
 
 
-_SUBJECT = re.compile(r"^(op|tensor|link) (?:'((?:[^']|'(?!:))*)'|#(\d+)):")
 _QUOTED = re.compile(r"'([^']*)'")
-
-
-def _instance_error_field(raw: Mapping[str, Any], msg: str) -> tuple[str, str]:
-    """Map an InstanceError message to (dotted field, fix)."""
-    generic = "correct the instance (or regenerate it with `slackopt make`)"
-    ops = raw.get("ops") if isinstance(raw.get("ops"), list) else []
-    tensors = raw.get("tensors") if isinstance(raw.get("tensors"), list) else []
-    cyc = re.match(r"^recipes rebuild each other in a cycle: (\S+)", msg)
-    if cyc:
-        names = [t.get("name") for t in tensors]
-        if cyc.group(1) in names:
-            return (f"tensors[{names.index(cyc.group(1))}].recipe.inputs",
-                    "break the cycle: one of these recipes must not read the other tensor")
-        return "tensors", "break the cycle between the recipes"
-    if msg.startswith("host_memory_bytes"):
-        return "host_memory_bytes", "use null (unlimited) or a whole number of bytes >= 0"
-    if msg.startswith("rng_capture"):
-        return "rng_capture", "write true or false"
-    if msg.startswith("link: name"):
-        return "link.name", "use a non-empty name of printable characters"
-    m = _SUBJECT.match(msg)
-    if not m:
-        return "", generic
-    kind, name, num = m.group(1), m.group(2), m.group(3)
-    rest = msg[m.end():]
-    if kind == "link":
-        for f in ("duplex_factor", "copy_latency_s"):
-            if f in rest:
-                return f"link.{f}", "use a value in the allowed range"
-        return "link.bytes_per_s", "use a finite bandwidth >= 0.001 (bytes/s)"
-    items = ops if kind == "op" else tensors
-    key = "ops" if kind == "op" else "tensors"
-    if num is not None:
-        idx = int(num)
-    else:
-        where = [i for i, it in enumerate(items) if it.get("name") == name]
-        dup = "duplicate" in rest
-        idx = where[1] if dup and len(where) > 1 else (where[0] if where else -1)
-    base = f"{key}[{idx}]" if idx >= 0 else key
-    it = items[idx] if 0 <= idx < len(items) else {}
-    quoted = _QUOTED.findall(rest)
-
-    def pos(lst: Any, value: str | None) -> str:
-        if isinstance(lst, list) and value in lst:
-            return f"[{lst.index(value)}]"
-        return ""
-
-    rec = it.get("recipe") if isinstance(it.get("recipe"), Mapping) else {}
-    if "duplicate" in rest:
-        return f"{base}.name", f"give every {kind} a unique name"
-    if "name" in rest and num is not None:
-        return f"{base}.name", "use a non-empty name"
-    if kind == "op":
-        if rest.lstrip().startswith("kind"):
-            return f"{base}.kind", "use a non-empty name of printable characters"
-        for f in ("phase", "duration_s", "workspace_bytes", "flops"):
-            if f in rest:
-                fix = ("list all forward ops, then all backward ops, then rebuild-only ops"
-                       if f == "phase" else "use a finite value >= 0")
-                return f"{base}.{f}", fix
-        return base, generic
-    if rest.lstrip().startswith("category"):
-        return f"{base}.category", "use a non-empty name of printable characters"
-    if "more than once" in rest and quoted:
-        return (f"{base}.recipe.ops{pos(rec.get('ops'), quoted[0])}",
-                "list each op the recipe re-runs once")
-    if rest.lstrip().startswith("storage"):
-        return f"{base}.storage", ("name the base tensor that owns the storage (produced no "
-                                   "later than the view, in the same pass), or null")
-    if rest.lstrip().startswith("mutated_by"):
-        return (f"{base}.mutated_by{pos(it.get('mutated_by'), quoted[0] if quoted else None)}",
-                "list forward ops that read the tensor after its producer")
-    if "recipe misses op" in rest:
-        return f"{base}.recipe.ops", "add the op to the recipe, or drop the recipe"
-    if "as the storage of views" in rest:
-        return base, "give the views of one storage one recipe (or none), whose ops run no " \
-            "later than the base's producer"
-    if "size_bytes" in rest:
-        return f"{base}.size_bytes", "use a whole number of bytes >= 0"
-    if rest.lstrip().startswith("producer"):
-        return f"{base}.producer", "name a forward or backward op listed in 'ops'"
-    if rest.lstrip().startswith("reader"):
-        return (f"{base}.readers{pos(it.get('readers'), quoted[0] if quoted else None)}",
-                "list only scheduled ops that run after the producer, each once")
-    if "recipe op" in rest:
-        return (f"{base}.recipe.ops{pos(rec.get('ops'), quoted[0] if quoted else None)}",
-                "list forward or rebuild-only ops that exist and run no later than the "
-                "producer")
-    if "recipe input" in rest:
-        return (f"{base}.recipe.inputs{pos(rec.get('inputs'), quoted[0] if quoted else None)}",
-                "read only saved tensors produced no later than this one")
-    if "reads the tensor it rebuilds" in rest:
-        return f"{base}.recipe.inputs", "remove the tensor itself from its recipe inputs"
-    if "transient_bytes" in rest:
-        return f"{base}.recipe.transient_bytes", "use a whole number of bytes >= 0"
-    if "recipe" in rest:
-        return f"{base}.recipe", "give the recipe at least one op, or null if not rebuildable"
-    return base, generic
 
 
 # ----------------------------------------------------------------------------- checks
@@ -740,17 +699,21 @@ def _op_from(o: Mapping[str, Any]) -> Op:
 
 def _build_instance(m: Mapping[str, Any], source: str) -> Instance:
     """The Instance of a validated document (defaults: those of Op, Tensor, Recipe, Link);
-    an InstanceError becomes a FileFormatError naming the field (from `m`'s dicts)."""
+    an InstanceError becomes a FileFormatError with its field and fix."""
     built = {**m, "ops": [_op_from(o) for o in m["ops"]],
              "tensors": [_tensor_from(t) for t in m["tensors"]]}
     try:
         return _instance_of(built)
     except InstanceError as e:
-        field, fix = _instance_error_field(m, str(e))
-        problem = str(e)
-        if problem.endswith("; " + fix):   # the message already ends with the fix
-            problem = problem[: -len(fix) - 2]
-        raise FileFormatError(source, field, problem, fix) from None
+        raise _file_error(source, e) from None
+
+
+def _file_error(source: str, e: InstanceError) -> FileFormatError:
+    """The FileFormatError of InstanceError `e` in file `source` (its field is a path
+    into the file: the Instance's lists are the file's, in the file's order)."""
+    return FileFormatError(source, e.field, e.problem,
+                           e.fix or "correct the instance (or regenerate it with "
+                           "`slackopt make`)")
 
 
 _TENSOR_DEFAULTS = {f.name: f.default for f in dataclasses.fields(Tensor)}
@@ -794,13 +757,20 @@ def save_instance(instance: Instance, path: PathLike, *, overwrite: bool = False
 def load_instance(path: PathLike) -> Instance:
     """Read an instance file.
 
-    Fast path: the bytes are parsed and checked against the schema in one pass
-    (pydantic's JSON parser, TypedDicts, the first bad op or tensor ends it), then checks
-    that this parser does not make (repeated keys, ``meta``'s values) run on the result.
-    A file that fails any of these, or holds escapes that the repeated-key check cannot
-    see through, is read again by the exact path (Python's JSON parser and a full walk),
-    which names the first problem. Either way the messages name the file, the field and
-    the fix. ``python benchmarks/load_speed.py`` measures MB/s and peak memory.
+    Fast path, for files as :func:`save_instance` writes them: pydantic-core parses the
+    bytes and checks them against the schema in one pass, building the Op, Tensor and
+    Recipe objects itself (no intermediate dicts; the first bad op or tensor ends the
+    pass, but the JSON text is parsed whole first); then the checks that this parser
+    does not make (repeated keys, ``meta``'s values) and the Instance's own checks run on
+    the result. A value refused by the schema is reported at once (one more parse of the
+    file finds the item's name). A file that lacks optional fields or is refused for its
+    structure is read by the general schema (TypedDicts, objects built in Python); one
+    whose JSON text, escapes or repeated keys these parsers may read differently from
+    Python's is read by the exact path (Python's JSON parser and a full walk), which
+    names the first problem. Every message names the file, the field (carried by the
+    :class:`~slackopt.errors.InstanceError` for a problem of meaning) and the fix.
+    ``python benchmarks/load_speed.py`` measures MB/s, peak memory and how soon a bad
+    field is reported.
 
     Args:
         path: the file.
@@ -834,35 +804,62 @@ def _load_instance(path: PathLike) -> Instance:
     source = str(path)
     data = _read_bytes(path)
     try:
-        m = _INSTANCE_SCHEMA.validate_json(data)
+        m = _FAST_SCHEMA.validate_json(data)
     except ValidationError as e:
-        types_ = {err["type"] for err in e.errors(include_url=False)}
-        if any(t.startswith("json") or t == "finite_number" for t in types_) \
-                or not _escape_free(data):
-            return instance_from_dict(_read_json(path), source=source)  # exact message
-        import pydantic_core
-
-        raw = pydantic_core.from_json(data)
-        _check_header(source, raw, INSTANCE_FORMAT, INSTANCE_SCHEMA_VERSIONS)
-        raise _pydantic_error(source, e, raw, InstanceFileModel) from None
-    if not (_escape_free(data) and _no_repeated_keys(data, m)):
-        return instance_from_dict(_read_json(path), source=source)
+        if any(err["type"] not in _VALUE_ERRORS for err in e.errors(include_url=False)):
+            return _load_general(source, data)  # (it may be a missing optional field)
+        return _schema_refusal(source, data, e)
+    keys = data.count(b'":')  # (asked by both checks)
+    if not (_escape_free(data, keys) and _no_repeated_keys(data, m, fast=True, keys=keys)):
+        return _load_general(source, data)  # or "storage": null, "mutated_by": []
     del data  # memory: the bytes are no longer needed
     if "meta" in m:
         m["meta"] = _normalize(m["meta"], source, ("meta",))
-    # Each op and tensor replaces its dict as it is built (peak memory: one copy). An
-    # instance-level problem is then named by the exact path, which keeps the dicts.
+    try:
+        return _instance_of(m)
+    except InstanceError as e:
+        raise _file_error(source, e) from None
+
+
+def _schema_refusal(source: str, data: bytes, e: ValidationError) -> Instance:
+    """Raise the FileFormatError of the schema's refusal `e` of `data`: the first
+    problem, with the item's name; a file whose JSON text or escapes the one-pass
+    parser may read differently from Python's is read by the exact path."""
+    types_ = {err["type"] for err in e.errors(include_url=False)}
+    if any(t.startswith("json") or t == "finite_number" for t in types_) \
+            or not _escape_free(data):
+        return instance_from_dict(_read_json(source), source=source)  # exact message
+    import pydantic_core
+
+    raw = pydantic_core.from_json(data)
+    _check_header(source, raw, INSTANCE_FORMAT, INSTANCE_SCHEMA_VERSIONS)
+    raise _pydantic_error(source, e, raw, InstanceFileModel) from None
+
+
+def _load_general(source: str, data: bytes) -> Instance:
+    """Load `data` by the general schema (TypedDicts: optional fields may be absent),
+    building ops and tensors in Python; the exact path for what it cannot vouch for."""
+    try:
+        m = _INSTANCE_SCHEMA.validate_json(data)
+    except ValidationError as e:
+        return _schema_refusal(source, data, e)
+    if not (_escape_free(data) and _no_repeated_keys(data, m)):
+        return instance_from_dict(_read_json(source), source=source)
+    del data
+    if "meta" in m:
+        m["meta"] = _normalize(m["meta"], source, ("meta",))
+    # Each op and tensor replaces its dict as it is built (peak memory: one copy).
     for key, build in (("ops", _op_from), ("tensors", _tensor_from)):
         items = m[key]
         for i, x in enumerate(items):
             items[i] = build(x)
     try:
         return _instance_of(m)
-    except InstanceError:
-        return instance_from_dict(_read_json(path), source=source)
+    except InstanceError as e:
+        raise _file_error(source, e) from None
 
 
-def _escape_free(data: bytes) -> bool:
+def _escape_free(data: bytes, keys: int | None = None) -> bool:
     """No \\u or \\/ escapes and no space between a key and its colon: then every key
     ``K`` appears in the text exactly as ``json.dumps(K) + ":"``.
 
@@ -870,26 +867,42 @@ def _escape_free(data: bytes) -> bool:
     feed for text a parser stopped reading early) needs one of them right after a quote
     and one right before a colon. Substring scans (fast byte searches, unlike a regular
     expression over the whole file) look for both; if both occur anywhere, the answer
-    is a conservative False (the exact path then reads the file).
+    is a conservative False (the exact path then reads the file). `keys`:
+    ``data.count(b'":')`` when the caller has counted it already.
     """
-    if b"\\u" in data or b"\\/" in data:
+    if b"\\" in data and (b"\\u" in data or b"\\/" in data):  # (one scan if no escape)
         return False
-    if data.count(b":") == data.count(b'":'):
+    if data.count(b":") == (keys if keys is not None else data.count(b'":')):
         return True  # every colon follows a quote (one fast count, one search)
     ws = (b" ", b"\t", b"\n", b"\r", b"\x0b", b"\x0c")
     return not (any(b'"' + w in data for w in ws) and any(w + b":" in data for w in ws))
 
 
-def _no_repeated_keys(data: bytes, m: Mapping[str, Any]) -> bool:
+def _no_repeated_keys(data: bytes, m: Mapping[str, Any], fast: bool = False,
+                      keys: int | None = None) -> bool:
     """Whether no object of the file repeats a key (a parser keeps the last value).
 
     In :func:`_escape_free` text every key is written as ``"key":``, so the text holds
     ``":`` at least once per key it writes, and more often than the parsed objects hold
     keys exactly when a key is repeated (or a string holds an escaped quote before a
-    colon: then the exact path decides).
+    colon: then the exact path decides). `m` holds dicts (the general schema) or, with
+    `fast`, Op and Tensor objects of the fast schema, whose keys are every field but
+    ``storage`` and ``mutated_by``, which count when set (written as null or [] they are
+    not counted, and the general schema reads the file). `keys` as in
+    :func:`_escape_free`.
     """
-    held = len(m) + len(m["link"]) + sum(map(len, m["ops"])) + sum(map(len, m["tensors"]))
-    held += sum(len(t["recipe"]) for t in m["tensors"] if t.get("recipe") is not None)
+    held = len(m) + len(m["link"])
+    ops, tensors = m["ops"], m["tensors"]
+    if fast:
+        held += len(ops) * len(_DEFAULTS[Op]) + len(tensors) * (len(_DEFAULTS[Tensor])
+                                                                  - len(_FAST_OPTIONAL))
+        n = len(tensors)  # (list.count counts in C)
+        held += n - [t.storage for t in tensors].count(None)
+        held += n - [t.mutated_by for t in tensors].count(())
+        held += len(_DEFAULTS[Recipe]) * (n - [t.recipe for t in tensors].count(None))
+    else:
+        held += sum(map(len, ops)) + sum(map(len, tensors))
+        held += sum(len(t["recipe"]) for t in tensors if t.get("recipe") is not None)
     stack = [m.get("meta")]
     while stack:
         x = stack.pop()
@@ -898,7 +911,7 @@ def _no_repeated_keys(data: bytes, m: Mapping[str, Any]) -> bool:
             stack.extend(x.values())
         elif isinstance(x, list):
             stack.extend(x)
-    return data.count(b'":') == held
+    return (keys if keys is not None else data.count(b'":')) == held
 
 
 # ----------------------------------------------------------------------------- plans

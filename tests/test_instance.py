@@ -148,3 +148,87 @@ def test_a_bad_duration_after_good_ones_is_named(bad):
            Op("b0", "bwd", 1.0)]
     with pytest.raises(InstanceError, match="op 'f2': duration_s"):
         Instance("x", ops, [Tensor("t", 8, "f0", ("b0",))], Link("l", 1e9))
+
+
+@pytest.mark.parametrize("mutate, field, fix", [
+    (lambda o, t: (o + [Op("f0", "fwd", 1.0)], t), "ops[5].name", "unique name"),
+    (lambda o, t: ([Op("b", "bwd", 1.0)] + o, t), "ops[1].phase", "then all backward"),
+    (lambda o, t: (o, t + [Tensor("z", -5, "f0", ("bX",))]), "tensors[3].size_bytes",
+     "bytes >= 0"),
+    (lambda o, t: (o, t + [Tensor("z", 5, "f1", ("f2", "f0"))]), "tensors[3].readers[1]",
+     "after the producer"),
+    (lambda o, t: (o, t + [Tensor("z", 5, "f1", ("bX",), Recipe(("f1",), ("x", "u")))]),
+     "tensors[3].recipe.inputs[1]", "saved tensors"),
+    (lambda o, t: (o, t + [Tensor("z", 5, "f1", ("bX",), Recipe(("f0", "bA")))]),
+     "tensors[3].recipe.ops[1]", "forward or rebuild-only"),
+    (lambda o, t: (o, t + [Tensor("z", 5, "f1", ("bX",), Recipe(("f1", "f0", "f1")))]),
+     "tensors[3].recipe.ops[2]", "once"),
+])
+def test_validation_error_carries_field_and_fix(mutate, field, fix):
+    """The field is a path into the Instance's argument lists (a file's order), set where
+    the check fails, not recovered from the message."""
+    inst = small()
+    ops, tensors = mutate(list(inst.ops), list(inst.tensors))
+    with pytest.raises(InstanceError) as e:
+        Instance("bad", ops, tensors, inst.link)
+    assert e.value.field == field and fix in e.value.fix, (e.value.field, e.value.fix)
+    assert str(e.value) == f"{e.value.problem}. Fix: {e.value.fix}"
+
+
+def test_cycle_and_storage_group_errors_name_the_field_in_the_given_list():
+    ops = [Op("f0", "fwd", 1.0), Op("b0", "bwd", 1.0)]
+    ts = [Tensor("o", 1, "f0", ("b0",)),
+          Tensor("p", 1, "f0", ("b0",), Recipe(("f0",), ("q",))),
+          Tensor("q", 1, "f0", ("b0",), Recipe(("f0",), ("p",)))]
+    with pytest.raises(InstanceError) as e:
+        Instance("cyc", ops, ts, Link("l", 1.0))
+    assert e.value.field == "tensors[1].recipe.inputs" and "break the cycle" in e.value.fix
+    # The view's recipe re-runs f2, which is valid for the view but not for its storage
+    # (produced by f1): the lowered instance refuses it, and the field is the base's
+    # position in this list (2), not in the lowered one (1).
+    base = small()
+    ops = [Op("f1", "fwd", 1.0), Op("f2", "fwd", 1.0), Op("b1", "bwd", 1.0),
+           Op("b2", "bwd", 1.0)]
+    ts = [Tensor("u", 5, "f1", ("b1",)),
+          Tensor("v", 10, "f2", ("b2",), Recipe(("f2",)), storage="a"),
+          Tensor("a", 10, "f1", ("f2", "b1"))]
+    with pytest.raises(InstanceError) as e:
+        Instance("views", ops, ts, base.link)
+    assert e.value.field == "tensors[2]"
+    assert e.value.problem.startswith("tensor 'a': as the storage of views 'v': recipe op 'f2'")
+
+
+def test_bulk_recipe_checks_equal_the_loop():
+    """The recipes of saved tensors are checked and summed in bulk (numpy) when all pass;
+    the loop that names a bad one computes the same recipe ops, inputs, c (bit for bit),
+    transient and workspace bytes."""
+    from unittest import mock
+
+    import slackopt.instance as instance_module
+    from slackopt.workloads import make
+
+    real = instance_module._recipes_pass_bulk_checks
+    used = []
+
+    def spy(*args):
+        out = real(*args)
+        used.append(out is not None)
+        return out
+
+    for made in (small(), make("chain", layers=300), make("tiny"), make("gpt2-xl")):
+        used.clear()
+        with mock.patch.object(instance_module, "_recipes_pass_bulk_checks", spy):
+            inst = Instance(made.name, made.ops, made.tensors, made.link,
+                            rng_capture=made.rng_capture)
+        if made.name.startswith(("hand", "chain")):
+            assert used == [True]
+        with mock.patch.object(instance_module, "_recipes_pass_bulk_checks",
+                               lambda *a: None):
+            loop = Instance(inst.name, inst.ops, inst.tensors, inst.link,
+                            rng_capture=inst.rng_capture)
+        assert inst.recipe_ops == loop.recipe_ops
+        assert inst.recipe_inputs == loop.recipe_inputs
+        assert inst.c.tobytes() == loop.c.tobytes()
+        assert inst.recipe_transient.tolist() == loop.recipe_transient.tolist()
+        assert inst.recipe_workspace.tolist() == loop.recipe_workspace.tolist()
+        assert any(r != () for r in inst.recipe_ops)

@@ -489,7 +489,7 @@ def test_plan_mentions_other_instance(tmp_path: Path, inst: Instance, plan_doc: 
     (lambda d: d["link"].update(name="pcie\x1b[31m"), "link.name", "printable"),
     (lambda d: d["ops"][1].update(kind="gemm\x07"), "ops[1].kind", "printable"),
     (lambda d: d["tensors"][2].update(category="\x1b[2J"), "tensors[2].category", "printable"),
-    (lambda d: d["tensors"][1]["recipe"].update(ops=["f1", "f1"]), "tensors[1].recipe.ops[0]",
+    (lambda d: d["tensors"][1]["recipe"].update(ops=["f1", "f1"]), "tensors[1].recipe.ops[1]",
      "more than once"),
 ])
 def test_link_extremes_control_characters_and_repeated_recipe_ops(tmp_path: Path, doc: dict,
@@ -500,3 +500,32 @@ def test_link_extremes_control_characters_and_repeated_recipe_ops(tmp_path: Path
     edit(doc)
     e = _load_error(tmp_path, doc)
     assert e.field == field and words in e.problem
+
+
+def test_files_without_optional_fields_load_like_full_ones(tmp_path: Path, inst: Instance) -> None:
+    """save_instance writes every field (the fast schema, objects built by pydantic-core);
+    a file without the optional fields, or with ``"storage": null``, goes through the
+    general schema: the same Instance either way, and a bad value beside a missing
+    optional field is reported as the general schema reports it (no extra problem)."""
+    full = io.instance_to_dict(inst)
+    sparse = json.loads(json.dumps(full))
+    for o in sparse["ops"]:
+        del o["layer"], o["flops"]
+    sparse["tensors"][0]["storage"] = None
+    a = io.load_instance(io.save_instance(inst, tmp_path / "full.json"))
+    b = io.load_instance(_write(tmp_path, json.dumps(sparse), "sparse.json"))
+    assert a.tensors == b.tensors == inst.tensors
+    assert [o.layer for o in b.ops] == [-1] * len(b.ops) and a.ops == inst.ops
+    assert a.c.tobytes() == b.c.tobytes() and a.P == b.P == inst.P
+    only_null = json.loads(json.dumps(full))   # the fast schema takes it; the key count not
+    only_null["tensors"][1]["storage"] = None
+    only_null["tensors"][2]["mutated_by"] = []
+    assert io.load_instance(_write(tmp_path, json.dumps(only_null), "n.json")).tensors \
+        == inst.tensors
+    dup = json.dumps(only_null).replace('"mutated_by": []', '"mutated_by": [], "mutated_by": []')
+    assert _load_error(tmp_path, dup).field == "tensors[2].mutated_by"   # repeated key
+    bad = json.loads(json.dumps(full))
+    del bad["ops"][1]["layer"]
+    bad["ops"][1]["duration_s"] = -1.0
+    e = _load_error(tmp_path, bad)
+    assert e.field == "ops[1].duration_s" and "more problem" not in e.problem
