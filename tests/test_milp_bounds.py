@@ -26,6 +26,7 @@ from slackopt.plan import SWAP
 from slackopt.simulate import simulate
 from slackopt.solver import OPTIMAL_REL_TOL
 from slackopt.solvers.milp import MILP, _ScipBackend, build_model, model_floor
+from slackopt.solvers.milp.checkpoint import checkpoint_bound
 from slackopt.solvers.slackswap import SlackSwap
 
 US = 1e-6
@@ -189,3 +190,80 @@ def test_bound_valid_on_random_instances(seed, which):
         assert fixed is not None and fixed <= opt * (1 + 1e-9), (best, fixed, opt)
     for i in sorted(which):
         check_solve(inst, M, times, max_iterations=20, **SETTINGS[i])
+
+
+# ---------------------------------------------------------------- the checkpoint LP bound
+@settings(max_examples=4 * EXAMPLES, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(seed=st.integers(0, 2**32 - 1))
+def test_checkpoint_bound_valid_on_random_instances(seed):
+    """checkpoint_bound (solvers/milp/checkpoint.py) never exceeds the enumerated optimum
+    and never goes below T*."""
+    inst, M = random_instance(seed)
+    times = enumerate_plans(inst, M)
+    opt = min(times.values())
+    b = checkpoint_bound(inst, M)
+    if b is None:
+        return
+    assert b >= inst.ideal_time_s * (1 - 1e-12)
+    assert b <= opt * (1 + 1e-9), (b, opt, min(times, key=times.get))
+
+
+def test_checkpoint_bound_on_the_recorded_case():
+    inst, M, times = case_times()
+    b = checkpoint_bound(inst, M)
+    assert b is not None and inst.ideal_time_s <= b <= min(times.values())
+
+
+def test_checkpoint_bound_hand_computed():
+    """One 1.5 MB tensor a (f0 -> b1, no recipe) and a 1.5 MB temporary of f1 under
+    M = 1.5 MB; 1 ms ops, 1 GB/s, no latency. At f1 a must be offloaded and freed: its
+    1.5 ms D2H fits 1 ms between r_a = 1 ms and the end of f1 (2 ms), so >= 0.5 ms of
+    forward stall; its 1.5 ms H2D fits 1 ms between T_F and the start of b1, so >= 0.5 ms
+    in the backward pass: bound T* + 1 ms = 5 ms. The evaluator's swap plan: 6 ms (f1 waits
+    for the whole D2H, 1.5 ms)."""
+    ms = 1e-3
+    ops = [Op("f0", "fwd", ms), Op("f1", "fwd", ms), Op("b0", "bwd", ms), Op("b1", "bwd", ms)]
+    ts = [Tensor("a", 1_500_000, "f0", ("b1",)), Tensor("tmp", 1_500_000, "f1", ())]
+    inst = Instance("hand", ops, ts, Link("l", 1e9, 0.85, 0.0))
+    M = 1_500_000
+    times = enumerate_plans(inst, M)
+    assert times[(SWAP,)] == pytest.approx(6 * ms, rel=1e-12)
+    assert math.isinf(times[(0,)])
+    assert checkpoint_bound(inst, M) == pytest.approx(5 * ms, rel=1e-6)
+
+
+CHECKPOINT_SOLVERS = ("slackswap", "keep_all", "checkpoint", "recompute_all", "sqrt_checkpoint",
+                      "vdnn", "superneurons", "swapadvisor", "slackswap-swap-first",
+                      "slackswap-recompute-only", "slackswap-barriers", "titan-auto",
+                      "module-offload", "offload-all", "ckpt-offload")
+
+
+@pytest.mark.parametrize("name,frac", [("chain31-seed0", 0.35), ("chain31-seed0", 0.5),
+                                       ("tiny-layers3", 0.5)])
+def test_checkpoint_bound_below_every_solvers_plan(name, frac):
+    """On shipped instances the bound is above T* (it says something) and at most the
+    simulated step time of every registered solver's plan that runs (torch-knapsack
+    needs torch, milp and genetic take long: left out)."""
+    from pathlib import Path
+
+    from slackopt import solve
+    from slackopt.instance import budget_bytes
+    from slackopt.io import load_instance
+    root = Path(__file__).resolve().parent.parent
+    inst = load_instance(root / "instances" / "small" / f"{name}_a100-pcie4.json")
+    M = budget_bytes(inst, frac)
+    b = checkpoint_bound(inst, M)
+    assert b is not None
+    ran = 0
+    for solver in CHECKPOINT_SOLVERS:
+        r = solve(inst, solver, budget=M, time_limit_s=20, seed=0)
+        if r.plan is None:
+            continue
+        ev = simulate(inst, r.plan, M)
+        if ev.feasible:
+            ran += 1
+            assert b <= ev.step_time_s * (1 + 1e-9), (solver, b, ev.step_time_s)
+    assert ran >= 3
+    if name.startswith("chain"):
+        assert b > inst.ideal_time_s * 1.02

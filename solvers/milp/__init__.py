@@ -20,8 +20,11 @@ Tiers (``tier``; "auto" picks by size):
   off). The LP relaxation is solved first (GLOP; up to 150k nonzeros), then
   the MILP.
 - "aggregated" (the paper workloads): one step per (phase, layer) run of ops, as "exact"
-  otherwise. GPT-2 XL: 100 steps, 75k variables; its bound is the LP relaxation's, within
-  the 300 s default limit.
+  otherwise; "rebuilt before op k" is one prefix-sum variable per (tensor, gap)
+  (``cumulative_placement``, a substitution: BERT-Large's model has 1.06M nonzeros instead
+  of 10M and builds in about 5 s). Its LP relaxation (BERT-Large at 0.3 P: 109k variables,
+  209k rows) did not finish within 300 s with GLOP or HiGHS on a loaded 2-core machine;
+  the paper workloads' bound comes from the checkpoint LP (phase 3a below) unless it does.
 
 Model (the names are the variables):
 
@@ -138,7 +141,12 @@ incumbent U is the fastest plan simulated so far (:class:`~slackopt.solvers.milp
 never slower than any seed, SlackSwap's included) and the bound L the largest valid bound
 found. (1) Seeds: SlackSwap's plan and CP-SAT's best recompute-only plan. (2) A local
 search around U with the evaluator as judge (1-flip descent and paired moves; a work
-limit in candidates, not seconds). (3) The LP relaxation (exact/aggregated tiers; its
+limit in candidates, not seconds). (3a) The checkpoint LP bound
+(:func:`~slackopt.solvers.milp.checkpoint.checkpoint_bound`; its LP and the argument why it
+is a relaxation are in solvers/milp/checkpoint.py): a few thousand variables over the
+decisions, the forward stall and the backward stall plus recompute time; on the paper
+workloads it certifies gaps under 1% where the time-indexed model's LP does not finish.
+(3) The LP relaxation (exact/aggregated tiers; its
 rounding is a candidate) and the MILP warm-started with U: a cutoff row keeps the MILP to
 plans whose model value beats U, after each solve a *no-good cut* excludes every
 simulated decision vector (so ``min(U, bound of the cut model)`` stays a lower bound on

@@ -1,0 +1,251 @@
+"""A small LP lower bound on the step time that does not need the time-indexed model:
+memory at a few forward *checkpoints* forces bytes out, by recompute (paid on the compute
+stream in the backward pass) or by a finished offload (the D2H engine is serial, and time
+it needs beyond the forward prefix is forward stall), and every byte offloaded and freed
+must come back over H2D, after the forward pass, before its first backward reader.
+
+The LP (times in microseconds, memory in P / 1e4 bytes; ``w_t = latency + s_t / W`` the
+shortest a copy of t can last):
+
+- decisions ``xs_t, xr_t`` in [0, 1], ``xs + xr <= 1`` (``xr = 0`` when c_t = inf);
+  ``Sf >= 0`` the forward stall, ``Xb >= 0`` the backward stall plus the recompute
+  time; objective ``min Sf + Xb``; the bound is ``T* + optimum``.
+- Forward op k, every k: ``static_k + sum_{prod_t <= k} s_t res_t <= M`` with
+  ``res_t = 1`` if ``k <= lastfwd_t``, else ``1 - xr_t - xs_t`` (a swap counted as freed
+  at once).
+- Checkpoint k (a few forward ops with the largest keep-all excess over M): ``z_tk`` in
+  [0, ``xs_t``] for tensors with ``lastfwd_t < k`` (the swap of t is freed by the end of
+  op k); the memory row with ``res_t = 1 - xr_t - z_tk``; and for each threshold
+  ``theta`` among the eligible tensors' ready times r_t:
+  ``sum_{r_t >= theta} w_t z_tk <= E_k - theta + Sf``.
+- ``h_t >= z_tk`` for every checkpoint (t needs an H2D in the backward pass);
+  for each backward op j: ``sum_{firstbwd_t <= j} w_t h_t <= (S_j - T_F) + Xb``.
+- ``Xb >= sum_t c_t xr_t``.
+- Backward op j: ``static_j + sum_{lastbwd_t >= j} s_t (1 - xs_t - xr_t) +
+  sum_{firstbwd_t <= j <= lastbwd_t} s_t xr_t + sum_{t read by j} s_t xs_t <= M``.
+
+Why it is a relaxation (../shared/spec/semantics.md, barrier-free runtime): take any plan
+the evaluator runs to the end. Set ``xs, xr`` to its decisions, ``Sf`` to its forward
+stall, ``Xb`` to its backward stall plus recompute time (so ``T - T* = Sf + Xb``, the
+evaluator's exact split), ``z_tk = 1`` iff t is a swap whose device copy was freed by the
+end of op k (in the run), ``h_t = max_k z_tk``. Every row holds:
+
+- Memory (forward): the non-saved bytes and workspace live during op k
+  (``static_profile``) and every saved tensor produced by then are resident at the end
+  of op k except a recomp tensor whose last forward reader has ended, or a swap whose
+  D2H has ended and whose forward readers are done: exactly ``z_tk``; a swap that is
+  freed counts 0, one that is not counts ``1 >= 1 - xs``. Memory never exceeds M.
+- D2H (checkpoint k): the D2H of t starts no earlier than the real end of its ready op,
+  which is no earlier than the ideal r_t (ops run in order; stalls only delay);
+  the copies freed by the end of op k have ended by its real end, ``E_k`` plus the forward
+  stall so far, ``<= E_k + Sf``. The D2H engine runs one copy at a time and each lasts at
+  least ``w_t`` (the latency, then s_t at W; the duplex rate only slows it), so the
+  copies with ``r_t >= theta`` need ``sum w_t`` inside ``[theta, E_k + Sf]``. Dropping
+  the other copies the engine ran (FIFO predecessors, lagging ones) only admits more.
+- H2D: a swap freed in the forward pass has no device copy at its first backward
+  reader, so an H2D of it (at least ``w_t``) runs after the real end of the forward
+  pass and ends before that reader starts; the H2D engine is serial; the real time from
+  the end of the forward pass to the start of backward op j is ``S_j - T_F`` plus the
+  backward stalls and rebuilds before j, ``<= (S_j - T_F) + Xb``. Earlier reads by
+  rebuilds, re-fetches after evictions and the order of the queue are left out.
+- Recompute: each recomp tensor is rebuilt exactly once (it is read by a backward op:
+  it is saved), a task of duration c_t (the evaluator's rebuild duration; recipes that
+  share ops are charged each), all in ``Xb``.
+- Memory (backward): a kept tensor is resident from production to the end of its last
+  reader; a recomp tensor from its rebuild (before its first backward reader) to the end
+  of its last reader; a swap at least while a backward op reads it. Rebuild transients,
+  prefetch buffers held early and the memory of other instants are left out.
+
+All integer quantities are relaxed to [0, 1]; the LP optimum is <= the value of the run's
+assignment = T - T*. Instances with views (``Instance.aliased``) get no bound (their
+sizes per view would count a storage twice).
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from slackopt.instance import Instance
+from slackopt.solvers.milp.backends import lp_relaxation
+from slackopt.solvers.milp.model import _INF, MEM_UNITS_PER_P, TIME_UNIT_S, ModelTimeout, _Lin
+
+MAX_CHECKPOINTS = 4
+"""Forward checkpoints with D2H timing (those with the largest keep-all excess over M).
+BERT-Large at 0.3 P: 4 give 98.92949 ms in 5 s, 16 give 98.92957 ms in 53 s (GLOP, loaded
+2-core machine)."""
+MAX_THRESHOLDS = 64
+"""Ready-time thresholds per checkpoint (a subset only weakens the bound)."""
+
+
+def checkpoint_bound(inst: Instance, M: int, time_limit_s: float = 30.0, *,
+                     max_checkpoints: int = MAX_CHECKPOINTS,
+                     deadline: float | None = None) -> float | None:
+    """A lower bound (s) on the step time of every plan that runs under budget `M`
+    (bytes), from the LP in the module docstring (GLOP); None when the deadline ends
+    building or solving it (see :func:`_checkpoint_bound`)."""
+    try:
+        return _checkpoint_bound(inst, M, time_limit_s, max_checkpoints, deadline)
+    except ModelTimeout:
+        return None
+
+
+def _checkpoint_bound(inst: Instance, M: int, time_limit_s: float, max_checkpoints: int,
+                      deadline: float | None) -> float | None:
+    """A lower bound (s) on the step time of every plan that runs under budget `M`
+    (bytes), from the LP in the module docstring (GLOP).
+
+    Args:
+        inst: the instance.
+        M: budget (bytes).
+        time_limit_s: the LP's time limit (s).
+        max_checkpoints: forward ops whose memory row gets D2H timing.
+        deadline: perf_counter time after which building or solving stops (then None).
+
+    Returns:
+        ``T* + LP optimum`` (s), never below T*; or None when the LP is not solved to
+        optimality in time, is infeasible, or the instance has views.
+    """
+    T_star = float(inst.ideal_time_s)
+    n, nf, nS = inst.n_ops, inst.n_fwd, inst.n_saved
+    if inst.aliased or nS == 0 or n == 0 or not (0 < nf < n):
+        return None
+    tu = TIME_UNIT_S
+    mu = max(1, int(inst.P)) / MEM_UNITS_PER_P
+    Mu = M / mu
+    s = np.asarray(inst.s, dtype=np.int64)
+    sm = s / mu
+    c = np.asarray(inst.c, dtype=np.float64)
+    W = float(inst.link.bytes_per_s)
+    lat = float(inst.link.copy_latency_s)
+    w = (lat + s / W) / tu
+    r = np.asarray(inst.r, dtype=np.float64) / tu
+    start = np.asarray(inst.start_s, dtype=np.float64) / tu
+    end = np.asarray(inst.end_s, dtype=np.float64) / tu
+    TF = float(end[nf - 1])
+    prod = np.asarray(inst.saved_prod_idx, dtype=np.int64)
+    lastf = np.asarray(inst.saved_last_fwd_idx, dtype=np.int64)
+    ready = np.maximum(lastf, np.asarray(inst.saved_ready_idx, dtype=np.int64))
+    firstb = np.asarray(inst.saved_first_bwd_idx, dtype=np.int64)
+    lastb = np.asarray(inst.saved_last_bwd_idx, dtype=np.int64)
+    static = np.asarray(inst.static_profile, dtype=np.int64) / mu
+    live = [t for t in range(nS) if s[t] > 0]
+    rec = [t for t in live if np.isfinite(c[t])]
+
+    lin = _Lin(deadline)
+    xs = {t: lin.var(0, 1, name=f"xs{t}") for t in live}
+    xr = {t: lin.var(0, 1, name=f"xr{t}") for t in rec}
+    for t in rec:
+        lin.row([(xs[t], 1.0), (xr[t], 1.0)], hi=1.0)
+    Sf = lin.var(0, _INF, obj=1.0, name="Sf")
+    Xb = lin.var(0, _INF, obj=1.0, name="Xb")
+    lin.row([(Xb, 1.0)] + [(xr[t], -c[t] / tu) for t in rec], lo=0.0)
+
+    def gone(t: int) -> list[tuple[int, float]]:
+        """Terms of 'recomp' for t (none when not rebuildable)."""
+        return [(xr[t], -sm[t])] if t in xr else []
+
+    # forward memory, a swap freed at once
+    for k in range(nf):
+        const = float(static[k])
+        terms: list[tuple[int, float]] = []
+        for t in live:
+            if prod[t] > k:
+                continue
+            const += sm[t]
+            if lastf[t] < k:
+                terms += [(xs[t], -sm[t])] + gone(t)
+        if terms or const > Mu:
+            lin.row(terms, hi=Mu - const)
+
+    # checkpoints: the forward ops with the largest keep-all excess over M
+    keep = np.asarray(inst.keep_all_profile, dtype=np.float64)[:nf] / mu
+    over = [k for k in np.argsort(-keep, kind="stable").tolist() if keep[k] > Mu]
+    cps = sorted(over[:max_checkpoints])
+    h = {t: lin.var(0, 1, name=f"h{t}") for t in live}
+    for k in cps:
+        elig = [t for t in live if prod[t] <= k and ready[t] < k]
+        if not elig:
+            continue
+        z = {}
+        for t in elig:
+            z[t] = lin.var(0, 1, name=f"z{t}_{k}")
+            lin.row([(z[t], 1.0), (xs[t], -1.0)], hi=0.0)
+            lin.row([(h[t], 1.0), (z[t], -1.0)], lo=0.0)
+        const = float(static[k])
+        terms = []
+        for t in live:
+            if prod[t] > k:
+                continue
+            const += sm[t]
+            if lastf[t] < k:
+                terms += gone(t)
+                if t in z:
+                    terms.append((z[t], -sm[t]))
+        lin.row(terms, hi=Mu - const)
+        # D2H timing: suffix sums over ready time (latest first)
+        order = sorted(elig, key=lambda t: -r[t])
+        thetas = sorted({float(r[t]) for t in elig}, reverse=True)
+        if len(thetas) > MAX_THRESHOLDS:
+            idx = np.linspace(0, len(thetas) - 1, MAX_THRESHOLDS).round().astype(int)
+            thetas = [thetas[i] for i in sorted(set(idx.tolist()))]
+        q = None
+        i = 0
+        for th in thetas:
+            grp = []
+            while i < len(order) and r[order[i]] >= th:
+                grp.append(order[i])
+                i += 1
+            if not grp and q is not None:
+                lin.row([(q, 1.0), (Sf, -1.0)], hi=float(end[k]) - th)
+                continue
+            qn = lin.var(0, _INF)
+            lin.row([(qn, 1.0)] + ([(q, -1.0)] if q is not None else [])
+                    + [(z[t], -w[t]) for t in grp], 0.0, 0.0)
+            q = qn
+            lin.row([(q, 1.0), (Sf, -1.0)], hi=float(end[k]) - th)
+
+    # H2D: prefix sums over first backward reader
+    by_first: dict[int, list[int]] = {}
+    for t in live:
+        by_first.setdefault(int(firstb[t]), []).append(t)
+    p = None
+    for j in sorted(by_first):
+        pn = lin.var(0, _INF)
+        lin.row([(pn, 1.0)] + ([(p, -1.0)] if p is not None else [])
+                + [(h[t], -w[t]) for t in by_first[j]], 0.0, 0.0)
+        p = pn
+        lin.row([(p, 1.0), (Xb, -1.0)], hi=float(start[j]) - TF)
+
+    # backward memory
+    reads_by: dict[int, list[int]] = {}
+    for t in live:
+        for j in inst.saved_reader_idx[t].tolist():
+            if j >= nf:
+                reads_by.setdefault(int(j), []).append(t)
+    for j in range(nf, n):
+        const = float(static[j])
+        terms = []
+        rd = set(reads_by.get(j, []))
+        for t in live:
+            if lastb[t] < j:
+                continue
+            const += sm[t]
+            terms.append((xs[t], -sm[t]))
+            terms += gone(t)
+            if t in xr and firstb[t] <= j:
+                terms.append((xr[t], sm[t]))
+            if t in rd:
+                terms.append((xs[t], sm[t]))
+        if terms or const > Mu:
+            lin.row(terms, hi=Mu - const)
+
+    if deadline is not None:
+        time_limit_s = min(time_limit_s, deadline - time.perf_counter())
+        if time_limit_s <= 0:
+            return None
+    val, _ = lp_relaxation(lin, time_limit_s, deadline=deadline)
+    if val is None:
+        return None
+    return max(T_star, (T_star / tu + val * (1.0 - 1e-9)) * tu)
