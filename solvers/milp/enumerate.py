@@ -10,13 +10,16 @@ evaluator (:func:`slackopt._fastsim.run_barrier_free`, the kernel of
 two bounds, each valid for *every* completion of the fixed decisions, shows that no plan
 in it can run faster than the incumbent U or run at all:
 
-- Recompute time: every recomp tensor is rebuilt exactly once, as a task of duration c_t
-  on the compute stream (it is a saved tensor, so a backward op reads it and the runtime
+- Time: every recomp tensor is rebuilt exactly once, as a task of duration c_t on the
+  compute stream (it is a saved tensor, so a backward op reads it and the runtime
   inserts its rebuild before the first need; semantics.md, "recomp"), and the compute
-  stream runs its tasks one at a time from t = 0. So T >= T* + sum of c_t over the
-  tensors fixed to recomp, whatever the other tensors do (stalls are >= 0). A subtree
-  with ``(T* + sum c_t) * (1 - 1e-12) >= U`` holds no plan faster than U (the factor
-  covers the evaluator's floating-point sums).
+  stream runs its tasks one at a time from t = 0, so T = T* + stalls + sum of c_t over
+  the recomp tensors. :func:`deficit_bound` adds the cheapest way to make room at each
+  op with the fixed decisions taken as they are (a fixed recomp tensor paid for and its
+  bytes absent where they can be, fixed keep and swap tensors no help but through the
+  D2H engine's bytes, the free tensors as fractional recomp items); it is a bound for
+  every completion. A subtree with ``bound * (1 - 1e-12) >= U`` holds no plan faster
+  than U (the factor covers the evaluator's floating-point sums).
 - Memory: during op k every plan holds at least the bytes :func:`floor_profile` counts
   (the non-saved tensors and workspaces of the static profile; every saved tensor from
   its production through its last forward reader and during each backward op that reads
@@ -135,9 +138,101 @@ def _apply(prof, keep_x, rec_x, c, t, d, sign):
 
 
 @njit(cache=True)
+def _deficit_bound(dec, fixed, cost, s, c, t_star, M, nf, kprof, cap0, lastf, firstb,
+                   rho_order, W):
+    """:func:`deficit_bound` for the decisions ``dec[t]`` of the tensors with ``fixed[t]``
+    (`cost`: their recompute time, s); the others free. Returns s."""
+    n = kprof.shape[0]
+    nS = s.shape[0]
+    extra = 0.0
+    for k in range(n):
+        deficit = float(kprof[k] - M) - cap0[k]
+        if deficit <= 0.0:
+            continue
+        bwd = k >= nf
+        for t in range(nS):
+            if fixed[t] and dec[t] == RECOMP:
+                if lastf[t] < k < firstb[t]:
+                    deficit -= s[t]
+                if bwd:
+                    deficit -= W * c[t]
+        if deficit <= 0.0:
+            continue
+        e = 0.0
+        for i in range(rho_order.shape[0]):
+            t = rho_order[i]
+            if fixed[t] or not lastf[t] < k < firstb[t]:
+                continue
+            cap = s[t] + W * c[t] if bwd else float(s[t])
+            if c[t] * W >= cap:
+                break       # stall (W bytes per s) is as cheap from here on
+            if cap >= deficit:
+                e += c[t] * deficit / cap
+                deficit = 0.0
+                break
+            e += c[t]
+            deficit -= cap
+        if deficit > 0.0:
+            e += deficit / W
+        if e > extra:
+            extra = e
+    return t_star + cost + extra
+
+
+def _deficit_arrays(inst: Instance) -> tuple:
+    """(n_fwd, keep-all profile, cap0, lastf, firstb, rho_order, W) for
+    :func:`_deficit_bound`: cap0[k] = W * (S*(k) - r0)+, the bytes the D2H engine can
+    have copied by the ideal start of op k; rho_order: the rebuildable tensors with bytes
+    by c_t / s_t (then index)."""
+    s = np.asarray(inst.s, dtype=np.int64)
+    c = np.asarray(inst.c, dtype=np.float64)
+    W = float(inst.link.bytes_per_s)
+    rel = np.asarray(inst.r, dtype=np.float64)
+    r0 = float(rel.min()) if rel.size else 0.0
+    cap0 = W * np.maximum(0.0, np.asarray(inst.start_s, dtype=np.float64) - r0)
+    ok = [t for t in range(int(inst.n_saved)) if np.isfinite(c[t]) and s[t] > 0]
+    rho_order = np.array(sorted(ok, key=lambda t: (c[t] / s[t], t)), dtype=np.int64)
+    return (int(inst.n_fwd), np.asarray(inst.keep_all_profile, dtype=np.int64), cap0,
+            np.asarray(inst.saved_last_fwd_idx, dtype=np.int64),
+            np.asarray(inst.saved_first_bwd_idx, dtype=np.int64), rho_order, W)
+
+
+def deficit_bound(inst: Instance, M: int) -> float:
+    """A lower bound on the simulated step time of every plan of `inst` under budget `M`
+    (bytes), in s: T* plus the cheapest way, over each op k, to make room at op k.
+
+    At the start of op k a plan holds the keep-all profile (every saved tensor from its
+    production through its last backward reader, the non-saved tensors and workspaces)
+    minus the saved tensors absent then, and at most M. A saved tensor is absent at op k
+    only after its last forward reader and before its last backward one, and only if it
+    is recomp and not yet rebuilt (before its first backward reader) or swapped and its
+    D2H has ended by the start S(k). The D2H engine moves at most W bytes/s, one copy at
+    a time, from the first production r0 on: at most ``W (S(k) - r0)`` bytes by then, with
+    ``S(k) = S*(k) + sigma + R_k`` (stalls and rebuild time before k; rebuilds run in the
+    backward pass only). With ``T = T* + stalls + rebuild time >= T* + sigma + sum c_t``,
+    the extra time is at least the value of the linear program: cover
+    ``deficit_k = keep_all(k) - M - W (S*(k) - r0)`` bytes with stall (W bytes per s) or
+    recomp tensors absent-able at k (s_t bytes, plus W c_t bytes of extra D2H time when
+    k is a backward op, for c_t s each, fractions allowed), solved exactly by the greedy
+    order on c_t / bytes. The bound is T* plus the largest such value over k (T* when no
+    op has a deficit).
+
+    Source: the memory and link rules of ../shared/spec/semantics.md ("swap", "recomp",
+    "Each copy costs a fixed 10 us, then bytes at W"); checked against every simulated
+    plan in tests/test_milp_enumerate.py.
+    """
+    nS = int(inst.n_saved)
+    return float(_deficit_bound(np.zeros(nS, dtype=np.int8), np.zeros(nS, dtype=np.bool_),
+                                0.0, np.asarray(inst.s, dtype=np.int64),
+                                np.asarray(inst.c, dtype=np.float64),
+                                float(inst.ideal_time_s), int(M), *_deficit_arrays(inst)))
+
+
+@njit(cache=True)
 def _subtree(n_fwd, op_dur, op_alloc, op_free, rd_ptr, rd_idx, out_ptr, out_idx, fr_ptr,
              fr_idx, s, c, rb_extra, ri_ptr, ri_idx, rdy_ptr, rdy_idx, M, W, duplex, lat,
-             host_limit, order, nopt, base, keep_x, rec_x, dec0, d0, t_star, U, max_leaves):
+             host_limit, order, nopt, base, keep_x, rec_x, dec0, d0, t_star, U, max_leaves,
+             nf, kprof, cap0, lastf, firstb, rho_order, W_):
     """Depth-first search below the prefix ``order[:d0]`` fixed in `dec0` (d0 < len(order);
     `base` the floor profile). Returns (best value, best decisions, leaves,
     pruned by time, pruned by memory, finished)."""
@@ -148,10 +243,13 @@ def _subtree(n_fwd, op_dur, op_alloc, op_free, rd_ptr, rd_idx, out_ptr, out_idx,
     best_dec = dec0.copy()
     found = False
     choice = np.full(n + 1, -1, dtype=np.int64)
+    fixed = np.zeros(n, dtype=np.bool_)
     cost = 0.0
     for i in range(d0):
         cost += _apply(prof, keep_x, rec_x, c, order[i], dec[order[i]], 1)
-    if (t_star + cost) * (1.0 - SLACK) >= best:
+        fixed[order[i]] = True
+    if _deficit_bound(dec, fixed, cost, s, c, t_star, M, nf, kprof, cap0, lastf, firstb,
+                      rho_order, W_) * (1.0 - SLACK) >= best:
         return best, best_dec, 0, 1, 0, True, found
     if prof.max() > M:
         return best, best_dec, 0, 0, 1, True, found
@@ -167,18 +265,21 @@ def _subtree(n_fwd, op_dur, op_alloc, op_free, rd_ptr, rd_idx, out_ptr, out_idx,
         d += 1
         if d >= nopt[t]:
             choice[depth] = -1
+            fixed[t] = False
             depth -= 1
             continue
         if leaves >= max_leaves:
             return best, best_dec, leaves, p_time, p_mem, False, found
         choice[depth] = d
         dec[t] = d
+        fixed[t] = True
         cost += _apply(prof, keep_x, rec_x, c, t, d, 1)
-        if d == RECOMP and (t_star + cost) * (1.0 - SLACK) >= best:
-            p_time += 1
-            continue
         if prof.max() > M:
             p_mem += 1
+            continue
+        if _deficit_bound(dec, fixed, cost, s, c, t_star, M, nf, kprof, cap0, lastf, firstb,
+                          rho_order, W_) * (1.0 - SLACK) >= best:
+            p_time += 1
             continue
         if depth + 1 < n:
             depth += 1
@@ -232,6 +333,7 @@ def enumerate_optimum(inc: Incumbent, max_plans: int, deadline: float) -> EnumRe
         return EnumResult(True, inc.step_s if inc.dec is not None else None, 1, 0, 0, 1)
     if base.max(initial=0) > M:     # the memory bound with nothing fixed: no plan runs
         return EnumResult(True, None, 0, 0, 1, space)
+    dq = _deficit_arrays(inst)
     # fixed prefixes: the shortest whose subtrees hold at most CHUNK_PLANS nominal plans
     depth = 0
     while depth < nS and math.prod(int(nopt[t]) for t in order[depth:]) > CHUNK_PLANS:
@@ -243,7 +345,7 @@ def enumerate_optimum(inc: Incumbent, max_plans: int, deadline: float) -> EnumRe
         dec[order[:depth]] = pre
         best, best_dec, leaves, pt, pm, done, found = _subtree(
             *args, order, nopt, base, keep_x, rec_x, dec, depth, t_star, inc.step_s,
-            max_plans - out.simulated)
+            max_plans - out.simulated, *dq)
         out.simulated += int(leaves)
         out.pruned_time += int(pt)
         out.pruned_memory += int(pm)

@@ -17,7 +17,7 @@ from slackopt.simulate import simulate
 from slackopt.solver import OPTIMAL_REL_TOL
 from slackopt.solverbase import BaseSolver, Outcome, Param, Run
 from slackopt.solvers.milp.backends import _BACKEND_CLASSES, BACKENDS, lp_relaxation
-from slackopt.solvers.milp.enumerate import enumerate_optimum
+from slackopt.solvers.milp.enumerate import deficit_bound, enumerate_optimum
 from slackopt.solvers.milp.incumbent import recompute_only_incumbent
 from slackopt.solvers.milp.model import _INF, ModelTimeout, build_model, model_floor
 from slackopt.solvers.milp.primal import Incumbent, improve
@@ -353,6 +353,14 @@ class MILP(BaseSolver):
         if self.local_search and inc.dec is not None:
             improve(inc, self.search_calls, seed, deadline)
             mark("local_search")
+
+        # (2a) The deficit bound: the cheapest way to make room at each op (closed form,
+        # valid for every plan; solvers/milp/enumerate.py).
+        lower = max(lower, deficit_bound(inst, M) * (1.0 - 1e-12))
+        mark("deficit_bound")
+        if inc.dec is not None and (inc.step_s - lower) <= OPTIMAL_REL_TOL * lower:
+            info.update({"iterations": 0, "log": []})
+            return result("optimal", lower, reason="the deficit bound meets the plan")
 
         # (2b) Exact enumeration on small instances: branch and bound over the decision
         # vectors with the evaluator at the leaves (fixed work, deterministic). When it
