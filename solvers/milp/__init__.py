@@ -138,15 +138,21 @@ incumbent U is the fastest plan simulated so far
 (:class:`~slackopt.solvers.milp.primal.Incumbent`; never slower than any seed, SlackSwap's
 included) and the bound L the largest valid bound found. (1) Seeds: SlackSwap's plan and
 CP-SAT's best recompute-only plan. (2) A local search around U with the evaluator as judge
-(1-flip descent and paired moves; a work limit in candidates, not seconds). (2b) On
-instances with at most ``ENUM_MAX_SAVED`` (24) saved tensors, the exact enumeration
-(solvers/milp/enumerate.py): a branch and bound over the decision vectors with the
-compiled evaluator at the leaves, pruning a subtree only by a bound valid for every
-completion of its fixed decisions (the rebuild time of the tensors fixed to recomp on top
-of T*, each rebuilt once on the compute stream; a per-op memory floor with the fixed keep
-and recomp footprints). It is proven optimal this way: when the search ends within its
-work limit (``enum_plans`` simulated plans), every decision vector was simulated or lies
-in a subtree where none runs or none beats U, so U is the minimum over all plans of the
+(1-flip descent and paired moves; a work limit in candidates, not seconds). (2a) The
+deficit bound (:func:`~slackopt.solvers.milp.enumerate.deficit_bound`, valid for every
+plan, its argument in its docstring): at each op the keep-all bytes above M must be
+absent, which only recomp tensors not yet rebuilt and swapped tensors whose D2H has ended
+can be; what the D2H engine (at most W bytes/s) cannot have copied by the op's ideal start
+costs stall or rebuild time, priced by a fractional knapsack; L rises to it, and the solve
+ends "optimal" when U meets it. (2b) On instances with at most ``ENUM_MAX_SAVED`` (24)
+saved tensors, the exact enumeration (solvers/milp/enumerate.py): a branch and bound over
+the decision vectors with the compiled evaluator at the leaves, pruning a subtree only by
+a bound valid for every completion of its fixed decisions (the deficit bound with the
+fixed decisions, which includes T* plus the rebuild time of the tensors fixed to recomp,
+each rebuilt once on the compute stream; a per-op memory floor with the fixed keep and
+recomp footprints). It is proven optimal this way: when the search ends within its work
+limit (``enum_plans`` simulated plans), every decision vector was simulated or lies in a
+subtree where none runs or none beats U, so U is the minimum over all plans of the
 evaluator: status "optimal" with L = U (or "infeasible" when no vector runs, with the
 smallest budget), and the model is not built; cut short, it proves nothing and only its
 plans count. (3) The LP relaxation (exact/aggregated tiers; its rounding is a candidate)

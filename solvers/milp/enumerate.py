@@ -80,7 +80,7 @@ class EnumResult:
         bound_s: U (s) when complete and a plan runs, else None (a partial search proves
             nothing).
         simulated: plans simulated (leaves).
-        pruned_time: subtrees skipped by the recompute-time bound.
+        pruned_time: subtrees skipped by the time bound (the deficit bound).
         pruned_memory: subtrees skipped by the memory bound.
         space: the number of decision vectors (product of options).
     """

@@ -239,7 +239,9 @@ class MILP(BaseSolver):
         Phases, in this order (each only ever improves the incumbent U, the fastest plan
         simulated, and the bound L, the largest valid lower bound): (1) seeds: SlackSwap's
         plan and CP-SAT's best recompute-only plan; (2) evaluator-judged local search
-        around the incumbent, at most ``search_calls`` candidates; (2b) on instances with
+        around the incumbent, at most ``search_calls`` candidates; (2a) the deficit bound
+        (``deficit_bound``, valid for every plan; "optimal" when the plan meets it);
+        (2b) on instances with
         at most ``ENUM_MAX_SAVED`` saved tensors, the exact enumeration (at most
         ``enum_plans`` plans simulated; when it completes the status is "optimal" with
         L = U, or "infeasible", and the model is skipped); (3) the model: its LP
