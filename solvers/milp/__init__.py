@@ -137,29 +137,46 @@ optimum on random small instances for every tier, both backends, with and withou
 search; the model with the optimum's decisions fixed is checked the same way.
 
 Search (solvers/milp/search.py), in phases whose results are only ever improved: the
-incumbent U is the fastest plan simulated so far (:class:`~slackopt.solvers.milp.primal.Incumbent`;
-never slower than any seed, SlackSwap's included) and the bound L the largest valid bound
-found. (1) Seeds: SlackSwap's plan and CP-SAT's best recompute-only plan. (2) A local
-search around U with the evaluator as judge (1-flip descent and paired moves; a work
-limit in candidates, not seconds). (3a) The checkpoint LP bound
+incumbent U is the fastest plan simulated so far
+(:class:`~slackopt.solvers.milp.primal.Incumbent`; never slower than any seed, SlackSwap's
+included) and the bound L the largest valid bound found. (1) Seeds: SlackSwap's plan and
+CP-SAT's best recompute-only plan. (2) A local search around U with the evaluator as judge
+(1-flip descent and paired moves; a work limit in candidates, not seconds). (2a) The
+deficit bound (:func:`~slackopt.solvers.milp.enumerate.deficit_bound`, valid for every
+plan, its argument in its docstring): at each op the keep-all bytes above M must be
+absent, which only recomp tensors not yet rebuilt and swapped tensors whose D2H has ended
+can be; what the D2H engine (at most W bytes/s) cannot have copied by the op's ideal start
+costs stall or rebuild time, priced by a fractional knapsack; L rises to it, and the solve
+ends "optimal" when U meets it. (2b) On instances with at most ``ENUM_MAX_SAVED`` (24)
+saved tensors, the exact enumeration (solvers/milp/enumerate.py): a branch and bound over
+the decision vectors with the compiled evaluator at the leaves, pruning a subtree only by
+a bound valid for every completion of its fixed decisions (the deficit bound with the
+fixed decisions, which includes T* plus the rebuild time of the tensors fixed to recomp,
+each rebuilt once on the compute stream; a per-op memory floor with the fixed keep and
+recomp footprints). It is proven optimal this way: when the search ends within its work
+limit (``enum_plans`` simulated plans), every decision vector was simulated or lies in a
+subtree where none runs or none beats U, so U is the minimum over all plans of the
+evaluator: status "optimal" with L = U (or "infeasible" when no vector runs, with the
+smallest budget), and the model is not built; cut short, it proves nothing and only its
+plans count. (3a) The checkpoint LP bound
 (:func:`~slackopt.solvers.milp.checkpoint.checkpoint_bound`; its LP and the argument why it
 is a relaxation are in solvers/milp/checkpoint.py): a few thousand variables over the
 decisions, the forward stall and the backward stall plus recompute time; on the paper
 workloads it certifies gaps under 1% where the time-indexed model's LP does not finish.
-(3) The LP relaxation (exact/aggregated tiers; its
-rounding is a candidate) and the MILP warm-started with U: a cutoff row keeps the MILP to
-plans whose model value beats U, after each solve a *no-good cut* excludes every
-simulated decision vector (so ``min(U, bound of the cut model)`` stays a lower bound on
-every plan), each MILP solution (SCIP's pool too) is simulated and followed by a local
-search. The loop stops when ``(U - L) / L <= OPTIMAL_REL_TOL`` (slackopt.solver, 1e-4),
-when the cut model is infeasible (then L = U / (1 + margin)), or at the time or iteration
-limit. Status "optimal": the plan is proven optimal for the evaluator within
-OPTIMAL_REL_TOL; "bounded": a plan and a valid bound with a larger gap (``info["gap"]``).
-Anytime: with the work limits fixed (``max_iterations``, ``search_calls``), raising one
-of them replays the same phases and adds candidates, so the plan is never slower and the
-bound never lower (tests/test_milp.py); a longer wall-clock limit runs the fixed-work
-phases (1)-(2) to the same end before the MILP, so it never returns a plan slower than
-theirs.
+(3) The LP relaxation (exact/aggregated tiers; its rounding is a candidate)
+and the MILP warm-started with U: a cutoff row keeps the MILP to plans whose model value
+beats U, after each solve a *no-good cut* excludes every simulated decision vector (so
+``min(U, bound of the cut model)`` stays a lower bound on every plan), each MILP solution
+(SCIP's pool too) is simulated and followed by a local search. The loop stops when ``(U -
+L) / L <= OPTIMAL_REL_TOL`` (slackopt.solver, 1e-4), when the cut model is infeasible
+(then L = U / (1 + margin)), or at the time or iteration limit. Status "optimal": the plan
+is proven optimal for the evaluator within OPTIMAL_REL_TOL; "bounded": a plan and a valid
+bound with a larger gap (``info["gap"]``). Anytime: with the work limits fixed
+(``max_iterations``, ``search_calls``, ``enum_plans``), raising one of them replays the
+same phases and adds candidates, so the plan is never slower and the bound never lower
+(tests/test_milp.py, tests/test_milp_enumerate.py); a longer wall-clock limit runs the
+fixed-work phases (1)-(2b) to the same end before the MILP, so it never returns a plan
+slower than theirs.
 
 Infeasible budgets: the model's floor (the smallest M at which it is feasible) has a
 closed form: every tensor swapped, each copy as slow as needed, so a swapped tensor is

@@ -171,9 +171,21 @@ def model_floor(inst: Instance, ops: Sequence[int] | None = None) -> int:
     """The model's smallest feasible budget (bytes): every tensor swapped and each copy as
     slow as needed, so a swapped tensor is resident from production to its last forward
     reader and at its backward readers only. No plan runs in the evaluator below it."""
-    n, nf = inst.n_ops, inst.n_fwd
-    if n == 0:
+    if inst.n_ops == 0:
         return 0
+    prof = floor_profile(inst)
+    if ops is not None:
+        prof = prof[np.asarray(list(ops), dtype=np.int64)]
+    return int(prof.max()) if prof.size else 0
+
+
+def floor_profile(inst: Instance) -> np.ndarray:
+    """Bytes every plan holds during each op (int64 [n_ops]): the static profile (the
+    non-saved tensors and workspaces) plus every saved tensor from its production through
+    its last forward reader and during each backward op that reads it (the all-swap
+    footprint, contained in the keep and recomp ones). :func:`model_floor` is its
+    maximum."""
+    n, nf = inst.n_ops, inst.n_fwd
     delta = np.zeros(n + 1, dtype=np.int64)
     s = np.asarray(inst.s, dtype=np.int64)
     np.add.at(delta, inst.saved_prod_idx, s)
@@ -183,9 +195,7 @@ def model_floor(inst: Instance, ops: Sequence[int] | None = None) -> int:
         for r in inst.saved_reader_idx[t].tolist():
             if r >= nf:
                 prof[r] += s[t]
-    if ops is not None:
-        prof = prof[np.asarray(list(ops), dtype=np.int64)]
-    return int(prof.max()) if prof.size else 0
+    return prof
 
 
 def _rebuild_gaps(prod: Sequence[int], rec_ok: Sequence[bool], deps: Sequence[Sequence[int]],

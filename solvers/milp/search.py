@@ -18,6 +18,7 @@ from slackopt.solver import OPTIMAL_REL_TOL
 from slackopt.solverbase import BaseSolver, Outcome, Param, Run
 from slackopt.solvers.milp.backends import _BACKEND_CLASSES, BACKENDS, lp_relaxation
 from slackopt.solvers.milp.checkpoint import checkpoint_bound
+from slackopt.solvers.milp.enumerate import deficit_bound, enumerate_optimum
 from slackopt.solvers.milp.incumbent import recompute_only_incumbent
 from slackopt.solvers.milp.model import _INF, ModelTimeout, build_model, model_floor
 from slackopt.solvers.milp.primal import Incumbent, improve
@@ -37,6 +38,10 @@ EXACT_LP_MAX_NONZEROS = 150_000
 """The exact tier solves the LP relaxation first (GLOP, for its rounding) only up to this
 many nonzeros: on chain63 (290k) GLOP needed over 30 s and the MILP then ran out of time
 before its root bound."""
+ENUM_MAX_SAVED = 24
+"""The exact enumeration (:mod:`~slackopt.solvers.milp.enumerate`) runs only up to this
+many saved tensors: beyond, its bounds leave too many plans for the work limit, and
+the time is the model's."""
 BUILD_S_PER_UNIT = 5e-6
 """Model build time (s) per op x saved tensor, from above (GPT-2 XL: 1355 ops x 581
 saved tensors, 3.0 s on a shared 2-core machine): the model is skipped when the time
@@ -126,6 +131,10 @@ class MILP(BaseSolver):
             after the seeds and around each new MILP incumbent, in every tier.
         search_calls: most candidate plans one local search considers (a work limit,
             not a time limit, so results do not depend on machine speed).
+        enum_plans: most plans the exact enumeration simulates
+            (:func:`~slackopt.solvers.milp.enumerate.enumerate_optimum`; instances with
+            at most ``ENUM_MAX_SAVED`` saved tensors); a search that ends within it
+            proves the optimum and the model is not built. 0 turns it off.
         progress: print the incumbent, the bound and the gap on stderr as the solve
             goes (after each phase, at most every 2 s; only solves longer than 3 s);
             None (default): when stderr is a terminal.
@@ -149,7 +158,8 @@ class MILP(BaseSolver):
         "warm_start": Param(bool), "tier": Param(str, choices=TIERS),
         "steps": _StepsParam(int, min=1, none=True), "max_iterations": Param(int, min=1),
         "patience": Param(int, min=1, none=True), "local_search": Param(bool),
-        "search_calls": Param(int, min=0), "seed": Param(int),
+        "search_calls": Param(int, min=0), "enum_plans": Param(int, min=0),
+        "seed": Param(int),
         "progress": Param(bool, none=True), "verbose": Param(bool),
         "lagging": Param(bool, none=True), "binary_placement": Param(bool, none=True),
         "integral_copies": Param(bool, none=True), "fifo": Param(bool, none=True),
@@ -160,7 +170,8 @@ class MILP(BaseSolver):
                  rel_gap: float = 1e-4, threads: int = 1, warm_start: bool = True,
                  tier: str = "auto", steps: str | int | None = None,
                  max_iterations: int = 100, patience: int | None = None,
-                 local_search: bool = True, search_calls: int = 20_000, seed: int = 0,
+                 local_search: bool = True, search_calls: int = 20_000,
+                 enum_plans: int = 1_000_000, seed: int = 0,
                  progress: bool | None = None, verbose: bool = False,
                  lagging: bool | None = None, binary_placement: bool | None = None,
                  integral_copies: bool | None = None, fifo: bool | None = None,
@@ -177,6 +188,7 @@ class MILP(BaseSolver):
         self.patience = patience
         self.local_search = local_search
         self.search_calls = search_calls
+        self.enum_plans = enum_plans
         self.seed = seed
         self.progress = progress
         self.verbose = verbose
@@ -237,7 +249,12 @@ class MILP(BaseSolver):
         Phases, in this order (each only ever improves the incumbent U, the fastest plan
         simulated, and the bound L, the largest valid lower bound): (1) seeds: SlackSwap's
         plan and CP-SAT's best recompute-only plan; (2) evaluator-judged local search
-        around the incumbent, at most ``search_calls`` candidates; (3) the model: its LP
+        around the incumbent, at most ``search_calls`` candidates; (2a) the deficit bound
+        (``deficit_bound``, valid for every plan; "optimal" when the plan meets it);
+        (2b) on instances with
+        at most ``ENUM_MAX_SAVED`` saved tensors, the exact enumeration (at most
+        ``enum_plans`` plans simulated; when it completes the status is "optimal" with
+        L = U, or "infeasible", and the model is skipped); (3) the model: its LP
         relaxation (exact/aggregated tiers) and the MILP with no-good cuts, warm-started
         with the incumbent, each new MILP incumbent followed by a local search.
 
@@ -254,7 +271,8 @@ class MILP(BaseSolver):
             ``model_optimal`` (a MILP solve proved the model's optimum), ``backend``,
             ``settings``, ``tier``, ``solve_time_s``, ``model`` (size, options, build
             time), ``evaluations``, ``phases`` (U and L after each phase), ``iterations``
-            and their ``log``.
+            and their ``log``, ``enumeration`` (complete, plans simulated, subtrees
+            pruned by time and by memory, the number of decision vectors).
         """
         t0 = run.started
         inst = instance
@@ -347,6 +365,35 @@ class MILP(BaseSolver):
         if self.local_search and inc.dec is not None:
             improve(inc, self.search_calls, seed, deadline)
             mark("local_search")
+
+        # (2a) The deficit bound: the cheapest way to make room at each op (closed form,
+        # valid for every plan; solvers/milp/enumerate.py).
+        lower = max(lower, deficit_bound(inst, M) * (1.0 - 1e-12))
+        mark("deficit_bound")
+        if inc.dec is not None and (inc.step_s - lower) <= OPTIMAL_REL_TOL * lower:
+            info.update({"iterations": 0, "log": []})
+            return result("optimal", lower, reason="the deficit bound meets the plan")
+
+        # (2b) Exact enumeration on small instances: branch and bound over the decision
+        # vectors with the evaluator at the leaves (fixed work, deterministic). When it
+        # ends within its work limit the incumbent is the optimum (or no plan runs).
+        if self.enum_plans > 0 and inst.n_saved <= ENUM_MAX_SAVED:
+            en = enumerate_optimum(inc, self.enum_plans, deadline)
+            info["enumeration"] = {"complete": en.complete, "simulated": en.simulated,
+                                   "pruned_time": en.pruned_time,
+                                   "pruned_memory": en.pruned_memory, "space": en.space}
+            mark("enumeration")
+            if en.complete:
+                info.update({"iterations": 0, "log": []})
+                if inc.dec is None:
+                    mb, fl, exact = self.min_budget(inst)
+                    info.update({"min_budget_bytes": mb, "min_budget_lower_bytes": fl,
+                                 "min_budget_exact": exact})
+                    return result("infeasible", None, reason="every decision vector was "
+                                  "simulated or pruned by the memory bound: none runs")
+                lower = max(lower, en.bound_s)
+                return result("optimal", lower, reason="every decision vector was simulated "
+                              "or pruned by a bound valid for all its completions")
 
         # (3a) The checkpoint LP bound (solvers/milp/checkpoint.py): a small LP over the
         # decisions alone, valid for every plan; on the paper workloads it is far tighter

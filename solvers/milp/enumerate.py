@@ -1,0 +1,365 @@
+"""Exact enumeration: branch and bound over decision vectors with the evaluator at the
+leaves; on small instances it proves the optimum of the evaluator's semantics.
+
+A plan is one decision per saved tensor (keep, swap, or recomp where c_t < inf) and the
+runtime fixes the schedule, so the smallest simulated step time over every decision
+vector IS the optimum. The search fixes the tensors one at a time (largest first) in a
+depth-first order, simulates every complete vector it reaches with the compiled
+evaluator (:func:`slackopt._fastsim.run_barrier_free`, the kernel of
+:func:`slackopt.simulate`, equal to it bit for bit) and skips a subtree only when one of
+two bounds, each valid for *every* completion of the fixed decisions, shows that no plan
+in it can run faster than the incumbent U or run at all:
+
+- Time: every recomp tensor is rebuilt exactly once, as a task of duration c_t on the
+  compute stream (it is a saved tensor, so a backward op reads it and the runtime
+  inserts its rebuild before the first need; semantics.md, "recomp"), and the compute
+  stream runs its tasks one at a time from t = 0, so T = T* + stalls + sum of c_t over
+  the recomp tensors. :func:`deficit_bound` adds the cheapest way to make room at each
+  op with the fixed decisions taken as they are (a fixed recomp tensor paid for and its
+  bytes absent where they can be, fixed keep and swap tensors no help but through the
+  D2H engine's bytes, the free tensors as fractional recomp items); it is a bound for
+  every completion. A subtree with ``bound * (1 - 1e-12) >= U`` holds no plan faster
+  than U (the factor covers the evaluator's floating-point sums).
+- Memory: during op k every plan holds at least the bytes :func:`floor_profile` counts
+  (the non-saved tensors and workspaces of the static profile; every saved tensor from
+  its production through its last forward reader and during each backward op that reads
+  it), plus, for a tensor fixed to keep, its bytes at every op through its last backward
+  reader (resident from production to its last reader), and for one fixed to recomp its
+  bytes at every op from its first backward reader through its last (rebuilt before the
+  first need, freed after the last reader). An unfixed tensor is counted as the swap
+  footprint, which is contained in the keep and the recomp footprints, so the count is
+  a lower bound for every completion; when it exceeds M at some op, no completion runs
+  (memory never exceeds M in the evaluator).
+
+Nothing else is pruned (swap and recomp are not monotone in memory or time, and no
+dominance rule is assumed). Proof of optimality: when the search ends without hitting its
+work limit, every decision vector was either simulated (the incumbent is the fastest of
+them, or faster: it only ever changes to a faster simulated plan) or lies in a skipped
+subtree, where none runs or none is faster than the incumbent at the moment of the skip
+(U only decreases afterwards). So U is the minimum over all decision vectors: the bound
+is U itself, and when no vector runs, none exists (the budget is infeasible).
+
+Deterministic: the order (tensors by size, then index; options keep, swap, recomp) and
+the bounds depend only on the instance, the budget and the incumbent it starts from; the
+work limit counts simulated plans, not seconds (a deadline only cuts the search short,
+and then it proves nothing).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit
+
+from slackopt import _fastsim as fast
+from slackopt.instance import Instance
+from slackopt.plan import KEEP, RECOMP, SWAP
+from slackopt.simulate import _fast_static
+from slackopt.solvers.milp.model import floor_profile
+from slackopt.solvers.milp.primal import Incumbent
+
+CHUNK_PLANS = 20_000
+"""The search runs in subtrees of at most about this many nominal plans (fixed prefixes of
+the order), so that the deadline is checked between them."""
+SLACK = 1e-12
+"""Relative slack of the recompute-time bound (floating-point sums in the evaluator)."""
+
+
+@dataclass
+class EnumResult:
+    """The outcome of :func:`enumerate_optimum`.
+
+    Attributes:
+        complete: every decision vector was simulated or pruned: the incumbent is optimal
+            (or, with no incumbent, no plan runs).
+        bound_s: U (s) when complete and a plan runs, else None (a partial search proves
+            nothing).
+        simulated: plans simulated (leaves).
+        pruned_time: subtrees skipped by the time bound (the deficit bound).
+        pruned_memory: subtrees skipped by the memory bound.
+        space: the number of decision vectors (product of options).
+    """
+
+    complete: bool
+    bound_s: float | None
+    simulated: int
+    pruned_time: int
+    pruned_memory: int
+    space: int
+
+
+def search_space(inst: Instance) -> int:
+    """The number of decision vectors of `inst`: 3 per rebuildable saved tensor, 2 per
+    other one."""
+    c = np.asarray(inst.c, dtype=np.float64)
+    n3 = int(np.isfinite(c).sum())
+    return 3 ** n3 * 2 ** (int(inst.n_saved) - n3)
+
+
+def _footprints(inst: Instance) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(base, keep_extra, recomp_extra): the floor profile (int64 [n_ops]) and, per saved
+    tensor, the bytes keep or recomp add to it (int64 [n_saved, n_ops])."""
+    n, nf, nS = inst.n_ops, inst.n_fwd, inst.n_saved
+    base = floor_profile(inst)
+    s = np.asarray(inst.s, dtype=np.int64)
+    keep = np.zeros((nS, n), dtype=np.int64)
+    rec = np.zeros((nS, n), dtype=np.int64)
+    lastf = inst.saved_last_fwd_idx.tolist()
+    firstb = inst.saved_first_bwd_idx.tolist()
+    lastb = inst.saved_last_bwd_idx.tolist()
+    prod = inst.saved_prod_idx.tolist()
+    for t in range(nS):
+        readers = {r for r in inst.saved_reader_idx[t].tolist() if r >= nf}
+        counted = set(range(prod[t], lastf[t] + 1)) | readers
+        for k in range(prod[t], lastb[t] + 1):
+            if k not in counted:
+                keep[t, k] = s[t]
+        for k in range(firstb[t], lastb[t] + 1):
+            if k not in counted:
+                rec[t, k] = s[t]
+    return base, keep, rec
+
+
+@njit(cache=True)
+def _apply(prof, keep_x, rec_x, c, t, d, sign):
+    """Add (sign 1) or remove (sign -1) option d of tensor t to the memory profile `prof`;
+    returns the change in recompute time (s)."""
+    if d == KEEP:
+        prof += sign * keep_x[t]
+    elif d == RECOMP:
+        prof += sign * rec_x[t]
+        return sign * c[t]
+    return 0.0
+
+
+@njit(cache=True)
+def _deficit_bound(dec, fixed, cost, s, c, t_star, M, nf, kprof, cap0, lastf, firstb,
+                   rho_order, W):
+    """:func:`deficit_bound` for the decisions ``dec[t]`` of the tensors with ``fixed[t]``
+    (`cost`: their recompute time, s); the others free. Returns s."""
+    n = kprof.shape[0]
+    nS = s.shape[0]
+    extra = 0.0
+    for k in range(n):
+        deficit = float(kprof[k] - M) - cap0[k]
+        if deficit <= 0.0:
+            continue
+        bwd = k >= nf
+        for t in range(nS):
+            if fixed[t] and dec[t] == RECOMP:
+                if lastf[t] < k < firstb[t]:
+                    deficit -= s[t]
+                if bwd:
+                    deficit -= W * c[t]
+        if deficit <= 0.0:
+            continue
+        e = 0.0
+        for i in range(rho_order.shape[0]):
+            t = rho_order[i]
+            if fixed[t] or not lastf[t] < k < firstb[t]:
+                continue
+            cap = s[t] + W * c[t] if bwd else float(s[t])
+            if c[t] * W >= cap:
+                break       # stall (W bytes per s) is as cheap from here on
+            if cap >= deficit:
+                e += c[t] * deficit / cap
+                deficit = 0.0
+                break
+            e += c[t]
+            deficit -= cap
+        if deficit > 0.0:
+            e += deficit / W
+        if e > extra:
+            extra = e
+    return t_star + cost + extra
+
+
+def _deficit_arrays(inst: Instance) -> tuple:
+    """(n_fwd, keep-all profile, cap0, lastf, firstb, rho_order, W) for
+    :func:`_deficit_bound`: cap0[k] = W * (S*(k) - r0)+, the bytes the D2H engine can
+    have copied by the ideal start of op k; rho_order: the rebuildable tensors with bytes
+    by c_t / s_t (then index)."""
+    s = np.asarray(inst.s, dtype=np.int64)
+    c = np.asarray(inst.c, dtype=np.float64)
+    W = float(inst.link.bytes_per_s)
+    rel = np.asarray(inst.r, dtype=np.float64)
+    r0 = float(rel.min()) if rel.size else 0.0
+    cap0 = W * np.maximum(0.0, np.asarray(inst.start_s, dtype=np.float64) - r0)
+    ok = [t for t in range(int(inst.n_saved)) if np.isfinite(c[t]) and s[t] > 0]
+    rho_order = np.array(sorted(ok, key=lambda t: (c[t] / s[t], t)), dtype=np.int64)
+    return (int(inst.n_fwd), np.asarray(inst.keep_all_profile, dtype=np.int64), cap0,
+            np.asarray(inst.saved_last_fwd_idx, dtype=np.int64),
+            np.asarray(inst.saved_first_bwd_idx, dtype=np.int64), rho_order, W)
+
+
+def deficit_bound(inst: Instance, M: int) -> float:
+    """A lower bound on the simulated step time of every plan of `inst` under budget `M`
+    (bytes), in s: T* plus the cheapest way, over each op k, to make room at op k.
+
+    At the start of op k a plan holds the keep-all profile (every saved tensor from its
+    production through its last backward reader, the non-saved tensors and workspaces)
+    minus the saved tensors absent then, and at most M. A saved tensor is absent at op k
+    only after its last forward reader and before its last backward one, and only if it
+    is recomp and not yet rebuilt (before its first backward reader) or swapped and its
+    D2H has ended by the start S(k). The D2H engine moves at most W bytes/s, one copy at
+    a time, from the first production r0 on: at most ``W (S(k) - r0)`` bytes by then, with
+    ``S(k) = S*(k) + sigma + R_k`` (stalls and rebuild time before k; rebuilds run in the
+    backward pass only). With ``T = T* + stalls + rebuild time >= T* + sigma + sum c_t``,
+    the extra time is at least the value of the linear program: cover
+    ``deficit_k = keep_all(k) - M - W (S*(k) - r0)`` bytes with stall (W bytes per s) or
+    recomp tensors absent-able at k (s_t bytes, plus W c_t bytes of extra D2H time when
+    k is a backward op, for c_t s each, fractions allowed), solved exactly by the greedy
+    order on c_t / bytes. The bound is T* plus the largest such value over k (T* when no
+    op has a deficit).
+
+    Source: the memory and link rules of ../shared/spec/semantics.md ("swap", "recomp",
+    "Each copy costs a fixed 10 us, then bytes at W"); checked against every simulated
+    plan in tests/test_milp_enumerate.py.
+    """
+    nS = int(inst.n_saved)
+    return float(_deficit_bound(np.zeros(nS, dtype=np.int8), np.zeros(nS, dtype=np.bool_),
+                                0.0, np.asarray(inst.s, dtype=np.int64),
+                                np.asarray(inst.c, dtype=np.float64),
+                                float(inst.ideal_time_s), int(M), *_deficit_arrays(inst)))
+
+
+@njit(cache=True)
+def _subtree(n_fwd, op_dur, op_alloc, op_free, rd_ptr, rd_idx, out_ptr, out_idx, fr_ptr,
+             fr_idx, s, c, rb_extra, ri_ptr, ri_idx, rdy_ptr, rdy_idx, M, W, duplex, lat,
+             host_limit, order, nopt, base, keep_x, rec_x, dec0, d0, t_star, U, max_leaves,
+             nf, kprof, cap0, lastf, firstb, rho_order, W_):
+    """Depth-first search below the prefix ``order[:d0]`` fixed in `dec0` (d0 < len(order);
+    `base` the floor profile). Returns (best value, best decisions, leaves,
+    pruned by time, pruned by memory, finished)."""
+    n = order.shape[0]
+    dec = dec0.copy()
+    prof = base.copy()
+    best = U
+    best_dec = dec0.copy()
+    found = False
+    choice = np.full(n + 1, -1, dtype=np.int64)
+    fixed = np.zeros(n, dtype=np.bool_)
+    cost = 0.0
+    for i in range(d0):
+        cost += _apply(prof, keep_x, rec_x, c, order[i], dec[order[i]], 1)
+        fixed[order[i]] = True
+    if _deficit_bound(dec, fixed, cost, s, c, t_star, M, nf, kprof, cap0, lastf, firstb,
+                      rho_order, W_) * (1.0 - SLACK) >= best:
+        return best, best_dec, 0, 1, 0, True, found
+    if prof.max() > M:
+        return best, best_dec, 0, 0, 1, True, found
+    leaves = 0
+    p_time = 0
+    p_mem = 0
+    depth = d0
+    while depth >= d0:
+        t = order[depth]
+        d = choice[depth]
+        if d >= 0:      # undo the previous option at this depth
+            cost += _apply(prof, keep_x, rec_x, c, t, d, -1)
+        d += 1
+        if d >= nopt[t]:
+            choice[depth] = -1
+            fixed[t] = False
+            depth -= 1
+            continue
+        if leaves >= max_leaves:
+            return best, best_dec, leaves, p_time, p_mem, False, found
+        choice[depth] = d
+        dec[t] = d
+        fixed[t] = True
+        cost += _apply(prof, keep_x, rec_x, c, t, d, 1)
+        if prof.max() > M:
+            p_mem += 1
+            continue
+        if _deficit_bound(dec, fixed, cost, s, c, t_star, M, nf, kprof, cap0, lastf, firstb,
+                          rho_order, W_) * (1.0 - SLACK) >= best:
+            p_time += 1
+            continue
+        if depth + 1 < n:
+            depth += 1
+            choice[depth] = -1
+            continue
+        leaves += 1
+        r = fast.run_barrier_free(n_fwd, op_dur, op_alloc, op_free, rd_ptr, rd_idx, out_ptr,
+                                  out_idx, fr_ptr, fr_idx, s, c, rb_extra, ri_ptr, ri_idx,
+                                  rdy_ptr, rdy_idx, dec, M, W, duplex, lat, host_limit)
+        if r[0] == 0 and r[1] < best:
+            best = r[1]
+            best_dec[:] = dec
+            found = True
+    return best, best_dec, leaves, p_time, p_mem, True, found
+
+
+def enumerate_optimum(inc: Incumbent, max_plans: int, deadline: float) -> EnumResult:
+    """Branch and bound over every decision vector of ``inc.inst`` at ``inc.M`` (module
+    docstring), starting from the incumbent `inc` and improving it in place.
+
+    Args:
+        inc: the incumbent (its step time is the first cutoff U; every faster plan found
+            becomes the incumbent, source "enumeration").
+        max_plans: most plans simulated (a work limit); the search stops, incomplete,
+            when the next one would exceed it.
+        deadline: ``time.perf_counter()`` time after which no new subtree is started.
+
+    Returns:
+        The :class:`EnumResult`; ``complete`` proves that the incumbent (if any) is the
+        optimum of the evaluator's semantics, and that no plan runs if there is none.
+    """
+    inst = inc.inst
+    nS = int(inst.n_saved)
+    space = search_space(inst)
+    out = EnumResult(False, None, 0, 0, 0, space)
+    if max_plans <= 0:
+        return out
+    fs = _fast_static(inst)
+    link = inst.link
+    args = fs.args() + (int(inc.M), float(link.bytes_per_s), float(link.duplex_factor),
+                        float(link.copy_latency_s), fs.host_limit)
+    c = np.asarray(inst.c, dtype=np.float64)
+    s = np.asarray(inst.s, dtype=np.int64)
+    nopt = np.where(np.isfinite(c), 3, 2).astype(np.int64)
+    order = np.array(sorted(range(nS), key=lambda t: (-int(s[t]), t)), dtype=np.int64)
+    base, keep_x, rec_x = _footprints(inst)
+    t_star = float(inst.ideal_time_s)
+    M = int(inc.M)
+    if nS == 0:
+        inc.consider(np.zeros(0, dtype=np.int8), "enumeration")
+        return EnumResult(True, inc.step_s if inc.dec is not None else None, 1, 0, 0, 1)
+    if base.max(initial=0) > M:     # the memory bound with nothing fixed: no plan runs
+        return EnumResult(True, None, 0, 0, 1, space)
+    dq = _deficit_arrays(inst)
+    # fixed prefixes: the shortest whose subtrees hold at most CHUNK_PLANS nominal plans
+    depth = 0
+    while depth < nS and math.prod(int(nopt[t]) for t in order[depth:]) > CHUNK_PLANS:
+        depth += 1
+    for pre in _prefixes(order[:depth], nopt):
+        if time.perf_counter() >= deadline:
+            return out
+        dec = np.zeros(nS, dtype=np.int8)
+        dec[order[:depth]] = pre
+        best, best_dec, leaves, pt, pm, done, found = _subtree(
+            *args, order, nopt, base, keep_x, rec_x, dec, depth, t_star, inc.step_s,
+            max_plans - out.simulated, *dq)
+        out.simulated += int(leaves)
+        out.pruned_time += int(pt)
+        out.pruned_memory += int(pm)
+        inc.evaluations += int(leaves)
+        if found:
+            inc.consider(best_dec.astype(np.int8), "enumeration")
+        if not done:
+            return out
+    out.complete = True
+    out.bound_s = inc.step_s if inc.dec is not None else None
+    return out
+
+
+def _prefixes(order: np.ndarray, nopt: np.ndarray) -> Iterator[tuple[int, ...]]:
+    """Every decision tuple of the tensors in `order`, in the search's order (lazily)."""
+    opts = [(KEEP, SWAP, RECOMP)[: int(nopt[t])] for t in order.tolist()]
+    return itertools.product(*opts)
