@@ -608,11 +608,13 @@ def planning_time_vs_quality(df: pd.DataFrame, *, quality: str = "gap_to_best",
     Args:
         df: a compare table.
         quality: "gap_to_best" (step time over the best plan found, -1, in %) or
-            "gap_to_bound" (over the best lower bound) or "throughput" (% of ideal).
+            "gap_to_bound" (over the best lower bound; only barrier-free plans have one:
+            :func:`slackopt.compare.add_gaps`) or "throughput" (% of ideal).
         title: figure title.
 
     Returns:
-        The figure; only runs with a feasible plan are drawn (their count is in the title).
+        The figure; only runs with a feasible plan and a value of `quality` are drawn
+        (their count is in the title).
 
     Raises:
         SlackoptError: a table without the needed columns, or an unknown `quality`.

@@ -15,7 +15,9 @@ import pytest
 
 from slackopt.compare import (
     COLUMNS,
+    STORE_SCHEMA_VERSION,
     ResultStore,
+    add_gaps,
     compare,
     load_references,
     read_results,
@@ -289,6 +291,65 @@ def test_references_join_the_gaps(tmp_path: Path) -> None:
     bad.write_text(json.dumps({**ref, "entries": [{"instance": "x", "budget_bytes": -1}]}))
     with pytest.raises(FileFormatError, match=r"entries\[0\]\.budget_bytes"):
         load_references(bad)
+
+
+def test_gap_to_bound_only_for_barrier_free_plans() -> None:
+    """The bounds are proven for the barrier-free runtime's plans: an on_demand row
+    (SuperNeurons) gets no gap to bound, even when it beats the best bound; every row gets
+    its gap to best."""
+    inst = load_instance(TINY)
+    df = compare([inst], ["slackswap", "superneurons"], [0.5], progress=False)
+    bf, od = (df[df["solver"] == s].iloc[0] for s in ("slackswap", "superneurons"))
+    assert (bf["policy"], od["policy"]) == ("barrier_free", "on_demand")
+    assert bf["feasible"] and od["feasible"]
+    # hand formula: best bound = max(T*, the rows' lower bounds)
+    best_lb = max([inst.ideal_time_s] + [x for x in df["lower_bound_s"] if x == x])
+    assert bf["best_lower_bound_s"] == pytest.approx(best_lb, rel=1e-12)
+    assert bf["gap_to_bound"] == pytest.approx((bf["step_time_s"] - best_lb) / best_lb,
+                                               rel=1e-12)
+    assert np.isnan(od["gap_to_bound"]) and np.isnan(od["best_lower_bound_s"])
+    best = min(bf["step_time_s"], od["step_time_s"])
+    for r in (bf, od):
+        assert r["gap_to_best"] == pytest.approx((r["step_time_s"] - best) / best, rel=1e-12)
+    # A reference bound the on_demand plan beats (it is no bound for that runtime):
+    # still NaN there, and the barrier-free row is measured against it.
+    lb = od["step_time_s"] * 1.5
+    refs = [{"instance": inst.name, "budget_bytes": int(bf["budget_bytes"]),
+             "lower_bound_s": lb, "best_step_s": None}]
+    g = add_gaps(df, refs)
+    assert np.isnan(g.loc[g["solver"] == "superneurons", "gap_to_bound"]).all()
+    assert g.loc[g["solver"] == "slackswap", "gap_to_bound"].iloc[0] == pytest.approx(
+        (bf["step_time_s"] - lb) / lb, rel=1e-12)
+
+
+def test_a_store_of_schema_1_opens_resumes_and_migrates(tmp_path: Path) -> None:
+    """A store written before the ``policy`` column (schema version 1: the same runs table
+    without it) is migrated on open: its rows come back with an unknown policy (and so no
+    gap to bound), new runs record theirs."""
+    store = tmp_path / "old.sqlite"
+    first = compare([TINY], ["slackswap"], [0.5], store=store, progress=False)
+    con = sqlite3.connect(store)
+    con.execute('ALTER TABLE runs DROP COLUMN "policy"')
+    con.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+    con.commit()
+    con.close()
+    assert STORE_SCHEMA_VERSION == 2
+    df = compare([TINY], ["slackswap", "checkpoint"], [0.5], store=store, progress=False)
+    assert df.attrs == {"runs_from_store": 1, "runs_now": 1}
+    old, new = df.iloc[0], df.iloc[1]
+    assert old["policy"] is None and np.isnan(old["gap_to_bound"])
+    assert old["step_time_s"] == first["step_time_s"].iloc[0]
+    assert np.isfinite(old["gap_to_best"])
+    assert new["policy"] == "barrier_free" and np.isfinite(new["gap_to_bound"])
+    con = sqlite3.connect(store)
+    ver = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    pols = con.execute("SELECT solver, policy FROM runs ORDER BY solver").fetchall()
+    con.close()
+    assert ver == ("2",) and pols == [("checkpoint", "barrier_free"), ("slackswap", None)]
+    # and it resumes again without running anything
+    again = compare([TINY], ["slackswap", "checkpoint"], [0.5], store=store, progress=False)
+    assert again.attrs == {"runs_from_store": 2, "runs_now": 0}
+    _same(again, df)
 
 
 # ----------------------------------------------------------------------------- files

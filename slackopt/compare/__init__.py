@@ -34,7 +34,10 @@ plans: a solver's own objective is reported, never used for the gaps.
   budget: the rows' ``lower_bound_s``, a references file's ``lower_bound_s``, and the
   ideal step T* (every plan's step is >= T*, docs/model.md invariant 2). ``best_step_s``
   is the smallest feasible step among the rows and the references' ``best_step_s``.
-  The references file's format: :mod:`slackopt.compare.gaps`.
+  The references file's format: :mod:`slackopt.compare.gaps`. ``gap_to_bound`` (and
+  ``best_lower_bound_s``) is given only for rows whose plan ran under the barrier-free
+  runtime (column ``policy``), the runtime the bounds are proven for; other rows get NaN.
+  ``gap_to_best`` is given for every row.
 
 One job per module: :mod:`~slackopt.compare.grid` (specs -> runs, store keys),
 :mod:`~slackopt.compare.runner` (one run under its deadline -> its columns),

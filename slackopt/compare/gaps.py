@@ -124,11 +124,19 @@ def add_gaps(df: pd.DataFrame, references: Any = None) -> pd.DataFrame:
 
     Per (instance, instance_hash, budget_bytes): ``best_lower_bound_s`` = max of the rows'
     ``lower_bound_s``, the matching references' ``lower_bound_s`` and the ideal step
-    ``ideal_time_s`` (a valid bound for every plan); ``best_step_s`` = min of the feasible
-    rows' ``step_time_s`` and the references' ``best_step_s``. Then ``gap_to_bound =
-    (step_time_s - best_lower_bound_s) / best_lower_bound_s`` and ``gap_to_best =
-    (step_time_s - best_step_s) / best_step_s`` (dimensionless, NaN for rows without a
-    feasible plan).
+    ``ideal_time_s``; ``best_step_s`` = min of the feasible rows' ``step_time_s`` and the
+    references' ``best_step_s``. Then ``gap_to_bound = (step_time_s - best_lower_bound_s)
+    / best_lower_bound_s`` and ``gap_to_best = (step_time_s - best_step_s) / best_step_s``
+    (dimensionless, NaN for rows without a feasible plan).
+
+    ``best_lower_bound_s`` and ``gap_to_bound`` are given only for rows whose ``policy`` is
+    ``"barrier_free"``, NaN for the others (``layer_barriers``, ``on_demand``, and rows
+    with an unknown policy, e.g. from a store written before the column): the lower bounds
+    (the MILP's, its checkpoint bound, the references') are proven for plans run by the
+    barrier-free runtime (the evaluator semantics, docs/model.md), whose runtime rules
+    (FIFO D2H, the H2D admission rule, no H2D before the forward pass has ended) the other runtimes
+    do not follow, so a plan of another policy may beat them. ``gap_to_best`` is given for
+    every row.
 
     Args:
         df: a table with the columns of :data:`COLUMNS` (gap columns may be missing).
@@ -163,6 +171,7 @@ def add_gaps(df: pd.DataFrame, references: Any = None) -> pd.DataFrame:
         best_lb[idx] = max(lbs) if lbs else math.nan
         best_step[idx] = min(bests) if bests else math.nan
     step = df["step_time_s"].where(df["feasible"].astype(bool)).astype("float64")
+    best_lb = best_lb.where(df["policy"] == "barrier_free")
     df["best_lower_bound_s"] = best_lb
     df["best_step_s"] = best_step
     with np.errstate(divide="ignore", invalid="ignore"):

@@ -61,7 +61,8 @@ def _deadline(seconds: float | None) -> Iterator[bool]:
 
 def empty_run() -> dict[str, Any]:
     """The run columns of a run without a result (status "error", no plan, NaN times)."""
-    return {"status": "error", "message": "", "feasible": False, "step_time_s": math.nan,
+    return {"status": "error", "message": "", "policy": None, "feasible": False,
+            "step_time_s": math.nan,
             "throughput": math.nan, "stall_fwd_s": math.nan, "stall_bwd_s": math.nan,
             "recompute_s": math.nan, "d2h_bytes": None, "h2d_bytes": None,
             "evictions": None, "peak_bytes": None, "planning_time_s": math.nan,
@@ -119,7 +120,8 @@ def execute(instance: Instance, task: Task) -> dict[str, Any]:
         and math.isfinite(mb) else None
     if res.plan is not None:
         counts = res.plan.counts()
-        row.update(n_keep=counts["keep"], n_swap=counts["swap"], n_recomp=counts["recomp"])
+        row.update(n_keep=counts["keep"], n_swap=counts["swap"], n_recomp=counts["recomp"],
+                   policy=res.plan.policy)
     if ev is not None:
         row.update(feasible=bool(ev.feasible),
                    step_time_s=float(ev.step_time_s) if ev.feasible else math.nan,

@@ -21,7 +21,11 @@ if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
 STORE_FORMAT = "slackopt-compare-store"
-STORE_SCHEMA_VERSION = 1
+STORE_SCHEMA_VERSION = 2
+"""Version 2 added the ``policy`` column; a version-1 store is migrated when opened (the
+column is added, empty for its rows: those plans' runtime policy was not recorded)."""
+_SQL_TYPE = {"Int64": "INTEGER", "float64": "REAL", "bool": "INTEGER", "object": "TEXT"}
+"""SQLite column type of each :data:`~slackopt.compare.table.SCHEMA` dtype."""
 
 
 class ResultStore:
@@ -31,7 +35,8 @@ class ResultStore:
     file beside it, which is then linked to the path, so a kill never leaves a store
     without its schema. An existing file must be a slackopt compare store of a schema
     version this slackopt reads; anything else (another database, a CSV, a newer schema)
-    is refused and left untouched, with two exceptions that hold no data and are
+    is refused and left untouched (a store of the previous schema version, 1, is migrated:
+    :data:`STORE_SCHEMA_VERSION`), with two exceptions that hold no data and are
     completed into an empty store: a 0-byte file, and an SQLite file with no tables (or
     only this module's ``meta`` table with nothing but its own entries, and no other
     object) - what a kill during creation by an older slackopt, or ``touch``, leaves.
@@ -59,6 +64,7 @@ class ResultStore:
             self._complete_empty()
         try:
             self.con = sqlite3.connect(str(self.path), timeout=60)
+            self._migrate()
         except (OSError, sqlite3.Error) as e:
             raise FileFormatError(self.path, "", f"cannot be opened as a store ({e})",
                                   "check that the directory is writable") from None
@@ -104,10 +110,10 @@ class ResultStore:
             raise FileFormatError(self.path, "meta.format", f"is {meta.get('format')!r}, not "
                                   f"'{STORE_FORMAT}'; refusing to write to it", fix)
         ver = meta.get("schema_version")
-        if ver != str(STORE_SCHEMA_VERSION):
+        if ver not in ("1", str(STORE_SCHEMA_VERSION)):
             raise FileFormatError(self.path, "meta.schema_version",
                                   f"store schema version {ver} is not {STORE_SCHEMA_VERSION}, "
-                                  "the one this slackopt writes",
+                                  "the one this slackopt writes (it migrates version 1)",
                                   "use the slackopt that wrote it, or a new store file")
         if "runs" not in tables:
             raise FileFormatError(self.path, "runs", "table missing from a slackopt compare "
@@ -116,9 +122,7 @@ class ResultStore:
 
     @staticmethod
     def _write_schema(con: sqlite3.Connection) -> None:
-        sql_type = {"Int64": "INTEGER", "float64": "REAL", "bool": "INTEGER",
-                    "object": "TEXT"}
-        cols = ", ".join(f'"{c}" {sql_type[SCHEMA[c]]}' for c in STORED_COLUMNS)
+        cols = ", ".join(f'"{c}" {_SQL_TYPE[SCHEMA[c]]}' for c in STORED_COLUMNS)
         con.isolation_level = None  # explicit transaction: all of the schema or none
         con.execute("BEGIN IMMEDIATE")
         con.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)")
@@ -128,6 +132,28 @@ class ResultStore:
         con.execute(f"CREATE TABLE IF NOT EXISTS runs (key TEXT PRIMARY KEY, {cols}, "
                     "finished_at TEXT)")
         con.execute("COMMIT")
+
+    def _migrate(self) -> None:
+        """Bring a version-1 store to this version: add the columns it lacks (empty for its
+        rows), in one transaction with the version change."""
+        con = self.con
+        if set(STORED_COLUMNS) <= {r[1] for r in con.execute("PRAGMA table_info(runs)")}:
+            return
+        con.isolation_level = None
+        con.execute("BEGIN IMMEDIATE")
+        try:  # columns read again under the lock: another process may have migrated
+            have = {r[1] for r in con.execute("PRAGMA table_info(runs)")}
+            for c in STORED_COLUMNS:
+                if c not in have:
+                    con.execute(f'ALTER TABLE runs ADD COLUMN "{c}" {_SQL_TYPE[SCHEMA[c]]}')
+            con.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)",
+                        (str(STORE_SCHEMA_VERSION),))
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+        finally:
+            con.isolation_level = ""
 
     def _create_atomically(self) -> None:
         tmp = self.path.parent / f".{self.path.name}.{os.getpid()}.creating"
@@ -175,10 +201,12 @@ class ResultStore:
         """
         vals = [key] + [_sql_value(row.get(c)) for c in STORED_COLUMNS] + \
             [time.strftime("%Y-%m-%dT%H:%M:%S")]
+        names = ", ".join(f'"{c}"' for c in ("key", *STORED_COLUMNS, "finished_at"))
         marks = ", ".join("?" * len(vals))
         with self.con:
             self.con.execute("DELETE FROM runs WHERE key = ? AND status = 'error'", (key,))
-            cur = self.con.execute(f"INSERT OR IGNORE INTO runs VALUES ({marks})", vals)
+            cur = self.con.execute(f"INSERT OR IGNORE INTO runs ({names}) VALUES ({marks})",
+                                   vals)
         return cur.rowcount == 1
 
     def rows(self, keys: Iterable[str] | None = None, *, retry_errors: bool = False

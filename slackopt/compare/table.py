@@ -31,6 +31,9 @@ SCHEMA: dict[str, str] = {
     "message": "object",             # error / timeout text, or the evaluator's failure
     # the Evaluation of the returned plan: an infeasible plan has no step time (NaN) and
     # throughput 0; both are NaN for a run without a plan (error, timeout)
+    "policy": "object",              # the plan's runtime policy (Plan.policy); None for a
+                                     # run without a plan and for rows of a store written
+                                     # before this column (schema version 1)
     "feasible": "bool",
     "step_time_s": "float64",
     "throughput": "float64",

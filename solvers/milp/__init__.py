@@ -1,6 +1,10 @@
 """MILP: a time-indexed mixed-integer relaxation of the evaluator that proves lower bounds
 and, with the evaluator in the loop, proves optimal plans.
 
+Scope: the lower bounds (``lower_bound_s``) and the status ``optimal`` are proven for plans
+run by the barrier-free runtime (``Plan.policy == "barrier_free"``); they say nothing about
+plans under ``layer_barriers`` or ``on_demand``, whose runtime rules differ.
+
 Decisions and steps. Every saved tensor t gets binaries ``xs_t`` (swap) and ``xr_t``
 (recomp), keep being ``1 - xs - xr`` (``xr = 0`` when c_t = inf), in the style of
 Checkmate (Jain et al. 2020: binary keep/recompute decisions over operator stages) and

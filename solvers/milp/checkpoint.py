@@ -3,6 +3,9 @@ memory at a few forward *checkpoints* forces bytes out, by recompute (paid on th
 stream in the backward pass) or by a finished offload (the D2H engine is serial, and time
 it needs beyond the forward prefix is forward stall), and every byte offloaded and freed
 must come back over H2D, after the forward pass, before its first backward reader.
+The bound holds for plans run by the barrier-free runtime (``Plan.policy ==
+"barrier_free"``) only: ``on_demand`` and ``layer_barriers`` plans may prefetch during the
+forward pass or allocate buffers by other rules.
 
 The LP (times in microseconds, memory in P / 1e4 bytes; ``w_t = latency + s_t / W`` the
 shortest a copy of t can last):
