@@ -563,7 +563,7 @@ def simulate(
         "--time-limit", callback=_check_time_limit, help="With --best-schedule: finite "
         "seconds for the CP-SAT search, and again for the relaxation (default 10).")] = None,
     lower_bound: Annotated[float | None, typer.Option(
-        "--lower-bound", min=0.0, help="With --best-schedule: a lower bound L (s) on "
+        "--lower-bound", help="With --best-schedule: a lower bound L (s) on "
         "every plan's step time (e.g. the milp solver's), for 'lost to decisions'.")] = None,
     json_output: JsonOpt = False,
 ) -> dict[str, Any] | None:

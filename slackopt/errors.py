@@ -42,6 +42,11 @@ class BudgetError(SlackoptError, ValueError):
     """A memory budget cannot be parsed or is negative."""
 
 
+class AnalysisError(SlackoptError, ValueError):
+    """Bad arguments to an analysis of a plan (slackopt.runtime_gap): a time limit that
+    is not a finite number > 0, or a "lower bound" that is not one."""
+
+
 class SolverError(SlackoptError, LookupError):
     """An unknown solver name or bad solver parameters."""
 

@@ -32,11 +32,12 @@ Units: seconds throughout; budgets in bytes.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
 from slackopt.best_schedule import BestSchedule, best_schedule
-from slackopt.errors import SolverError
+from slackopt.errors import AnalysisError, SolverError
 from slackopt.instance import Instance
 from slackopt.plan import Plan
 from slackopt.schedule import _lowered
@@ -138,11 +139,26 @@ def runtime_gap(instance: Instance, plan: Plan, budget_bytes: int, *,
 
     Raises:
         PlanError: the plan does not fit the instance.
-        ValueError: a time limit <= 0.
+        AnalysisError (a ValueError): a time limit that is not a finite number > 0; an
+            `instance_lower_bound_s` that is not a finite number >= 0, or that lies above
+            this plan's own step time (a barrier-free plan that runs: then it is not a
+            lower bound on every plan).
     """
+    for what, v in (("time_limit_s", time_limit_s), ("bound_time_limit_s", bound_time_limit_s)):
+        if v is not None and not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
+            raise AnalysisError(f"{what} must be a finite number of seconds > 0, got {v!r}")
+    L = instance_lower_bound_s
+    if L is not None and not (isinstance(L, (int, float)) and math.isfinite(L) and L >= 0):
+        raise AnalysisError(f"the lower bound L must be a finite number of seconds >= 0, "
+                            f"got {L!r}")
     M = int(budget_bytes)
     ev = simulate(instance, plan, M)
     U = ev.step_time_s if ev.feasible else None
+    if L is not None and U is not None and plan.policy == "barrier_free" \
+            and L > U * (1.0 + 1e-9):
+        raise AnalysisError(f"the lower bound L = {L:.6g} s lies above this plan's own step "
+                            f"time {U:.6g} s, so it is not a lower bound on every plan; "
+                            "give a bound in seconds (e.g. the milp solver's lower_bound_s)")
     best = best_schedule(instance, plan, M, time_limit_s=time_limit_s, seed=seed,
                          work_limit=work_limit)
     inst, low = _lowered(instance, plan)
@@ -152,12 +168,9 @@ def runtime_gap(instance: Instance, plan: Plan, budget_bytes: int, *,
     rb, info = (None, {"skipped": "relaxation=False"})
     if relaxation:
         tl = bound_time_limit_s if bound_time_limit_s is not None else time_limit_s
-        if not tl > 0:
-            raise ValueError(f"bound_time_limit_s must be > 0, got {tl}")
         rb, info = _relaxation_bound(instance, plan, M, tl)
     L_dec = max(floor, rb) if rb is not None else floor
     S = best.upper_bound_s
-    L = instance_lower_bound_s
     return RuntimeGap(
         budget_bytes=M, runtime_step_s=U, best_schedule_s=S, best_schedule_lower_s=L_dec,
         compute_floor_s=floor, relaxation_bound_s=rb, instance_lower_bound_s=L,

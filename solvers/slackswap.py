@@ -47,7 +47,14 @@ from slackopt.instance import Instance
 from slackopt.linkbudget import forward_link_budget_bytes
 from slackopt.plan import KEEP, RECOMP, SWAP, Plan
 from slackopt.simulate import Evaluation, simulate
-from slackopt.solverbase import MIN_BUDGET_REL_TOL, BaseSolver, Outcome, Param, Run
+from slackopt.solverbase import (
+    MIN_BUDGET_REL_TOL,
+    BaseSolver,
+    Outcome,
+    Param,
+    Run,
+    warm_up_instance,
+)
 
 SWAP_ORDERS = ("rho", "production")
 GUARD_STEP = 0.02
@@ -1281,6 +1288,13 @@ class SlackSwap(BaseSolver):
         return d
 
     # ------------------------------------------------------------------ solve
+    @classmethod
+    def warm_up(cls) -> None:
+        """Compile the evaluator's kernels and Pass 1's: one solve of the warm-up chain at
+        0.8 P."""
+        inst = warm_up_instance()
+        cls().solve(inst, int(0.8 * inst.P))
+
     def plan(self, instance: Instance, budget_bytes: int, run: Run) -> Outcome:
         """Plan `instance` under `budget_bytes` (M, bytes); deterministic (the seed is
         unused); the rounds stop at ``run.time_limit_s`` (status "timeout" if none was

@@ -285,3 +285,27 @@ def test_cli_simulate_best_schedule(tmp_path, capsys):
     out, err = capsys.readouterr()
     assert rc == 2 and out == "" and "go with --best-schedule" in err
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--lower-bound", "7.6"], "lies above this plan's own step time 7.5 s"),  # U = 7.5
+    (["--lower-bound", "inf"], "finite number of seconds >= 0, got inf"),
+    (["--lower-bound", "nan"], "finite number of seconds >= 0, got nan"),
+    (["--lower-bound", "-1"], "finite number of seconds >= 0, got -1"),
+    (["--time-limit", "0"], "time_limit_s must be a finite number of seconds > 0, got 0"),
+    (["--time-limit", "inf"], "must be a finite number >= 0"),
+])
+def test_cli_best_schedule_refuses_bad_bounds_and_limits(tmp_path, capsys, extra, message):
+    from slackopt.cli import main
+    from slackopt.io import save_instance, save_plan
+
+    inst = barrier_instance()
+    ip, pp = tmp_path / "i.json", tmp_path / "p.json"
+    save_instance(inst, ip)
+    save_plan(swap_both(inst), pp, inst)
+    rc = main(["simulate", str(ip), str(pp), "--budget", "250B", "--best-schedule", *extra])
+    out, err = capsys.readouterr()
+    assert rc == 2 and "Traceback" not in err and message in err, err
+    # L = U itself is a valid bound (this plan is optimal if nothing is faster)
+    g = runtime_gap(inst, swap_both(inst), 250, time_limit_s=5, instance_lower_bound_s=7.5)
+    assert g.lost_to_decisions_max_s == approx(6.0 - 7.5)

@@ -521,3 +521,35 @@ def test_code_identity_covers_the_solver_folder(tmp_path: Path, monkeypatch) -> 
     assert solver_code_id(k2) == id1  # same files elsewhere: same identity
     k3 = make(tmp_path / "three", helper + "# edited\n")
     assert solver_code_id(k3) != id1
+
+
+class _SlowWarmUp(BaseSolver):
+    """Keeps everything; its warm-up (standing in for a cold numba compile) outlasts the
+    hard deadline of a 0.5 s time limit (1.5 x 0.5 + 1 = 1.75 s)."""
+
+    name = "slow-warm-up"
+    calls: list[float] = []
+    started: list[float] = []
+
+    @classmethod
+    def warm_up(cls) -> None:
+        cls.calls.append(time.perf_counter())
+        super().warm_up()  # the evaluator's kernels, as every solver's warm-up does
+        time.sleep(2.0)
+
+    def plan(self, instance, budget_bytes, run):
+        type(self).started.append(run.started)
+        return Plan.keep_all(instance)
+
+
+def test_warm_up_runs_once_before_the_clock_and_the_hard_deadline() -> None:
+    inst = chain(3, seed=0)
+    df = compare([inst], [_SlowWarmUp()], [1.0], time_limit_s=0.5)
+    row = df.iloc[0]
+    # charged to the run, the 2 s warm-up would have passed the 1.75 s hard deadline
+    assert row["status"] in ("optimal", "feasible"), row["message"]
+    assert len(_SlowWarmUp.calls) == 1
+    assert _SlowWarmUp.calls[0] < _SlowWarmUp.started[0]
+    res = _SlowWarmUp().solve(inst, int(inst.P), time_limit_s=0.5)
+    assert res.status in ("optimal", "feasible") and len(_SlowWarmUp.calls) == 1  # once
+    assert _SlowWarmUp.started[1] > _SlowWarmUp.calls[0]

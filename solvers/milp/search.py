@@ -15,7 +15,7 @@ from slackopt.instance import Instance
 from slackopt.plan import KEEP, SWAP, Plan
 from slackopt.simulate import simulate
 from slackopt.solver import OPTIMAL_REL_TOL
-from slackopt.solverbase import BaseSolver, Outcome, Param, Run
+from slackopt.solverbase import BaseSolver, Outcome, Param, Run, warm_up_instance
 from slackopt.solvers.milp.backends import _BACKEND_CLASSES, BACKENDS, lp_relaxation
 from slackopt.solvers.milp.checkpoint import checkpoint_bound
 from slackopt.solvers.milp.enumerate import deficit_bound, enumerate_optimum
@@ -240,6 +240,13 @@ class MILP(BaseSolver):
         return hi, floor, False
 
     # ------------------------------------------------------------------ solve
+    @classmethod
+    def warm_up(cls) -> None:
+        """Compile the evaluator's, SlackSwap's and the enumeration's kernels: one solve
+        of the warm-up chain at 0.8 P (the enumeration proves its optimum there)."""
+        inst = warm_up_instance()
+        cls(threads=1).solve(inst, int(0.8 * inst.P), time_limit_s=30.0, seed=0)
+
     def plan(self, instance: Instance, budget_bytes: int, run: Run) -> Outcome:
         """Plan `instance` under budget M = `budget_bytes` (bytes), within
         ``run.time_limit_s`` (else the ``time_limit_s`` parameter, else the default
