@@ -235,6 +235,46 @@ def test_checkpoint_bound_hand_computed():
     assert checkpoint_bound(inst, M) == pytest.approx(5 * ms, rel=1e-6)
 
 
+def test_checkpoint_bound_backward_checkpoint_hand_computed():
+    """A 1.5 MB tensor a (f0 -> b1, no recipe) and a 1.5 MB workspace of b0 under M = 1.5
+    MB; 1 ms ops, 1 GB/s, no latency; no forward op is over M. At the start of b0, a must
+    be absent: its 1.5 ms D2H fits the 1 ms between r_a = 1 ms and the start of b0 (2 ms)
+    only with 0.5 ms of stall, and its 1.5 ms H2D fits the 1 ms between the end of the
+    forward pass and the start of b1 (3 ms) only with 0.5 ms of backward stall; one 0.5
+    ms backward stall pays for both: T* + 0.5 ms = 4.5 ms. Without the backward
+    checkpoint rows the LP saw no D2H timing at b0 and no H2D need (4 ms). The
+    evaluator: D2H 1-2.5 ms, b0 2.5-3.5 ms, H2D 3.5-5 ms, b1 5-6 ms."""
+    ms = 1e-3
+    ops = [Op("f0", "fwd", ms), Op("f1", "fwd", ms),
+           Op("b0", "bwd", ms, workspace_bytes=1_500_000), Op("b1", "bwd", ms)]
+    inst = Instance("hand-bwd", ops, [Tensor("a", 1_500_000, "f0", ("b1",))],
+                    Link("l", 1e9, 0.85, 0.0))
+    M = 1_500_000
+    times = enumerate_plans(inst, M)
+    assert times[(SWAP,)] == pytest.approx(6 * ms, rel=1e-12)
+    assert math.isinf(times[(0,)])
+    assert checkpoint_bound(inst, M) == pytest.approx(4.5 * ms, rel=1e-6)
+
+
+def test_checkpoint_bound_gpt2_xl_backward_rows():
+    """GPT-2 XL at 0.1 P (instances/paper): the backward checkpoints and the rebuild time
+    before each backward op (R_j) lift the LP above the deficit bound (464.34 ms; the LP
+    without them: 463.49 ms), and it stays at most SlackSwap's simulated step."""
+    from pathlib import Path
+
+    from slackopt.instance import budget_bytes
+    from slackopt.io import load_instance
+    from slackopt.solvers.milp.enumerate import deficit_bound
+    root = Path(__file__).resolve().parent.parent
+    inst = load_instance(root / "instances" / "paper" / "gpt2-xl_a100-pcie4.json")
+    M = budget_bytes(inst, 0.1)
+    b = checkpoint_bound(inst, M, 120)
+    ss = SlackSwap(min_budget_search=False).solve(inst, M).plan
+    ev = simulate(inst, ss, M)
+    assert ev.feasible
+    assert deficit_bound(inst, M) * 1.005 < b <= ev.step_time_s * (1 + 1e-9)
+
+
 CHECKPOINT_SOLVERS = ("slackswap", "keep_all", "checkpoint", "recompute_all", "sqrt_checkpoint",
                       "vdnn", "superneurons", "swapadvisor", "slackswap-swap-first",
                       "slackswap-recompute-only", "slackswap-barriers", "titan-auto",

@@ -11,28 +11,43 @@ The LP (times in microseconds, memory in P / 1e4 bytes; ``w_t = latency + s_t / 
 shortest a copy of t can last):
 
 - decisions ``xs_t, xr_t`` in [0, 1], ``xs + xr <= 1`` (``xr = 0`` when c_t = inf);
-  ``Sf >= 0`` the forward stall, ``Xb >= 0`` the backward stall plus the recompute
-  time; objective ``min Sf + Xb``; the bound is ``T* + optimum``.
+  ``Sf >= 0`` the forward stall, ``Sb >= 0`` the backward stall; objective
+  ``min Sf + Sb + sum_t c_t xr_t``; the bound is ``T* + optimum``.
+- ``R_j`` (backward op j) = ``sum c_t xr_t`` over the rebuildable tensors that a backward
+  op up to j reads and, recursively, their rebuildable recipe inputs (the rebuilds that
+  can run before op j starts).
 - Forward op k, every k: ``static_k + sum_{prod_t <= k} s_t res_t <= M`` with
   ``res_t = 1`` if ``k <= lastfwd_t``, else ``1 - xr_t - xs_t`` (a swap counted as freed
   at once).
-- Checkpoint k (a few forward ops with the largest keep-all excess over M): ``z_tk`` in
-  [0, ``xs_t``] for tensors with ``lastfwd_t < k`` (the swap of t is freed by the end of
-  op k); the memory row with ``res_t = 1 - xr_t - z_tk``; and for each threshold
-  ``theta`` among the eligible tensors' ready times r_t:
+- Forward checkpoint k (a few forward ops with the largest keep-all excess over M):
+  ``z_tk`` in [0, ``xs_t``] for tensors with ``lastfwd_t < k`` (the swap of t is freed by
+  the end of op k); the memory row with ``res_t = 1 - xr_t - z_tk``; and for each
+  threshold ``theta`` among the eligible tensors' ready times r_t:
   ``sum_{r_t >= theta} w_t z_tk <= E_k - theta + Sf``.
-- ``h_t >= z_tk`` for every checkpoint (t needs an H2D in the backward pass);
-  for each backward op j: ``sum_{firstbwd_t <= j} w_t h_t <= (S_j - T_F) + Xb``.
-- ``Xb >= sum_t c_t xr_t``.
+- Backward checkpoint j (as many backward ops with the largest keep-all excess): memory
+  at the start of op j, ``static_j + sum_{lastbwd_t >= j} s_t res_t <= M`` with
+  ``res_t = 1 - xr_t - z_tj`` before t's first backward reader and ``1 - z_tj`` from it
+  on, ``z_tj`` in [0, ``xs_t``] for the tensors that op j does not read (0 for those it
+  reads); D2H timing as above with ``S_j - theta + Sf + Sb + R_j`` on the right.
+- ``h_t >= z_tk`` for every forward checkpoint and every backward checkpoint before t's
+  first backward reader (t needs an H2D in the backward pass);
+  for each backward op j: ``sum_{firstbwd_t <= j} w_t h_t <= (S_j - T_F) + Sb + R_j``.
 - Backward op j: ``static_j + sum_{lastbwd_t >= j} s_t (1 - xs_t - xr_t) +
   sum_{firstbwd_t <= j <= lastbwd_t} s_t xr_t + sum_{t read by j} s_t xs_t <= M``.
 
 Why it is a relaxation (../shared/spec/semantics.md, barrier-free runtime): take any plan
 the evaluator runs to the end. Set ``xs, xr`` to its decisions, ``Sf`` to its forward
-stall, ``Xb`` to its backward stall plus recompute time (so ``T - T* = Sf + Xb``, the
+stall, ``Sb`` to its backward stall (so ``T - T* = Sf + Sb + sum c_t xr_t``, the
 evaluator's exact split), ``z_tk = 1`` iff t is a swap whose device copy was freed by the
-end of op k (in the run), ``h_t = max_k z_tk``. Every row holds:
+end of forward op k (in the run), ``z_tj = 1`` iff t is a swap with no device copy at the
+start of backward op j, ``h_t = max z``. Every row holds:
 
+- Rebuild time before op j: the runtime runs each rebuild right before the first
+  backward op that reads the tensor, after the rebuilds of its recomp recipe inputs
+  (slackopt/simulate/_tasks.py), so the rebuilds that end before op j starts are
+  rebuilds of tensors in the closure that ``R_j`` sums: their time is at most ``R_j``.
+  Op j starts at ``S_j`` plus the stalls and rebuilds before it:
+  ``<= S_j + Sf + Sb + R_j``.
 - Memory (forward): the non-saved bytes and workspace live during op k
   (``static_profile``) and every saved tensor produced by then are resident at the end
   of op k except a recomp tensor whose last forward reader has ended, or a swap whose
@@ -45,15 +60,20 @@ end of op k (in the run), ``h_t = max_k z_tk``. Every row holds:
   least ``w_t`` (the latency, then s_t at W; the duplex rate only slows it), so the
   copies with ``r_t >= theta`` need ``sum w_t`` inside ``[theta, E_k + Sf]``. Dropping
   the other copies the engine ran (FIFO predecessors, lagging ones) only admits more.
-- H2D: a swap freed in the forward pass has no device copy at its first backward
-  reader, so an H2D of it (at least ``w_t``) runs after the real end of the forward
-  pass and ends before that reader starts; the H2D engine is serial; the real time from
-  the end of the forward pass to the start of backward op j is ``S_j - T_F`` plus the
-  backward stalls and rebuilds before j, ``<= (S_j - T_F) + Xb``. Earlier reads by
-  rebuilds, re-fetches after evictions and the order of the queue are left out.
+- D2H (backward checkpoint j): a swapped tensor has no device copy at the start of op j
+  only once its D2H has ended (its copy is freed, or evicted, only then; a D2H dropped
+  for want of readers belongs to a tensor with no reader left, which no row counts), so
+  the copies with ``z_tj = 1`` ran inside ``[theta, start of j]`` as above; a tensor op
+  j reads is resident while j runs. Memory never exceeds M, also at that instant.
+- H2D: a swap with no device copy at a checkpoint before its first backward reader has
+  none at that reader's start unless an H2D brought it back in between, and an H2D
+  (at least ``w_t``) runs after the real end of the forward pass (at or after ``T_F +
+  Sf``) and ends before that reader starts (at most ``S_j + Sf + Sb + R_j``); the H2D
+  engine is serial. Earlier reads by rebuilds, re-fetches after evictions and the
+  order of the queue are left out.
 - Recompute: each recomp tensor is rebuilt exactly once (it is read by a backward op:
   it is saved), a task of duration c_t (the evaluator's rebuild duration; recipes that
-  share ops are charged each), all in ``Xb``.
+  share ops are charged each).
 - Memory (backward): a kept tensor is resident from production to the end of its last
   reader; a recomp tensor from its rebuild (before its first backward reader) to the end
   of its last reader; a swap at least while a backward op reads it. Rebuild transients,
@@ -75,11 +95,56 @@ from slackopt.solvers.milp.backends import lp_relaxation
 from slackopt.solvers.milp.model import _INF, MEM_UNITS_PER_P, TIME_UNIT_S, ModelTimeout, _Lin
 
 MAX_CHECKPOINTS = 4
-"""Forward checkpoints with D2H timing (those with the largest keep-all excess over M).
+"""Forward checkpoints with D2H timing (those with the largest keep-all excess over M),
+and as many backward ones.
 BERT-Large at 0.3 P: 4 give 98.92949 ms in 5 s, 16 give 98.92957 ms in 53 s (GLOP, loaded
 2-core machine)."""
 MAX_THRESHOLDS = 64
 """Ready-time thresholds per checkpoint (a subset only weakens the bound)."""
+
+
+def _rebuilt_before(inst: Instance, lin: _Lin, xr: dict[int, int], c_units: np.ndarray
+                    ) -> dict[int, list[tuple[int, float]]]:
+    """Per backward op j, the terms of an upper bound on the rebuild time spent before op
+    j starts: ``R_j = sum c_t xr_t`` over the rebuildable tensors that a backward op up to
+    j reads and, recursively, their rebuildable recipe inputs.
+
+    The runtime puts each rebuild right before the first backward op that reads the
+    tensor, after the rebuilds of its recomp recipe inputs (slackopt/simulate/_tasks.py,
+    ``build_tasks``; ../shared/spec/semantics.md, "recomp"), so a tensor rebuilt before op
+    j is in that closure; the closure holds more tensors than the plan rebuilds, whose
+    terms only add to R_j. One prefix variable per op where the closure grows.
+
+    Returns:
+        {j: [(R_j variable, 1.0)]} for the backward ops with a nonempty closure.
+    """
+    nf, n = inst.n_fwd, inst.n_ops
+    firstb = np.asarray(inst.saved_first_bwd_idx, dtype=np.int64)
+    rins = inst.recipe_inputs
+    by_first: dict[int, list[int]] = {}
+    for t in xr:
+        by_first.setdefault(int(firstb[t]), []).append(t)
+    seen: set[int] = set()
+    out: dict[int, list[tuple[int, float]]] = {}
+    prev = None
+    for j in range(nf, n):
+        new: list[int] = []
+        stack = list(by_first.get(j, []))
+        while stack:
+            t = stack.pop()
+            if t in seen or t not in xr:
+                continue
+            seen.add(t)
+            new.append(t)
+            stack.extend(int(u) for u in rins[t])
+        if new:
+            cur = lin.var(0, _INF, name=f"R{j}")
+            lin.row([(cur, 1.0)] + ([(prev, -1.0)] if prev is not None else [])
+                    + [(xr[t], -float(c_units[t])) for t in new], 0.0, 0.0)
+            prev = cur
+        if prev is not None:
+            out[j] = [(prev, 1.0)]
+    return out
 
 
 def checkpoint_bound(inst: Instance, M: int, time_limit_s: float = 30.0, *,
@@ -142,8 +207,10 @@ def _checkpoint_bound(inst: Instance, M: int, time_limit_s: float, max_checkpoin
     for t in rec:
         lin.row([(xs[t], 1.0), (xr[t], 1.0)], hi=1.0)
     Sf = lin.var(0, _INF, obj=1.0, name="Sf")
-    Xb = lin.var(0, _INF, obj=1.0, name="Xb")
-    lin.row([(Xb, 1.0)] + [(xr[t], -c[t] / tu) for t in rec], lo=0.0)
+    Sb = lin.var(0, _INF, obj=1.0, name="Sb")
+    for t in rec:
+        lin.obj[xr[t]] = float(c[t] / tu)
+    Rb = _rebuilt_before(inst, lin, xr, c / tu)
 
     def gone(t: int) -> list[tuple[int, float]]:
         """Terms of 'recomp' for t (none when not rebuildable)."""
@@ -161,6 +228,30 @@ def _checkpoint_bound(inst: Instance, M: int, time_limit_s: float, max_checkpoin
                 terms += [(xs[t], -sm[t])] + gone(t)
         if terms or const > Mu:
             lin.row(terms, hi=Mu - const)
+
+    def d2h_rows(k: int, z: dict[int, int], end: float, slack: list[tuple[int, float]]
+                 ) -> None:
+        """D2H timing for the copies freed by checkpoint k (``z``): those ready at or
+        after theta fit between theta and ``end`` plus the ``slack`` terms."""
+        elig = list(z)
+        order = sorted(elig, key=lambda t: -r[t])
+        thetas = sorted({float(r[t]) for t in elig}, reverse=True)
+        if len(thetas) > MAX_THRESHOLDS:
+            idx = np.linspace(0, len(thetas) - 1, MAX_THRESHOLDS).round().astype(int)
+            thetas = [thetas[i] for i in sorted(set(idx.tolist()))]
+        q = None
+        i = 0
+        for th in thetas:
+            grp = []
+            while i < len(order) and r[order[i]] >= th:
+                grp.append(order[i])
+                i += 1
+            if grp or q is None:
+                qn = lin.var(0, _INF)
+                lin.row([(qn, 1.0)] + ([(q, -1.0)] if q is not None else [])
+                        + [(z[t], -w[t]) for t in grp], 0.0, 0.0)
+                q = qn
+            lin.row([(q, 1.0)] + [(v, -a) for v, a in slack], hi=end - th)
 
     # checkpoints: the forward ops with the largest keep-all excess over M
     keep = np.asarray(inst.keep_all_profile, dtype=np.float64)[:nf] / mu
@@ -187,27 +278,33 @@ def _checkpoint_bound(inst: Instance, M: int, time_limit_s: float, max_checkpoin
                 if t in z:
                     terms.append((z[t], -sm[t]))
         lin.row(terms, hi=Mu - const)
-        # D2H timing: suffix sums over ready time (latest first)
-        order = sorted(elig, key=lambda t: -r[t])
-        thetas = sorted({float(r[t]) for t in elig}, reverse=True)
-        if len(thetas) > MAX_THRESHOLDS:
-            idx = np.linspace(0, len(thetas) - 1, MAX_THRESHOLDS).round().astype(int)
-            thetas = [thetas[i] for i in sorted(set(idx.tolist()))]
-        q = None
-        i = 0
-        for th in thetas:
-            grp = []
-            while i < len(order) and r[order[i]] >= th:
-                grp.append(order[i])
-                i += 1
-            if not grp and q is not None:
-                lin.row([(q, 1.0), (Sf, -1.0)], hi=float(end[k]) - th)
+        d2h_rows(k, z, float(end[k]), [(Sf, 1.0)])
+
+    # backward checkpoints: the backward ops with the largest keep-all excess over M;
+    # memory at the start of op j, a swap absent only once its D2H has ended
+    keep_b = np.asarray(inst.keep_all_profile, dtype=np.float64)[nf:] / mu
+    over_b = [nf + j for j in np.argsort(-keep_b, kind="stable").tolist() if keep_b[j] > Mu]
+    readers = [set(inst.saved_reader_idx[t].tolist()) for t in range(nS)]
+    for j in sorted(over_b[:max_checkpoints]):
+        z = {}
+        const = float(static[j])
+        terms = []
+        for t in live:
+            if lastb[t] < j:
                 continue
-            qn = lin.var(0, _INF)
-            lin.row([(qn, 1.0)] + ([(q, -1.0)] if q is not None else [])
-                    + [(z[t], -w[t]) for t in grp], 0.0, 0.0)
-            q = qn
-            lin.row([(q, 1.0), (Sf, -1.0)], hi=float(end[k]) - th)
+            const += sm[t]
+            terms += gone(t)
+            if t in xr and firstb[t] <= j:
+                terms.append((xr[t], sm[t]))
+            if j not in readers[t]:
+                z[t] = lin.var(0, 1, name=f"z{t}_{j}")
+                lin.row([(z[t], 1.0), (xs[t], -1.0)], hi=0.0)
+                if j < firstb[t]:
+                    lin.row([(h[t], 1.0), (z[t], -1.0)], lo=0.0)
+                terms.append((z[t], -sm[t]))
+        lin.row(terms, hi=Mu - const)
+        if z:
+            d2h_rows(j, z, float(start[j]), [(Sf, 1.0), (Sb, 1.0)] + Rb.get(j, []))
 
     # H2D: prefix sums over first backward reader
     by_first: dict[int, list[int]] = {}
@@ -219,7 +316,8 @@ def _checkpoint_bound(inst: Instance, M: int, time_limit_s: float, max_checkpoin
         lin.row([(pn, 1.0)] + ([(p, -1.0)] if p is not None else [])
                 + [(h[t], -w[t]) for t in by_first[j]], 0.0, 0.0)
         p = pn
-        lin.row([(p, 1.0), (Xb, -1.0)], hi=float(start[j]) - TF)
+        lin.row([(p, 1.0), (Sb, -1.0)] + [(v, -a) for v, a in Rb.get(j, [])],
+                hi=float(start[j]) - TF)
 
     # backward memory
     reads_by: dict[int, list[int]] = {}
