@@ -815,7 +815,8 @@ def compare_cmd(
                     n: Any = len(st.keys())
             except SlackoptError:
                 n = "its"
-            msg = (f"{store} holds {n} finished runs: run the same command again to do only "
+            runs = "finished run" if n == 1 else "finished runs"
+            msg = (f"{store} holds {n} {runs}: run the same command again to do only "
                    "the missing ones")
         else:
             msg = "finished runs were not kept (pass --store FILE to resume later)"

@@ -151,9 +151,12 @@ class Param:
                 raise ValueError("not true/false")
             return value
         if t in (int, float):
-            ok = isinstance(value, numbers.Integral if t is int else numbers.Real)
+            ok = isinstance(value, numbers.Real)
             if isinstance(value, bool) or not ok or not math.isfinite(value):
                 raise ValueError(f"not a finite {t.__name__}")
+            if t is int and not isinstance(value, numbers.Integral):
+                if not float(value).is_integer():  # 1e3 (JSON reads it as 1000.0) is 1000
+                    raise ValueError("not a whole number")
             value = t(value)
             if self.positive and not value > 0:
                 raise ValueError("not > 0")

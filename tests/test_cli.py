@@ -380,7 +380,7 @@ def test_bad_milp_parameter_is_a_user_error(capsys: pytest.CaptureFixture[str],
                                             files: dict[str, Path]) -> None:
     rc, out, err = run(capsys, "solve", str(files["inst"]), "--solver", "milp",
                        "--budget", "0.5", "--param", "threads=1.5")
-    assert_user_error(rc, out, err, "threads must be int >= 1, got 1.5 (not a finite int)")
+    assert_user_error(rc, out, err, "threads must be int >= 1, got 1.5 (not a whole number)")
     assert "valid keys: backend (str one of {scip, highs, pulp}, default 'scip')" in err
 
 

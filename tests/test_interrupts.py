@@ -152,7 +152,7 @@ def test_ctrl_c_in_a_sweep_stores_no_row_for_the_interrupted_run(tmp_path: Path)
     assert rc == 130, err[-2000:]
     assert "Traceback" not in err
     last = err.strip().splitlines()[-1]
-    assert last == (f"slackopt: interrupted; {store} holds 1 finished runs: run the same "
+    assert last == (f"slackopt: interrupted; {store} holds 1 finished run: run the same "
                     "command again to do only the missing ones")
     assert store_rows(store) == [("keep_all", "infeasible")]  # not the interrupted genetic run
 

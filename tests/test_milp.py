@@ -230,9 +230,16 @@ def test_deterministic_for_a_seed(key, frac):
     assert [e.get("status") for e in a.info["log"]] == [e.get("status") for e in b.info["log"]]
 
 
+def test_whole_number_floats_are_ints():
+    """``-p enum_plans=1e3`` reaches the solver as the JSON number 1000.0: read as 1000."""
+    m = MILP(enum_plans=1e3, threads=2.0)
+    assert m.enum_plans == 1000 and isinstance(m.enum_plans, int)
+    assert m.threads == 2 and isinstance(m.threads, int)
+
+
 @pytest.mark.parametrize("params,words", [
     (dict(threads=0), "threads must be int >= 1, got 0 (below 1)"),
-    (dict(threads=1.5), "threads must be int >= 1, got 1.5 (not a finite int)"),
+    (dict(threads=1.5), "threads must be int >= 1, got 1.5 (not a whole number)"),
     (dict(rel_gap=float("inf")), "rel_gap must be float >= 0, got inf (not a finite float)"),
     (dict(rel_gap="nan"), "rel_gap must be float >= 0, got 'nan'"),
     (dict(rel_gap=-1e-3), "rel_gap must be float >= 0, got -0.001"),
