@@ -23,7 +23,13 @@ from slackopt.plan import Plan
 from slackopt.simulate import simulate
 from slackopt.solvers.milp import MILP
 from slackopt.solvers.milp.enumerate import BranchAndBound, enumerate_optimum
-from slackopt.solvers.milp.lns import _start_size, _windows, default_window_plans, lns
+from slackopt.solvers.milp.lns import (
+    _start_size,
+    _two_blocks,
+    _windows,
+    default_window_plans,
+    lns,
+)
 from slackopt.solvers.milp.primal import Incumbent
 from slackopt.workloads import make
 
@@ -138,6 +144,23 @@ def test_windows_slide_by_half_and_end_at_the_last_tensor():
     assert _windows([6, 5, 4, 1, 3, 0, 2], 4) == [(1, 4, 5, 6), (0, 1, 3, 4),
                                                    (0, 1, 2, 3)]
     assert _windows([4, 1, 3], 5) == [(1, 3, 4)]
+
+
+def test_two_blocks_are_two_disjoint_runs():
+    """k // 2 and k - k // 2 tensors consecutive in the order, disjoint, for many draws;
+    the same generator state gives the same window."""
+    order = [7, 3, 9, 0, 5, 1, 8, 2, 6, 4]
+    pos = {t: i for i, t in enumerate(order)}
+    rng = np.random.default_rng(0)
+    for k in (2, 3, 5, 10):
+        for _ in range(50):
+            w = _two_blocks(order, k, rng)
+            assert len(set(w)) == k == len(w) and w == tuple(sorted(w))
+            idx = sorted(pos[t] for t in w)
+            runs = 1 + sum(1 for a, b in zip(idx, idx[1:], strict=False) if b != a + 1)
+            assert runs <= 2
+    assert (_two_blocks(order, 4, np.random.default_rng([1, 2]))
+            == _two_blocks(order, 4, np.random.default_rng([1, 2])))
 
 
 def test_bad_arguments_raise():

@@ -15,13 +15,16 @@ changes up to three tensors (:func:`~slackopt.solvers.milp.primal.improve`) cann
 plans that need many joint changes, e.g. freeing the bytes of several tensors around a
 peak to keep another.
 
-Windows (each a set of k live saved tensors, k the window size), three families taken
+Windows (each a set of k live saved tensors, k the window size), four families taken
 in turn within a pass (the first window of each, then the second of each, ...): (a) k
 consecutive tensors in production order, sliding by k / 2 (the last one ending at the
 last tensor), (b) the same over the tensors ranked by c_t / s_t (rebuild seconds per
-byte; tensors that cannot be rebuilt last), (c) ``ceil(n / k)`` windows of k tensors
-drawn by ``numpy.random.default_rng([seed, pass])`` (on GPT-2 XL at 0.3 P these found
-every improvement: joint changes in layers far apart). A window
+byte; tensors that cannot be rebuilt last), (c) ``2 ceil(n / k)`` windows of k tensors
+drawn uniformly, (d) as many made of two runs of consecutive tensors in production
+order at drawn places (an offload added in one place must be paid for by link time or
+memory freed elsewhere), both drawn by ``numpy.random.default_rng([seed, pass])``. On
+chain31 the improvements came from (c), on GPT-2 XL at 0.3 P from (c) and (d): joint
+changes in layers far apart. A window
 already searched around the same incumbent is skipped (the search is deterministic, so
 it would find nothing new). Window sizes grow: after a pass that improves nothing, k
 grows by ``WINDOW_STEP``, up to ``WINDOW_MAX``; after one that improves, the same size
@@ -32,9 +35,10 @@ nothing) was searched to its end, at its work limit, or at the deadline.
 Cost: each window gets at most ``window_plans`` simulated plans. The default scales with
 the instance: a simulation costs about in proportion to the tasks it runs (ops plus
 rebuilds), so ``WINDOW_WORK / n_ops`` plans (at least ``WINDOW_PLANS_MIN``), and the
-first window size is the largest k <= ``WINDOW_START`` whose nominal space (3^k) fits
-in it, so that on GPT-2 XL (1355 ops) a window costs about as much wall-clock time as on
-a 65-op chain.
+first window size is the largest k <= ``WINDOW_START`` with 3^k <= 4 window_plans
+(chain31, 65 ops: 6153 plans, k = 8; GPT-2 XL, 1355 ops: 500 plans, k = 6; a window of
+either takes a few tenths of a second on a shared 2-core machine). Windows larger than
+a window's plans allow are cut short (still improving, proving nothing).
 
 Anytime and deterministic: the order of windows, their sizes and each window's search
 depend only on the instance, the budget, the starting incumbent and `seed`; the work
@@ -120,6 +124,17 @@ def _windows(order: list[int], k: int) -> list[tuple[int, ...]]:
     return [tuple(sorted(order[i:i + k])) for i in starts]
 
 
+def _two_blocks(order: list[int], k: int, rng: np.random.Generator) -> tuple[int, ...]:
+    """k tensors: two runs of consecutive tensors of `order` (k // 2 and k - k // 2) at
+    places drawn by `rng`, disjoint (k <= len(order))."""
+    n = len(order)
+    a, b = k // 2, k - k // 2
+    i = int(rng.integers(n - a + 1))
+    rest = [t for j, t in enumerate(order) if not i <= j < i + a]
+    m = int(rng.integers(len(rest) - b + 1))
+    return tuple(sorted(order[i:i + a] + rest[m:m + b]))
+
+
 def _interleave(*families: list[tuple[int, ...]]) -> list[tuple[int, ...]]:
     """The windows of the families in turn (first of each, then second of each, ...), so
     that a search cut short has tried every family."""
@@ -138,7 +153,7 @@ def lns(inc: Incumbent, max_plans: int, seed: int, deadline: float, *,
     Args:
         inc: the incumbent (must hold a plan; nothing is done without one).
         max_plans: most plans simulated in all (a work limit, not a time limit).
-        seed: seeds the random windows (family c).
+        seed: seeds the drawn windows (families c and d).
         deadline: ``time.perf_counter()`` time after which no new window (nor subtree of
             one) starts.
         window_plans: most plans simulated per window; None: :func:`default_window_plans`.
@@ -180,9 +195,11 @@ def lns(inc: Incumbent, max_plans: int, seed: int, deadline: float, *,
         out.window_size = k
         if k < len(live):
             rng = np.random.default_rng([int(seed) & 0xFFFFFFFF, out.passes])
+            m = 2 * math.ceil(len(live) / k)
             drawn = [tuple(sorted(rng.choice(live, size=k, replace=False).tolist()))
-                     for _ in range(math.ceil(len(live) / k))]
-            wins = _interleave(_windows(by_prod, k), _windows(by_rho, k), drawn)
+                     for _ in range(m)]
+            blocks = [_two_blocks(by_prod, k, rng) for _ in range(m)]
+            wins = _interleave(_windows(by_prod, k), _windows(by_rho, k), drawn, blocks)
         else:
             wins = _windows(by_prod, k)
         improved = False
