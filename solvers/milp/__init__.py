@@ -167,7 +167,13 @@ plans count. (3a) The checkpoint LP bound
 is a relaxation are in solvers/milp/checkpoint.py): a few thousand variables over the
 decisions, the forward stall and the backward stall plus recompute time; on the paper
 workloads it comes within 0.03% of the deficit bound (2a), which is the tighter of the two
-there, while the time-indexed model's LP does not finish.
+there, while the time-indexed model's LP does not finish. (3b) A large-neighbourhood
+search (:func:`~slackopt.solvers.milp.lns.lns`; Shaw 1998): windows of saved tensors
+(consecutive in production order, consecutive by c_t / s_t, drawn at random; 6 to 14
+tensors) are freed, the other tensors fixed to U's decisions, and each window is searched
+exactly by the enumeration's branch and bound (the deficit bound with every fixed
+decision, the memory floor, the compiled evaluator at the leaves); windows grow after a
+pass that improves nothing (a work limit, ``lns_plans`` simulated plans).
 (3) The LP relaxation (exact/aggregated tiers; its rounding is a candidate)
 and the MILP warm-started with U: a cutoff row keeps the MILP to plans whose model value
 beats U, after each solve a *no-good cut* excludes every simulated decision vector (so
@@ -177,11 +183,11 @@ L) / L <= OPTIMAL_REL_TOL`` (slackopt.solver, 1e-4), when the cut model is infea
 (then L = U / (1 + margin)), or at the time or iteration limit. Status "optimal": the plan
 is proven optimal for the evaluator within OPTIMAL_REL_TOL; "bounded": a plan and a valid
 bound with a larger gap (``info["gap"]``). Anytime: with the work limits fixed
-(``max_iterations``, ``search_calls``, ``enum_plans``), raising one of them replays the
-same phases and adds candidates, so the plan is never slower and the bound never lower
-(tests/test_milp.py, tests/test_milp_enumerate.py); a longer wall-clock limit runs the
-fixed-work phases (1)-(2b) to the same end before the MILP, so it never returns a plan
-slower than theirs.
+(``max_iterations``, ``search_calls``, ``enum_plans``, ``lns_plans``), raising one of
+them replays the same phases and adds candidates, so the plan is never slower and the
+bound never lower (tests/test_milp.py, tests/test_milp_enumerate.py,
+tests/test_milp_lns.py); a longer wall-clock limit runs the fixed-work phases (1)-(2b)
+and (3b) to the same end before the MILP, so it never returns a plan slower than theirs.
 
 Infeasible budgets: the model's floor (the smallest M at which it is feasible) has a
 closed form: every tensor swapped, each copy as slow as needed, so a swapped tensor is

@@ -39,6 +39,18 @@ subtree, where none runs or none is faster than the incumbent at the moment of t
 (U only decreases afterwards). So U is the minimum over all decision vectors: the bound
 is U itself, and when no vector runs, none exists (the budget is infeasible).
 
+Windows (:meth:`BranchAndBound.run` with ``free``, for
+:mod:`~slackopt.solvers.milp.lns`): the same search over the tensors of a window, every
+other tensor fixed to the incumbent's decision and entering both bounds as a fixed
+decision does (its keep or recomp footprint in the memory floor; as a recomp tensor,
+its bytes and rebuild time in the deficit bound). A complete window search returns the
+fastest plan that agrees with the incumbent outside the window; it proves nothing about
+other plans. The deficit bound of a node is computed in parts: the ops where keep-all
+exceeds M plus the D2H engine's bytes (:func:`_deficit_ops`, once), what the fixed prefix
+leaves at each (:func:`_fixed_deficits`, once per subtree), and the node's own decisions
+and the free tensors (:func:`_cover`), so the bound at a node costs O(those ops x window),
+not O(ops x saved tensors) (GPT-2 XL: 581 saved tensors).
+
 Deterministic: the order (tensors by size, then index; options keep, swap, recomp) and
 the bounds depend only on the instance, the budget and the incumbent it starts from; the
 work limit counts simulated plans, not seconds (a deadline only cuts the search short,
@@ -138,19 +150,56 @@ def _apply(prof, keep_x, rec_x, c, t, d, sign):
 
 
 @njit(cache=True)
-def _deficit_bound(dec, fixed, cost, s, c, t_star, M, nf, kprof, cap0, lastf, firstb,
-                   rho_order, W):
-    """:func:`deficit_bound` for the decisions ``dec[t]`` of the tensors with ``fixed[t]``
-    (`cost`: their recompute time, s); the others free. Returns s."""
+def _deficit_ops(kprof, cap0, M):
+    """The ops where the keep-all profile `kprof` exceeds M plus what the D2H engine can
+    have copied by then (`cap0`): the only ops where the deficit bound can exceed T*
+    (int64 array, increasing)."""
     n = kprof.shape[0]
-    nS = s.shape[0]
-    extra = 0.0
+    out = np.empty(n, dtype=np.int64)
+    m = 0
     for k in range(n):
+        if float(kprof[k] - M) - cap0[k] > 0.0:
+            out[m] = k
+            m += 1
+    return out[:m]
+
+
+@njit(cache=True)
+def _fixed_deficits(dec, fixed, s, c, nf, ops, kprof, cap0, M, lastf, firstb, W):
+    """Per op in `ops`, the deficit (bytes) that the tensors with ``fixed[t]`` and
+    ``dec[t] == RECOMP`` leave: absent between their last forward and first backward
+    reader, and in a backward op W c_t bytes of D2H time each (float64 [len(ops)])."""
+    nS = s.shape[0]
+    out = np.empty(ops.shape[0])
+    for i in range(ops.shape[0]):
+        k = ops[i]
         deficit = float(kprof[k] - M) - cap0[k]
-        if deficit <= 0.0:
-            continue
         bwd = k >= nf
         for t in range(nS):
+            if fixed[t] and dec[t] == RECOMP:
+                if lastf[t] < k < firstb[t]:
+                    deficit -= s[t]
+                if bwd:
+                    deficit -= W * c[t]
+        out[i] = deficit
+    return out
+
+
+@njit(cache=True)
+def _cover(deficits, ops, dec, fixed, more, s, c, nf, lastf, firstb, rho_free, W):
+    """The largest over the ops of the cheapest cover (s) of ``deficits`` (from
+    :func:`_fixed_deficits`) once the tensors in `more` that are fixed to recomp are
+    taken off too, by stall (W bytes per s) and the unfixed tensors of `rho_free`
+    (rebuildable tensors with bytes, by c_t / s_t) as fractional recomp items."""
+    extra = 0.0
+    for i in range(ops.shape[0]):
+        deficit = deficits[i]
+        if deficit <= 0.0:
+            continue
+        k = ops[i]
+        bwd = k >= nf
+        for j in range(more.shape[0]):
+            t = more[j]
             if fixed[t] and dec[t] == RECOMP:
                 if lastf[t] < k < firstb[t]:
                     deficit -= s[t]
@@ -159,8 +208,8 @@ def _deficit_bound(dec, fixed, cost, s, c, t_star, M, nf, kprof, cap0, lastf, fi
         if deficit <= 0.0:
             continue
         e = 0.0
-        for i in range(rho_order.shape[0]):
-            t = rho_order[i]
+        for q in range(rho_free.shape[0]):
+            t = rho_free[q]
             if fixed[t] or not lastf[t] < k < firstb[t]:
                 continue
             cap = s[t] + W * c[t] if bwd else float(s[t])
@@ -176,7 +225,19 @@ def _deficit_bound(dec, fixed, cost, s, c, t_star, M, nf, kprof, cap0, lastf, fi
             e += deficit / W
         if e > extra:
             extra = e
-    return t_star + cost + extra
+    return extra
+
+
+@njit(cache=True)
+def _deficit_bound(dec, fixed, cost, s, c, t_star, M, nf, kprof, cap0, lastf, firstb,
+                   rho_order, W):
+    """:func:`deficit_bound` for the decisions ``dec[t]`` of the tensors with ``fixed[t]``
+    (`cost`: their recompute time, s); the others free. Returns s."""
+    ops = _deficit_ops(kprof, cap0, M)
+    deficits = _fixed_deficits(dec, fixed, s, c, nf, ops, kprof, cap0, M, lastf, firstb, W)
+    more = np.zeros(0, dtype=np.int64)
+    return t_star + cost + _cover(deficits, ops, dec, fixed, more, s, c, nf, lastf, firstb,
+                                  rho_order, W)
 
 
 def _deficit_arrays(inst: Instance) -> tuple:
@@ -232,10 +293,11 @@ def deficit_bound(inst: Instance, M: int) -> float:
 def _subtree(n_fwd, op_dur, op_alloc, op_free, rd_ptr, rd_idx, out_ptr, out_idx, fr_ptr,
              fr_idx, s, c, rb_extra, ri_ptr, ri_idx, rdy_ptr, rdy_idx, M, W, duplex, lat,
              host_limit, order, nopt, base, keep_x, rec_x, dec0, d0, t_star, U, max_leaves,
-             nf, kprof, cap0, lastf, firstb, rho_order, W_):
+             nf, ops, kprof, cap0, lastf, firstb, rho_free, W_):
     """Depth-first search below the prefix ``order[:d0]`` fixed in `dec0` (d0 < len(order);
-    `base` the floor profile). Returns (best value, best decisions, leaves,
-    pruned by time, pruned by memory, finished)."""
+    `base` the floor profile; `ops` from :func:`_deficit_ops`; `rho_free` the rebuildable
+    tensors of ``order[d0:]`` by c_t / s_t). Returns (best value, best decisions, leaves,
+    pruned by time, pruned by memory, finished, found a plan faster than U)."""
     n = order.shape[0]
     dec = dec0.copy()
     prof = base.copy()
@@ -248,8 +310,11 @@ def _subtree(n_fwd, op_dur, op_alloc, op_free, rd_ptr, rd_idx, out_ptr, out_idx,
     for i in range(d0):
         cost += _apply(prof, keep_x, rec_x, c, order[i], dec[order[i]], 1)
         fixed[order[i]] = True
-    if _deficit_bound(dec, fixed, cost, s, c, t_star, M, nf, kprof, cap0, lastf, firstb,
-                      rho_order, W_) * (1.0 - SLACK) >= best:
+    # the prefix's share of the deficit bound, once; each node adds its own decisions
+    deficits = _fixed_deficits(dec, fixed, s, c, nf, ops, kprof, cap0, M, lastf, firstb, W_)
+    none = order[:0]
+    if (t_star + cost + _cover(deficits, ops, dec, fixed, none, s, c, nf, lastf, firstb,
+                               rho_free, W_)) * (1.0 - SLACK) >= best:
         return best, best_dec, 0, 1, 0, True, found
     if prof.max() > M:
         return best, best_dec, 0, 0, 1, True, found
@@ -277,8 +342,8 @@ def _subtree(n_fwd, op_dur, op_alloc, op_free, rd_ptr, rd_idx, out_ptr, out_idx,
         if prof.max() > M:
             p_mem += 1
             continue
-        if _deficit_bound(dec, fixed, cost, s, c, t_star, M, nf, kprof, cap0, lastf, firstb,
-                          rho_order, W_) * (1.0 - SLACK) >= best:
+        if (t_star + cost + _cover(deficits, ops, dec, fixed, order[d0:depth + 1], s, c, nf,
+                                   lastf, firstb, rho_free, W_)) * (1.0 - SLACK) >= best:
             p_time += 1
             continue
         if depth + 1 < n:
@@ -296,6 +361,129 @@ def _subtree(n_fwd, op_dur, op_alloc, op_free, rd_ptr, rd_idx, out_ptr, out_idx,
     return best, best_dec, leaves, p_time, p_mem, True, found
 
 
+class BranchAndBound:
+    """The branch and bound of this module (module docstring) for one instance and
+    budget, prepared once (the simulator's arrays, the keep and recomp footprints, the
+    deficit bound's arrays) and run any number of times: over every saved tensor
+    (:func:`enumerate_optimum`) or over a window of them with the others fixed to the
+    incumbent's decisions (:mod:`~slackopt.solvers.milp.lns`).
+
+    Args:
+        inst: the (lowered) instance.
+        M: the budget (bytes).
+
+    Memory: two int64 arrays [n_saved, n_ops] (GPT-2 XL: 581 x 1355, 6.3 MB each).
+    """
+
+    def __init__(self, inst: Instance, M: int) -> None:
+        self.inst, self.M = inst, int(M)
+        fs = _fast_static(inst)
+        link = inst.link
+        self._args = fs.args() + (self.M, float(link.bytes_per_s),
+                                  float(link.duplex_factor), float(link.copy_latency_s),
+                                  fs.host_limit)
+        c = np.asarray(inst.c, dtype=np.float64)
+        self.nopt = np.where(np.isfinite(c), 3, 2).astype(np.int64)
+        self.base, self._keep_x, self._rec_x = _footprints(inst)
+        nf, kprof, cap0, lastf, firstb, rho_order, W = _deficit_arrays(inst)
+        self._dq = (nf, _deficit_ops(kprof, cap0, self.M), kprof, cap0, lastf, firstb)
+        self._rho_order, self._W = rho_order, W
+
+    def run(self, inc: Incumbent, max_plans: int, deadline: float,
+            free: np.ndarray | None = None, source: str = "enumeration") -> EnumResult:
+        """Search the decision vectors that agree with the incumbent outside `free`,
+        improving `inc` in place.
+
+        Args:
+            inc: the incumbent, of this instance and budget (its step time is the first
+                cutoff U; every faster plan found becomes the incumbent, with `source`).
+            max_plans: most plans simulated (a work limit); the search stops, incomplete,
+                when the next one would exceed it.
+            deadline: ``time.perf_counter()`` time after which no new subtree is started.
+            free: the saved tensors searched (int indices, any order, no repeats); the
+                others keep ``inc.dec``'s decisions. None: every saved tensor.
+            source: the incumbent's source for the plans found.
+
+        Returns:
+            The :class:`EnumResult` over the searched space (``space``: the decision
+            vectors of the free tensors). ``complete`` means every one was simulated or
+            pruned; ``bound_s`` (U) is set only when `free` is None (then it proves
+            the optimum), as a window's optimum proves nothing about other plans.
+
+        Raises:
+            ValueError: `inc` is of another instance or budget, `free` is given without
+                an incumbent, or names a tensor out of range or twice.
+        """
+        inst = self.inst
+        if inc.inst is not inst or inc.M != self.M:
+            raise ValueError("BranchAndBound.run: the incumbent is of another instance or "
+                             "budget than the search was prepared for")
+        nS = int(inst.n_saved)
+        s = np.asarray(inst.s, dtype=np.int64)
+        nopt = self.nopt
+        if free is None:
+            dec = np.zeros(nS, dtype=np.int8)
+            fixed_part = np.zeros(0, dtype=np.int64)
+            free = np.arange(nS, dtype=np.int64)
+        else:
+            if inc.dec is None:
+                raise ValueError("BranchAndBound.run: a window (free) needs an incumbent "
+                                 "to fix the other tensors to")
+            free = np.asarray(free, dtype=np.int64)
+            if free.size and (free.min() < 0 or free.max() >= nS
+                              or np.unique(free).size != free.size):
+                raise ValueError(f"BranchAndBound.run: free must name distinct saved "
+                                 f"tensors in [0, {nS}), got {free.tolist()}")
+            dec = np.asarray(inc.dec, dtype=np.int8).copy()
+            mask = np.ones(nS, dtype=np.bool_)
+            mask[free] = False
+            fixed_part = np.flatnonzero(mask).astype(np.int64)
+        whole = fixed_part.size == 0
+        free_sorted = sorted(free.tolist(), key=lambda t: (-int(s[t]), t))
+        order = np.concatenate([fixed_part, np.array(free_sorted, dtype=np.int64)])
+        space = math.prod(int(nopt[t]) for t in free_sorted)
+        out = EnumResult(False, None, 0, 0, 0, space)
+        if max_plans <= 0:
+            return out
+        if len(free_sorted) == 0:
+            if whole:   # no saved tensor: the empty plan is the only one
+                inc.consider(dec, source)
+            out.complete, out.simulated = True, 1 if whole else 0
+            out.bound_s = inc.step_s if whole and inc.dec is not None else None
+            return out
+        if whole and self.base.max(initial=0) > self.M:
+            out.complete, out.pruned_memory = True, 1   # the memory bound: no plan runs
+            return out
+        in_free = np.zeros(nS, dtype=np.bool_)
+        in_free[free] = True
+        rho_free = self._rho_order[in_free[self._rho_order]]
+        t_star = float(inst.ideal_time_s)
+        # fixed prefixes: the shortest whose subtrees hold at most CHUNK_PLANS nominal plans
+        depth = fixed_part.size
+        while depth < nS and math.prod(int(nopt[t]) for t in order[depth:]) > CHUNK_PLANS:
+            depth += 1
+        for pre in _prefixes(order[fixed_part.size:depth], nopt):
+            if time.perf_counter() >= deadline:
+                return out
+            d = dec.copy()
+            d[order[fixed_part.size:depth]] = pre
+            best, best_dec, leaves, pt, pm, done, found = _subtree(
+                *self._args, order, nopt, self.base, self._keep_x, self._rec_x, d, depth,
+                t_star, inc.step_s, max_plans - out.simulated, *self._dq, rho_free,
+                self._W)
+            out.simulated += int(leaves)
+            out.pruned_time += int(pt)
+            out.pruned_memory += int(pm)
+            inc.evaluations += int(leaves)
+            if found:
+                inc.consider(best_dec.astype(np.int8), source)
+            if not done:
+                return out
+        out.complete = True
+        out.bound_s = inc.step_s if whole and inc.dec is not None else None
+        return out
+
+
 def enumerate_optimum(inc: Incumbent, max_plans: int, deadline: float) -> EnumResult:
     """Branch and bound over every decision vector of ``inc.inst`` at ``inc.M`` (module
     docstring), starting from the incumbent `inc` and improving it in place.
@@ -311,52 +499,7 @@ def enumerate_optimum(inc: Incumbent, max_plans: int, deadline: float) -> EnumRe
         The :class:`EnumResult`; ``complete`` proves that the incumbent (if any) is the
         optimum of the evaluator's semantics, and that no plan runs if there is none.
     """
-    inst = inc.inst
-    nS = int(inst.n_saved)
-    space = search_space(inst)
-    out = EnumResult(False, None, 0, 0, 0, space)
-    if max_plans <= 0:
-        return out
-    fs = _fast_static(inst)
-    link = inst.link
-    args = fs.args() + (int(inc.M), float(link.bytes_per_s), float(link.duplex_factor),
-                        float(link.copy_latency_s), fs.host_limit)
-    c = np.asarray(inst.c, dtype=np.float64)
-    s = np.asarray(inst.s, dtype=np.int64)
-    nopt = np.where(np.isfinite(c), 3, 2).astype(np.int64)
-    order = np.array(sorted(range(nS), key=lambda t: (-int(s[t]), t)), dtype=np.int64)
-    base, keep_x, rec_x = _footprints(inst)
-    t_star = float(inst.ideal_time_s)
-    M = int(inc.M)
-    if nS == 0:
-        inc.consider(np.zeros(0, dtype=np.int8), "enumeration")
-        return EnumResult(True, inc.step_s if inc.dec is not None else None, 1, 0, 0, 1)
-    if base.max(initial=0) > M:     # the memory bound with nothing fixed: no plan runs
-        return EnumResult(True, None, 0, 0, 1, space)
-    dq = _deficit_arrays(inst)
-    # fixed prefixes: the shortest whose subtrees hold at most CHUNK_PLANS nominal plans
-    depth = 0
-    while depth < nS and math.prod(int(nopt[t]) for t in order[depth:]) > CHUNK_PLANS:
-        depth += 1
-    for pre in _prefixes(order[:depth], nopt):
-        if time.perf_counter() >= deadline:
-            return out
-        dec = np.zeros(nS, dtype=np.int8)
-        dec[order[:depth]] = pre
-        best, best_dec, leaves, pt, pm, done, found = _subtree(
-            *args, order, nopt, base, keep_x, rec_x, dec, depth, t_star, inc.step_s,
-            max_plans - out.simulated, *dq)
-        out.simulated += int(leaves)
-        out.pruned_time += int(pt)
-        out.pruned_memory += int(pm)
-        inc.evaluations += int(leaves)
-        if found:
-            inc.consider(best_dec.astype(np.int8), "enumeration")
-        if not done:
-            return out
-    out.complete = True
-    out.bound_s = inc.step_s if inc.dec is not None else None
-    return out
+    return BranchAndBound(inc.inst, inc.M).run(inc, max_plans, deadline)
 
 
 def _prefixes(order: np.ndarray, nopt: np.ndarray) -> Iterator[tuple[int, ...]]:

@@ -20,6 +20,7 @@ from slackopt.solvers.milp.backends import _BACKEND_CLASSES, BACKENDS, lp_relaxa
 from slackopt.solvers.milp.checkpoint import checkpoint_bound
 from slackopt.solvers.milp.enumerate import deficit_bound, enumerate_optimum
 from slackopt.solvers.milp.incumbent import recompute_only_incumbent
+from slackopt.solvers.milp.lns import lns
 from slackopt.solvers.milp.model import _INF, ModelTimeout, build_model, model_floor
 from slackopt.solvers.milp.primal import Incumbent, improve
 
@@ -135,6 +136,9 @@ class MILP(BaseSolver):
             (:func:`~slackopt.solvers.milp.enumerate.enumerate_optimum`; instances with
             at most ``ENUM_MAX_SAVED`` saved tensors); a search that ends within it
             proves the optimum and the model is not built. 0 turns it off.
+        lns_plans: most plans the large-neighbourhood search simulates
+            (:func:`~slackopt.solvers.milp.lns.lns`, after the bounds, before the
+            model; every tier). 0 turns it off.
         progress: print the incumbent, the bound and the gap on stderr as the solve
             goes (after each phase, at most every 2 s; only solves longer than 3 s);
             None (default): when stderr is a terminal.
@@ -159,6 +163,7 @@ class MILP(BaseSolver):
         "steps": _StepsParam(int, min=1, none=True), "max_iterations": Param(int, min=1),
         "patience": Param(int, min=1, none=True), "local_search": Param(bool),
         "search_calls": Param(int, min=0), "enum_plans": Param(int, min=0),
+        "lns_plans": Param(int, min=0),
         "seed": Param(int),
         "progress": Param(bool, none=True), "verbose": Param(bool),
         "lagging": Param(bool, none=True), "binary_placement": Param(bool, none=True),
@@ -171,7 +176,7 @@ class MILP(BaseSolver):
                  tier: str = "auto", steps: str | int | None = None,
                  max_iterations: int = 100, patience: int | None = None,
                  local_search: bool = True, search_calls: int = 20_000,
-                 enum_plans: int = 1_000_000, seed: int = 0,
+                 enum_plans: int = 1_000_000, lns_plans: int = 1_000_000, seed: int = 0,
                  progress: bool | None = None, verbose: bool = False,
                  lagging: bool | None = None, binary_placement: bool | None = None,
                  integral_copies: bool | None = None, fifo: bool | None = None,
@@ -189,6 +194,7 @@ class MILP(BaseSolver):
         self.local_search = local_search
         self.search_calls = search_calls
         self.enum_plans = enum_plans
+        self.lns_plans = lns_plans
         self.seed = seed
         self.progress = progress
         self.verbose = verbose
@@ -261,7 +267,10 @@ class MILP(BaseSolver):
         (2b) on instances with
         at most ``ENUM_MAX_SAVED`` saved tensors, the exact enumeration (at most
         ``enum_plans`` plans simulated; when it completes the status is "optimal" with
-        L = U, or "infeasible", and the model is skipped); (3) the model: its LP
+        L = U, or "infeasible", and the model is skipped); (3a) the checkpoint LP bound;
+        (3b) the large-neighbourhood search (``lns``, at most ``lns_plans`` plans
+        simulated: windows of saved tensors searched exactly, the others fixed to the
+        incumbent); (3) the model: its LP
         relaxation (exact/aggregated tiers) and the MILP with no-good cuts, warm-started
         with the incumbent, each new MILP incumbent followed by a local search.
 
@@ -279,7 +288,9 @@ class MILP(BaseSolver):
             ``settings``, ``tier``, ``solve_time_s``, ``model`` (size, options, build
             time), ``evaluations``, ``phases`` (U and L after each phase), ``iterations``
             and their ``log``, ``enumeration`` (complete, plans simulated, subtrees
-            pruned by time and by memory, the number of decision vectors).
+            pruned by time and by memory, the number of decision vectors), ``lns``
+            (windows searched, plans simulated, windows that improved, passes, last
+            window size, converged).
         """
         t0 = run.started
         inst = instance
@@ -414,6 +425,20 @@ class MILP(BaseSolver):
         if inc.dec is not None and (inc.step_s - lower) <= OPTIMAL_REL_TOL * lower:
             info.update({"iterations": 0, "log": []})
             return self._finish(result, inc, lower, None)
+
+        # (3b) Large-neighbourhood search (solvers/milp/lns.py): windows of saved tensors
+        # searched exactly by the enumeration's branch and bound, the other tensors fixed
+        # to the incumbent; fixed work (lns_plans simulated plans), deterministic; after
+        # the bounds, so that it never takes their time.
+        if self.lns_plans > 0 and inc.dec is not None:
+            ln = lns(inc, self.lns_plans, seed, deadline)
+            info["lns"] = {"windows": ln.windows, "simulated": ln.simulated,
+                           "improved": ln.improved, "passes": ln.passes,
+                           "window_size": ln.window_size, "converged": ln.converged}
+            mark("lns")
+            if (inc.step_s - lower) <= OPTIMAL_REL_TOL * lower:
+                info.update({"iterations": 0, "log": []})
+                return self._finish(result, inc, lower, None)
 
         # (3) The model. Building it is pure Python (GPT-2 XL's aggregated model: about
         # 3 s); skip it when it cannot pay off before the deadline.
