@@ -27,6 +27,7 @@ from slackopt.simulate import simulate
 from slackopt.solver import OPTIMAL_REL_TOL
 from slackopt.solvers.milp import MILP, _ScipBackend, build_model, model_floor
 from slackopt.solvers.milp.checkpoint import checkpoint_bound
+from slackopt.solvers.milp.timing_bound import timing_bound
 from slackopt.solvers.slackswap import SlackSwap
 
 US = 1e-6
@@ -269,3 +270,21 @@ def test_checkpoint_bound_below_every_solvers_plan(name, frac):
     assert ran >= 3
     if name.startswith("chain"):
         assert b > inst.ideal_time_s * 1.02
+
+
+# ---------------------------------------------------------------- the timing MILP bound
+@settings(max_examples=4 * EXAMPLES, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(seed=st.integers(0, 2**32 - 1))
+def test_timing_bound_valid_on_random_instances(seed):
+    """timing_bound (solvers/milp/timing_bound.py), MILP and LP, never exceeds the
+    enumerated optimum and never goes below T*."""
+    inst, M = random_instance(seed)
+    times = enumerate_plans(inst, M)
+    opt = min(times.values())
+    for integer in (True, False):
+        b, info = timing_bound(inst, M, 30.0, integer=integer)
+        if b is None:
+            continue
+        assert b >= inst.ideal_time_s * (1 - 1e-12)
+        assert b <= opt * (1 + 1e-9), (integer, b, opt, min(times, key=times.get), info)

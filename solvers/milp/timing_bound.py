@@ -1,0 +1,371 @@
+"""A decision MILP whose proven dual bound is a lower bound on the step time: memory at
+*every* op with a keep-all excess over M, forward and backward, where a swap counts as
+absent only when its D2H has ended in time on the serial D2H engine and its H2D fits
+before its next reader, and recomp chains keep their rebuilt recipe inputs resident.
+
+It sharpens the checkpoint LP (solvers/milp/checkpoint.py) in three ways: D2H timing at
+every op with an excess, not at four forward checkpoints (elsewhere the LP counts a swap
+freed at once); backward ops get the same timing (the LP's backward rows count a swap
+absent with no copy at all), plus H2D windows that start at the op; and the decisions
+are binary, solved by SCIP, whose proven *dual* bound (best bound) is used, so the bound
+holds when the search stops early. The LP relaxation (GLOP) is the fallback.
+
+The model (times in microseconds, memory in P / 1e4 bytes; ``w_t = latency + s_t / W``
+the shortest a copy of t can last; S_k, E_k ideal start and end of op k, T_F the ideal
+end of the forward pass; K the ops whose keep-all profile exceeds M):
+
+- binaries ``xs_t, xr_t``, ``xs + xr <= 1`` (no ``xr`` when c_t = inf); ``Sf >= 0`` the
+  forward stall, ``Xb >= 0`` the backward stall plus the recompute time; objective
+  ``min Sf + Xb``; the bound is ``T* + dual bound``. ``Xb >= sum_t c_t xr_t``.
+- For k in K, tensor t *absent-able at k*: live at k (produced at or before k, last
+  backward reader at or after k), its forward readers and ready op before k, and k not a
+  reader of t. Binary ``z_tk <= xs_t`` (t is a swap with no device copy and no H2D
+  buffer at the real start of k).
+- Memory at k in K: ``static_k + sum_{t live at k} s_t res_tk <= M``, where res counts
+  what is surely resident: 1 while k <= lastfwd_t; after it, a keep 1, a swap
+  ``xs_t - z_tk``, a recomp 0 before its first backward reader and 1 from it on;
+  before that, in the backward pass, a recomp tensor read by the recipe of a recomp
+  tensor already rebuilt by k counts ``a_tk >= xr_t + R_uk - 1`` (``R_uk = xr_u`` when
+  firstbwd_u <= k, else ``a_uk``).
+- D2H at k in K, for each threshold theta among the ready times of the absent-able
+  tensors: ``sum_{r_t >= theta} w_t z_tk <= S_k - theta + Sf (+ Xb for backward k)``.
+- H2D after the forward pass: ``h_t >= z_tk`` for k < firstbwd_t; for each backward op
+  j: ``sum_{firstbwd_t <= j} w_t h_t <= (S_j - T_F) + Xb``.
+- H2D window at backward k in K: with ``next_t(k)`` the first backward reader of t
+  after k, for each j among them: ``sum_{next_t(k) <= j} w_t z_tk <= (S_j - S_k) + Xb``.
+
+Why every plan the barrier-free runtime runs to the end satisfies it with its own values
+(../shared/spec/semantics.md): set ``xs, xr`` to its decisions, ``Sf`` to its forward
+stall and ``Xb`` to its backward stall plus recompute time (``T - T* = Sf + Xb``, the
+evaluator's exact split), ``z_tk = 1`` iff t is a swap with neither its device copy nor
+an H2D buffer of it allocated at the real start of op k (when k's allocations are made),
+``h_t = 1`` iff some such k lies before t's first backward reader, ``a_tk`` its lower
+bound. The real start of op k is ``S_k`` plus the stalls and rebuilds before it, at most
+``S_k + Sf`` in the forward pass and ``S_k + Sf + Xb`` in the backward pass.
+
+- Memory: at the instant op k's allocations are made, the non-saved tensors and
+  workspace of op k (``static_profile``) and the saved tensors counted in res are
+  resident: a tensor before the end of its last forward reader; a keep to the end of
+  its last backward reader; a swap not absent by definition of z (a reader of t has it
+  resident: it waits for the H2D or uses the lagging device copy); a recomp tensor from
+  its rebuild, which runs before its first backward reader, to its last reader. A recomp
+  tensor u rebuilt by k had its recipe inputs resident at its rebuild (a recipe input
+  that is itself recomp is rebuilt first, and a rebuilt tensor is freed only after its
+  last reader, here a backward op at or after its own first backward reader > k), so a
+  recomp input t of u is resident at k: ``a_tk = 1`` is allowed when both are recomp,
+  and ``a >= xr_t + R_uk - 1`` holds for every assignment. Memory never exceeds M;
+  everything else resident only adds to the left side.
+- D2H: a swap absent at k had its device copy freed, which needs its D2H ended, so that
+  D2H ran inside [the real end of its ready op, the real start of k]; the former is no
+  earlier than the ideal r_t (stalls only delay). The D2H engine runs one copy at a time
+  and each lasts at least w_t (latency, then s_t at W; the duplex rate and the FIFO
+  order only slow it down), so the copies with ``r_t >= theta`` need ``sum w_t`` inside
+  ``[theta, real S_k]``. Other copies the engine ran are left out.
+- H2D after the forward pass: a swap absent at some k before its first backward reader
+  needs an H2D (no device copy left to use) that starts after the real end of the forward
+  pass (no H2D starts earlier) and ends before that reader starts; the H2D engine is
+  serial; the real time between them is ``S_j - T_F`` plus backward stalls and rebuilds
+  before j, ``<= (S_j - T_F) + Xb``. Re-fetches, reads by rebuilds and the queue order
+  are left out.
+- H2D window: a swap absent at backward op k needs an H2D for its next backward reader
+  j after k; that H2D starts after the real start of k (no buffer then) and ends before
+  the real start of j; the real time between them is ``S_j - S_k`` plus the stalls and
+  rebuilds between them, ``<= (S_j - S_k) + Xb``; the H2D engine is serial.
+- Recompute: every recomp tensor is rebuilt once (it is saved, so a backward op reads
+  it), a task of duration c_t on the compute stream, inside ``Xb``.
+
+So the assignment of a run is feasible with objective ``T - T*``: the MILP optimum is at
+most that, and so is every dual bound SCIP proves (and the LP optimum). Instances with
+views (``Instance.aliased``) get no bound (per-view sizes would count a storage twice).
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from slackopt.instance import Instance
+from slackopt.solvers.milp.backends import _ScipBackend, lp_relaxation
+from slackopt.solvers.milp.checkpoint import bound_arrays
+from slackopt.solvers.milp.model import _INF, TIME_UNIT_S, ModelTimeout, _Lin
+
+MAX_UNITS = 6_000
+"""The MILP is built only when ``n_saved * |K|`` (absent-able pairs, at most) is at most
+this; larger instances keep the checkpoint LP alone."""
+MAX_THRESHOLDS = 64
+"""Ready-time thresholds per op (a subset only weakens the bound)."""
+
+
+def build_timing_model(inst: Instance, M: int, *, integer: bool = True,
+                       deadline: float | None = None) -> tuple[_Lin, dict] | None:
+    """The model of the module docstring.
+
+    Args:
+        inst: the instance (no views).
+        M: budget (bytes).
+        integer: binary decisions (else their LP relaxation).
+        deadline: perf_counter time after which building stops with ModelTimeout.
+
+    Returns:
+        (model, info with its size), or None when the instance has views, no saved
+        tensor, or no op with a keep-all excess over M.
+    """
+    a_ = bound_arrays(inst, M)
+    if a_ is None:
+        return None
+    n, nf, nS = inst.n_ops, inst.n_fwd, inst.n_saved
+    tu, mu, Mu, sm, c = a_.tu, a_.mu, a_.Mu, a_.sm, a_.c
+    w, r, start, TF = a_.w, a_.r, a_.start, a_.TF
+    prod, lastf, ready, firstb, lastb = a_.prod, a_.lastf, a_.ready, a_.firstb, a_.lastb
+    static, live, rec = a_.static, a_.live, a_.rec
+    keep = np.asarray(inst.keep_all_profile, dtype=np.int64) / mu
+    bwd_readers = [sorted({int(j) for j in inst.saved_reader_idx[t].tolist() if j >= nf})
+                   for t in range(nS)]
+    K = [k for k in range(n) if keep[k] > Mu]
+    if not K:
+        return None
+    # recomp tensors u whose recipe reads t (both rebuildable, t with bytes)
+    readers_of: dict[int, list[int]] = {}
+    for u in rec:
+        for t in inst.recipe_inputs[u]:
+            if t in rec and t != u:
+                readers_of.setdefault(int(t), []).append(u)
+
+    lin = _Lin(deadline)
+    xs = {t: lin.var(0, 1, integer, name=f"xs{t}") for t in live}
+    xr = {t: lin.var(0, 1, integer, name=f"xr{t}") for t in rec}
+    for t in rec:
+        lin.row([(xs[t], 1.0), (xr[t], 1.0)], hi=1.0)
+    Sf = lin.var(0, _INF, obj=1.0, name="Sf")
+    Xb = lin.var(0, _INF, obj=1.0, name="Xb")
+    lin.row([(Xb, 1.0)] + [(xr[t], -c[t] / tu) for t in rec], lo=0.0)
+    h: dict[int, int] = {}
+    n_z = 0
+    early_cache: dict[int, dict[int, int]] = {}
+
+    def early(j: int) -> dict[int, int]:
+        """``a_tj`` for backward op j: t recomp and rebuilt before op j starts although its
+        first backward reader comes later (a recomp tensor whose recipe reads t was
+        rebuilt by then): ``a = xr_t AND OR_u R_uj``, linearised exactly."""
+        if j in early_cache:
+            return early_cache[j]
+        a: dict[int, int] = {}
+        done: set[int] = set()
+
+        def visit(t: int) -> None:
+            if t in done:
+                return
+            done.add(t)
+            by = []
+            for u in readers_of.get(t, []):
+                if firstb[u] <= j:
+                    by.append(xr[u])
+                else:
+                    visit(u)
+                    if u in a:
+                        by.append(a[u])
+            if by:
+                a[t] = lin.var(0, 1, name=f"a{t}_{j}")
+                lin.row([(a[t], 1.0), (xr[t], -1.0)], hi=0.0)
+                lin.row([(a[t], 1.0)] + [(v, -1.0) for v in by], hi=0.0)
+                for v in by:
+                    lin.row([(a[t], 1.0), (xr[t], -1.0), (v, -1.0)], lo=-1.0)
+
+        for t in rec:
+            if firstb[t] > j:
+                visit(t)
+        early_cache[j] = a
+        return a
+
+    B: dict[int, int] = {}
+
+    def delay(j: int) -> int:
+        """B_j: backward stalls and rebuilds before the real start of backward op j;
+        ``Xb >= B_j + sum c_t`` over the recomp tensors rebuilt after it starts."""
+        if j not in B:
+            B[j] = lin.var(0, _INF, name=f"B{j}")
+            a = early(j)
+            lin.row([(Xb, 1.0), (B[j], -1.0)]
+                    + [(xr[t], -c[t] / tu) for t in rec if firstb[t] > j]
+                    + [(a[t], c[t] / tu) for t in a], lo=0.0)
+        return B[j]
+    # FIFO D2H queue, by ready op: Q[g] <= the time the engine has finished every swap
+    # queued through group g, and >= that group's ready time
+    groups = sorted({int(ready[t]) for t in live})
+    gpos = {g: i for i, g in enumerate(groups)}
+    Q = []
+    for g in groups:
+        mem = [t for t in live if ready[t] == g]
+        q = lin.var(0, _INF, name=f"Q{g}")
+        rg = float(r[mem[0]])
+        lin.row([(q, 1.0)] + [(xs[t], -w[t]) for t in mem], lo=rg)
+        if Q:
+            lin.row([(q, 1.0), (Q[-1], -1.0)] + [(xs[t], -w[t]) for t in mem], lo=0.0)
+        Q.append(q)
+    # before[t]: the queue before t's group (None for the first); no_drop[i]: the
+    # smallest last backward reader among the tensors of groups before group i
+    no_drop = [n] * (len(groups) + 1)
+    for i, g in enumerate(groups):
+        lb = min(int(lastb[t]) for t in live if ready[t] == g)
+        no_drop[i + 1] = min(no_drop[i], lb)
+    q_max = float(r.max()) + float(w[live].sum()) if live else 0.0
+    z_prev: dict[int, int] = {}     # t -> its z at the previous forward op of K
+
+    for k in K:
+        backward = k >= nf
+        livek = [t for t in live if prod[t] <= k <= lastb[t]]
+        elig = [t for t in livek if lastf[t] < k and ready[t] < k and k not in bwd_readers[t]]
+        z = {t: lin.var(0, 1, integer, name=f"z{t}_{k}") for t in elig}
+        n_z += len(z)
+        for t in elig:
+            lin.row([(z[t], 1.0), (xs[t], -1.0)], hi=0.0)
+            if not backward:
+                if t in z_prev:     # freed in the forward pass: stays freed till T_F
+                    lin.row([(z[t], 1.0), (z_prev[t], -1.0)], lo=0.0)
+                z_prev[t] = z[t]
+            i = gpos[int(ready[t])]
+            if i > 0 and no_drop[i] >= k:
+                # FIFO: every swap queued before t ran before t's D2H ended
+                bm = max(0.0, q_max - float(start[k]))
+                lin.row([(Q[i - 1], 1.0), (Sf, -1.0)] + ([(delay(k), -1.0)] if backward else [])
+                        + [(z[t], w[t] + bm)], hi=float(start[k]) + bm)
+            if k < firstb[t]:
+                if t not in h:
+                    h[t] = lin.var(0, 1, name=f"h{t}")
+                lin.row([(h[t], 1.0), (z[t], -1.0)], lo=0.0)
+        # recomp tensors rebuilt early, resident before their first backward reader
+        a = early(k) if backward else {}
+        const = float(static[k])
+        terms: list[tuple[int, float]] = []
+        for t in livek:
+            const += sm[t]
+            if k <= lastf[t]:
+                continue
+            if t in z:
+                terms.append((z[t], -sm[t]))
+            if t in xr and k < firstb[t]:
+                terms.append((xr[t], -sm[t]))
+                if t in a:
+                    terms.append((a[t], sm[t]))
+        lin.row(terms, hi=Mu - const)
+        if not elig:
+            continue
+        # D2H: suffix sums over ready time (latest first)
+        stall = [(Sf, -1.0)] + ([(delay(k), -1.0)] if backward else [])
+        order = sorted(elig, key=lambda t: -r[t])
+        thetas = sorted({float(r[t]) for t in elig}, reverse=True)
+        if len(thetas) > MAX_THRESHOLDS:
+            idx = np.linspace(0, len(thetas) - 1, MAX_THRESHOLDS).round().astype(int)
+            thetas = [thetas[i] for i in sorted(set(idx.tolist()))]
+        _prefix_rows(lin, [[t for t in order if r[t] >= th] for th in thetas],
+                     {t: (z[t], w[t]) for t in elig},
+                     [float(start[k]) - th for th in thetas], stall)
+        if backward:
+            # H2D window: from the real start of k to the next reader's
+            nxt = {t: next(j for j in bwd_readers[t] if j > k) for t in elig}
+            js = sorted(set(nxt.values()))
+            _prefix_rows(lin, [[t for t in elig if nxt[t] <= j] for j in js],
+                         {t: (z[t], w[t]) for t in elig},
+                         [float(start[j] - start[k]) for j in js],
+                         [[(delay(j), -1.0)] for j in js])
+
+    # H2D after the forward pass: prefix sums over first backward reader
+    if h:
+        js = sorted({int(firstb[t]) for t in h})
+        _prefix_rows(lin, [[t for t in h if firstb[t] <= j] for j in js],
+                     {t: (h[t], w[t]) for t in h},
+                     [float(start[j]) - TF for j in js], [[(delay(j), -1.0)] for j in js])
+    info = {"ops_timed": len(K), "absent_vars": n_z, **lin.stats()}
+    return lin, info
+
+
+def _prefix_rows(lin: _Lin, groups: list[list[int]], item: dict[int, tuple[int, float]],
+                 rhs: list[float], stall: list) -> None:
+    """Rows ``sum_{t in groups[i]} coef_t var_t + stall_i <= rhs[i]`` for nested groups
+    (each contains the one before), with one running-sum variable per group; `stall`:
+    the terms of every row, or a list of them per row."""
+    q = None
+    done: set[int] = set()
+    if not stall or isinstance(stall[0], tuple):
+        stall = [stall] * len(groups)
+    for grp, hi, st in zip(groups, rhs, stall, strict=True):
+        new = [t for t in grp if t not in done]
+        done.update(new)
+        if new or q is None:
+            qn = lin.var(0, _INF)
+            lin.row([(qn, 1.0)] + ([(q, -1.0)] if q is not None else [])
+                    + [(item[t][0], -item[t][1]) for t in new], 0.0, 0.0)
+            q = qn
+        lin.row([(q, 1.0)] + st, hi=hi)
+
+
+def timing_bound(inst: Instance, M: int, time_limit_s: float = 30.0, *,
+                 deadline: float | None = None, integer: bool = True, seed: int = 0,
+                 max_units: int = MAX_UNITS) -> tuple[float | None, dict]:
+    """A lower bound (s) on the step time of every plan that the barrier-free runtime
+    runs under budget `M` (bytes): T* plus SCIP's proven dual bound of the MILP in the
+    module docstring (or GLOP's LP optimum when ``integer`` is false or SCIP proves no
+    finite bound).
+
+    Args:
+        inst: the instance.
+        M: budget (bytes).
+        time_limit_s: wall-clock limit for building and solving (s).
+        deadline: perf_counter time after which nothing new starts (then the bound found
+            so far, or None).
+        integer: solve the MILP (SCIP, one thread, seed `seed`); else the LP only.
+        seed: SCIP's random seed (the bound is valid whatever it is).
+        max_units: build the MILP only when ``n_saved * |K| <= max_units`` (|K|: ops with
+            a keep-all excess over M).
+
+    Returns:
+        (bound in s or None, info: ``ops_timed``, model size, ``method``, ``status``,
+        ``seconds``, why it stopped). The bound is never below T*; None when the
+        instance has views, is too large, or nothing finished in time.
+    """
+    t0 = time.perf_counter()
+    end = t0 + float(time_limit_s)
+    if deadline is not None:
+        end = min(end, deadline)
+    info: dict = {}
+    T_star = float(inst.ideal_time_s)
+    keep = np.asarray(inst.keep_all_profile, dtype=np.int64)
+    nK = int((keep > M).sum()) if keep.size else 0
+    if nK == 0:
+        info.update(seconds=0.0, status="no op exceeds M")
+        return (T_star if inst.n_ops else None), info
+    if inst.n_saved * nK > max_units:
+        info.update(seconds=0.0, status=f"too large: {inst.n_saved} x {nK} > {max_units}")
+        return None, info
+    try:
+        built = build_timing_model(inst, M, integer=integer, deadline=end)
+    except ModelTimeout as e:
+        info.update(seconds=time.perf_counter() - t0, status=str(e))
+        return None, info
+    if built is None:
+        info.update(seconds=time.perf_counter() - t0, status="no model (views or no tensor)")
+        return None, info
+    lin, minfo = built
+    info.update(minfo)
+    val = None
+    try:
+        if integer:
+            be = _ScipBackend(lin, threads=1, seed=seed, rel_gap=0.0, deadline=end)
+            sol = be.solve(max(0.05, end - time.perf_counter()), None)
+            info.update(method="scip", status=sol.status)
+            if sol.status == "infeasible":
+                # no assignment at all: no plan runs; no bound is stated here
+                info.update(seconds=time.perf_counter() - t0)
+                return None, info
+            val = sol.bound
+        if val is None and end - time.perf_counter() > 0.05:
+            v, _ = lp_relaxation(lin, max(0.05, end - time.perf_counter()), deadline=end)
+            info.update(method="glop", status="optimal" if v is not None else "unsolved")
+            val = v
+    except ModelTimeout as e:
+        info.update(status=str(e))
+    info["seconds"] = time.perf_counter() - t0
+    if val is None:
+        return None, info
+    return max(T_star, (T_star / TIME_UNIT_S + val * (1.0 - 1e-9)) * TIME_UNIT_S), info
