@@ -22,6 +22,7 @@ from slackopt.solvers.milp.enumerate import deficit_bound, enumerate_optimum
 from slackopt.solvers.milp.incumbent import recompute_only_incumbent
 from slackopt.solvers.milp.model import _INF, ModelTimeout, build_model, model_floor
 from slackopt.solvers.milp.primal import Incumbent, improve
+from slackopt.solvers.milp.timing_bound import timing_bound
 
 TIERS = ("auto", "full", "exact", "aggregated")
 
@@ -42,6 +43,9 @@ ENUM_MAX_SAVED = 24
 """The exact enumeration (:mod:`~slackopt.solvers.milp.enumerate`) runs only up to this
 many saved tensors: beyond, its bounds leave too many plans for the work limit, and
 the time is the model's."""
+TIMING_SHARE = 0.7
+"""Share of the time left that the timing MILP bound (phase 3b) may use; the rest is the
+time-indexed model's."""
 BUILD_S_PER_UNIT = 5e-6
 """Model build time (s) per op x saved tensor, from above (GPT-2 XL: 1355 ops x 581
 saved tensors, 3.0 s on a shared 2-core machine): the model is skipped when the time
@@ -411,6 +415,27 @@ class MILP(BaseSolver):
         if cb is not None:
             lower = max(lower, cb)
         mark("checkpoint_bound")
+        if inc.dec is not None and (inc.step_s - lower) <= OPTIMAL_REL_TOL * lower:
+            info.update({"iterations": 0, "log": []})
+            return self._finish(result, inc, lower, None)
+
+        # (3b) The timing MILP bound (solvers/milp/timing_bound.py): memory, D2H and H2D
+        # timing at every op with an excess, binary decisions, SCIP's proven dual bound
+        # (valid for every plan, also when SCIP stops early) within a share of the time
+        # left; its best assignment read as a plan is a candidate.
+        tt = time.perf_counter()
+        tb, tinfo = timing_bound(inst, M, TIMING_SHARE * (deadline - tt - 0.3),
+                                 deadline=deadline - 0.3, seed=seed,
+                                 upper_s=inc.step_s if inc.dec is not None else None)
+        tdec = tinfo.pop("decisions", None)
+        info["timing_bound"] = {"bound_s": tb, "seconds": round(time.perf_counter() - tt, 4),
+                                "status": tinfo.get("status")}
+        if tdec is not None and inc.consider(tdec, "timing_bound") <= inc.step_s \
+                and self.local_search:
+            improve(inc, self.search_calls, seed, deadline)
+        if tb is not None:
+            lower = max(lower, tb)
+        mark("timing_bound")
         if inc.dec is not None and (inc.step_s - lower) <= OPTIMAL_REL_TOL * lower:
             info.update({"iterations": 0, "log": []})
             return self._finish(result, inc, lower, None)

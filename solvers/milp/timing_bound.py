@@ -86,6 +86,7 @@ import time
 import numpy as np
 
 from slackopt.instance import Instance
+from slackopt.plan import RECOMP, SWAP
 from slackopt.solvers.milp.backends import _ScipBackend, lp_relaxation
 from slackopt.solvers.milp.checkpoint import bound_arrays
 from slackopt.solvers.milp.model import _INF, TIME_UNIT_S, ModelTimeout, _Lin
@@ -119,18 +120,20 @@ def build_timing_model(inst: Instance, M: int, *, integer: bool = True,
     w, r, start, TF = a_.w, a_.r, a_.start, a_.TF
     prod, lastf, ready, firstb, lastb = a_.prod, a_.lastf, a_.ready, a_.firstb, a_.lastb
     static, live, rec = a_.static, a_.live, a_.rec
+    s_, xr_ok = a_.s, set(rec)
     keep = np.asarray(inst.keep_all_profile, dtype=np.int64) / mu
     bwd_readers = [sorted({int(j) for j in inst.saved_reader_idx[t].tolist() if j >= nf})
                    for t in range(nS)]
     K = [k for k in range(n) if keep[k] > Mu]
     if not K:
         return None
-    # recomp tensors u whose recipe reads t (both rebuildable, t with bytes)
-    readers_of: dict[int, list[int]] = {}
+    # rebuildable tensors u whose recipe reads t: all t (rb_readers), rebuildable t
+    rb_readers: dict[int, list[int]] = {}
     for u in rec:
         for t in inst.recipe_inputs[u]:
-            if t in rec and t != u:
-                readers_of.setdefault(int(t), []).append(u)
+            if t != u and s_[t] > 0:
+                rb_readers.setdefault(int(t), []).append(u)
+    readers_of = {t: us for t, us in rb_readers.items() if t in xr_ok}
 
     lin = _Lin(deadline)
     xs = {t: lin.var(0, 1, integer, name=f"xs{t}") for t in live}
@@ -269,6 +272,13 @@ def build_timing_model(inst: Instance, M: int, *, integer: bool = True,
                          {t: (z[t], w[t]) for t in elig},
                          [float(start[j] - start[k]) for j in js],
                          [[(delay(j), -1.0)] for j in js])
+            # ... or to the rebuild of a recomp tensor whose recipe reads it, if earlier
+            for t in elig:
+                for u in rb_readers.get(t, []):
+                    j = int(firstb[u])
+                    if k < j < nxt[t]:
+                        lin.row([(z[t], w[t]), (delay(j), -1.0), (xr[u], w[t])],
+                                hi=float(start[j] - start[k]) + w[t])
 
     # H2D after the forward pass: prefix sums over first backward reader
     if h:
@@ -276,6 +286,12 @@ def build_timing_model(inst: Instance, M: int, *, integer: bool = True,
         _prefix_rows(lin, [[t for t in h if firstb[t] <= j] for j in js],
                      {t: (h[t], w[t]) for t in h},
                      [float(start[j]) - TF for j in js], [[(delay(j), -1.0)] for j in js])
+        for t in h:
+            for u in rb_readers.get(t, []):
+                j = int(firstb[u])
+                if j < firstb[t]:
+                    lin.row([(h[t], w[t]), (delay(j), -1.0), (xr[u], w[t])],
+                            hi=float(start[j]) - TF + w[t])
     info = {"ops_timed": len(K), "absent_vars": n_z, **lin.stats()}
     return lin, info
 
@@ -300,8 +316,17 @@ def _prefix_rows(lin: _Lin, groups: list[list[int]], item: dict[int, tuple[int, 
         lin.row([(q, 1.0)] + st, hi=hi)
 
 
+class _BoundScip(_ScipBackend):
+    """SCIP for the timing MILP: no cutting-plane rounds (on chain31 at 0.5 P the search
+    closed in 47 s without them and was still open after 60 s with SCIP's default
+    separation or two root rounds, 2-core machine)."""
+
+    scip_params = "separating/maxrounds = 0\nseparating/maxroundsroot = 0\n"
+
+
 def timing_bound(inst: Instance, M: int, time_limit_s: float = 30.0, *,
                  deadline: float | None = None, integer: bool = True, seed: int = 0,
+                 upper_s: float | None = None,
                  max_units: int = MAX_UNITS) -> tuple[float | None, dict]:
     """A lower bound (s) on the step time of every plan that the barrier-free runtime
     runs under budget `M` (bytes): T* plus SCIP's proven dual bound of the MILP in the
@@ -316,13 +341,19 @@ def timing_bound(inst: Instance, M: int, time_limit_s: float = 30.0, *,
             so far, or None).
         integer: solve the MILP (SCIP, one thread, seed `seed`); else the LP only.
         seed: SCIP's random seed (the bound is valid whatever it is).
+        upper_s: the step time (s) of a plan that runs, if one is known: the MILP then
+            only looks for assignments below it (every plan is either at least as slow
+            or satisfies the cut model), and the bound is at most `upper_s`
+            (exactly `upper_s` when no assignment is left).
         max_units: build the MILP only when ``n_saved * |K| <= max_units`` (|K|: ops with
             a keep-all excess over M).
 
     Returns:
         (bound in s or None, info: ``ops_timed``, model size, ``method``, ``status``,
-        ``seconds``, why it stopped). The bound is never below T*; None when the
-        instance has views, is too large, or nothing finished in time.
+        ``seconds``, why it stopped, and ``decisions``: the plan read from the MILP's best
+        assignment, a swap where some z is 1 and keep for the other swaps, an int8
+        array, or None). The bound is never below T*; None when the instance has views,
+        is too large, or nothing finished in time.
     """
     t0 = time.perf_counter()
     end = t0 + float(time_limit_s)
@@ -347,18 +378,26 @@ def timing_bound(inst: Instance, M: int, time_limit_s: float = 30.0, *,
         info.update(seconds=time.perf_counter() - t0, status="no model (views or no tensor)")
         return None, info
     lin, minfo = built
-    info.update(minfo)
+    info.update(minfo, decisions=None)
     val = None
+    cut = None
+    if upper_s is not None and np.isfinite(upper_s):
+        cut = max(0.0, (float(upper_s) - T_star) / TIME_UNIT_S) * (1.0 + 1e-9)
     try:
         if integer:
-            be = _ScipBackend(lin, threads=1, seed=seed, rel_gap=0.0, deadline=end)
+            be = _BoundScip(lin, threads=1, seed=seed, rel_gap=0.0, deadline=end)
+            if cut is not None:
+                be.add_row([(j, 1.0) for j, cj in enumerate(lin.obj) if cj], -_INF, cut)
             sol = be.solve(max(0.05, end - time.perf_counter()), None)
             info.update(method="scip", status=sol.status)
             if sol.status == "infeasible":
-                # no assignment at all: no plan runs; no bound is stated here
                 info.update(seconds=time.perf_counter() - t0)
-                return None, info
+                if cut is None:
+                    return None, info   # no plan runs; no bound is stated here
+                return float(upper_s), info    # every plan is at least upper_s
             val = sol.bound
+            if sol.x is not None:
+                info["decisions"] = _decisions(inst, lin, sol.x)
         if val is None and end - time.perf_counter() > 0.05:
             v, _ = lp_relaxation(lin, max(0.05, end - time.perf_counter()), deadline=end)
             info.update(method="glop", status="optimal" if v is not None else "unsolved")
@@ -368,4 +407,18 @@ def timing_bound(inst: Instance, M: int, time_limit_s: float = 30.0, *,
     info["seconds"] = time.perf_counter() - t0
     if val is None:
         return None, info
-    return max(T_star, (T_star / TIME_UNIT_S + val * (1.0 - 1e-9)) * TIME_UNIT_S), info
+    b = max(T_star, (T_star / TIME_UNIT_S + val * (1.0 - 1e-9)) * TIME_UNIT_S)
+    return (min(b, float(upper_s)) if cut is not None else b), info
+
+
+def _decisions(inst: Instance, lin: _Lin, x: list[float]) -> np.ndarray:
+    """The plan of an assignment: recomp where xr = 1, swap where some z = 1 (a swap
+    never counted absent only pays for copies), keep elsewhere (int8 [n_saved])."""
+    dec = np.zeros(inst.n_saved, dtype=np.int8)
+    for j, nm in enumerate(lin.names):
+        if x[j] > 0.5 and nm.startswith("z"):
+            dec[int(nm[1:].split("_")[0])] = SWAP
+    for j, nm in enumerate(lin.names):
+        if x[j] > 0.5 and nm.startswith("xr"):
+            dec[int(nm[2:])] = RECOMP
+    return dec
