@@ -218,6 +218,20 @@ def test_checkpoint_bound_on_the_recorded_case():
     assert b is not None and inst.ideal_time_s <= b <= min(times.values())
 
 
+def hand_swap_case():
+    """(instance, M, enumerated times) of the hand-computed bound tests: a 1.5 MB tensor a
+    (f0 -> b1, no recipe) and a 1.5 MB temporary of f1, M = 1.5 MB, 1 ms ops, 1 GB/s, no
+    latency; the swap plan runs in 6 ms, keep does not run."""
+    ms = 1e-3
+    ops = [Op("f0", "fwd", ms), Op("f1", "fwd", ms), Op("b0", "bwd", ms), Op("b1", "bwd", ms)]
+    ts = [Tensor("a", 1_500_000, "f0", ("b1",)), Tensor("tmp", 1_500_000, "f1", ())]
+    inst = Instance("hand", ops, ts, Link("l", 1e9, 0.85, 0.0))
+    M = 1_500_000
+    times = enumerate_plans(inst, M)
+    assert times[(SWAP,)] == pytest.approx(6 * ms, rel=1e-12)
+    return inst, M, times
+
+
 def test_checkpoint_bound_hand_computed():
     """One 1.5 MB tensor a (f0 -> b1, no recipe) and a 1.5 MB temporary of f1 under
     M = 1.5 MB; 1 ms ops, 1 GB/s, no latency. At f1 a must be offloaded and freed: its
@@ -226,12 +240,7 @@ def test_checkpoint_bound_hand_computed():
     in the backward pass: bound T* + 1 ms = 5 ms. The evaluator's swap plan: 6 ms (f1 waits
     for the whole D2H, 1.5 ms)."""
     ms = 1e-3
-    ops = [Op("f0", "fwd", ms), Op("f1", "fwd", ms), Op("b0", "bwd", ms), Op("b1", "bwd", ms)]
-    ts = [Tensor("a", 1_500_000, "f0", ("b1",)), Tensor("tmp", 1_500_000, "f1", ())]
-    inst = Instance("hand", ops, ts, Link("l", 1e9, 0.85, 0.0))
-    M = 1_500_000
-    times = enumerate_plans(inst, M)
-    assert times[(SWAP,)] == pytest.approx(6 * ms, rel=1e-12)
+    inst, M, times = hand_swap_case()
     assert math.isinf(times[(0,)])
     assert checkpoint_bound(inst, M) == pytest.approx(5 * ms, rel=1e-6)
 
@@ -311,12 +320,7 @@ def test_timing_bound_hand_computed():
     evaluator's swap plan exactly (the checkpoint LP, timing the D2H to the end of f1,
     gives 5 ms); the plan read from the MILP is that swap plan."""
     ms = 1e-3
-    ops = [Op("f0", "fwd", ms), Op("f1", "fwd", ms), Op("b0", "bwd", ms), Op("b1", "bwd", ms)]
-    ts = [Tensor("a", 1_500_000, "f0", ("b1",)), Tensor("tmp", 1_500_000, "f1", ())]
-    inst = Instance("hand", ops, ts, Link("l", 1e9, 0.85, 0.0))
-    M = 1_500_000
-    times = enumerate_plans(inst, M)
-    assert times[(SWAP,)] == pytest.approx(6 * ms, rel=1e-12)
+    inst, M, times = hand_swap_case()
     b, info = timing_bound(inst, M)
     assert b == pytest.approx(6 * ms, rel=1e-6)
     assert info["decisions"].tolist() == [SWAP]
