@@ -8,7 +8,8 @@ every op with an excess, not at four forward checkpoints (elsewhere the LP count
 freed at once); backward ops get the same timing (the LP's backward rows count a swap
 absent with no copy at all), plus H2D windows that start at the op; and the decisions
 are binary, solved by SCIP, whose proven *dual* bound (best bound) is used, so the bound
-holds when the search stops early. The LP relaxation (GLOP) is the fallback.
+holds when the search stops early. Its LP relaxation is solved first (a bound even when
+the search does not reach its root in time).
 
 The model (times in microseconds, memory in P / 1e4 bytes; ``w_t = latency + s_t / W``
 the shortest a copy of t can last; S_k, E_k ideal start and end of op k, T_F the ideal
@@ -87,18 +88,21 @@ import numpy as np
 
 from slackopt.instance import Instance
 from slackopt.plan import RECOMP, SWAP
-from slackopt.solvers.milp.backends import _ScipBackend, lp_relaxation
+from slackopt.solvers.milp.backends import _ScipBackend
 from slackopt.solvers.milp.checkpoint import bound_arrays
 from slackopt.solvers.milp.model import _INF, TIME_UNIT_S, ModelTimeout, _Lin
 
 MAX_UNITS = 6_000
-"""The MILP is built only when ``n_saved * |K|`` (absent-able pairs, at most) is at most
-this; larger instances keep the checkpoint LP alone."""
+"""Every op of K is timed when ``n_saved * |K|`` (absent-able pairs, at most) is at most
+this; beyond, the ops with the largest excess, as many as fit."""
+MIN_OPS = 4
+"""Fewest ops timed: below, the instance is too large for this bound."""
 MAX_THRESHOLDS = 64
 """Ready-time thresholds per op (a subset only weakens the bound)."""
 
 
 def build_timing_model(inst: Instance, M: int, *, integer: bool = True,
+                       max_ops: int | None = None,
                        deadline: float | None = None) -> tuple[_Lin, dict] | None:
     """The model of the module docstring.
 
@@ -106,6 +110,8 @@ def build_timing_model(inst: Instance, M: int, *, integer: bool = True,
         inst: the instance (no views).
         M: budget (bytes).
         integer: binary decisions (else their LP relaxation).
+        max_ops: time at most this many ops, those with the largest keep-all excess
+            (the rows of the others are left out: a relaxation); None: every op in K.
         deadline: perf_counter time after which building stops with ModelTimeout.
 
     Returns:
@@ -125,6 +131,8 @@ def build_timing_model(inst: Instance, M: int, *, integer: bool = True,
     bwd_readers = [sorted({int(j) for j in inst.saved_reader_idx[t].tolist() if j >= nf})
                    for t in range(nS)]
     K = [k for k in range(n) if keep[k] > Mu]
+    if max_ops is not None and len(K) > max_ops:
+        K = sorted(sorted(K, key=lambda k: (-keep[k], k))[:max(1, max_ops)])
     if not K:
         return None
     # rebuildable tensors u whose recipe reads t: all t (rb_readers), rebuildable t
@@ -212,7 +220,12 @@ def build_timing_model(inst: Instance, M: int, *, integer: bool = True,
     for i, g in enumerate(groups):
         lb = min(int(lastb[t]) for t in live if ready[t] == g)
         no_drop[i + 1] = min(no_drop[i], lb)
-    q_max = float(r.max()) + float(w[live].sum()) if live else 0.0
+    # q_ub[i]: the largest value the smallest Q of group i can take (every tensor a swap)
+    q_ub = []
+    for g in groups:
+        mem = [t for t in live if ready[t] == g]
+        q_ub.append(max(float(r[mem[0]]), q_ub[-1] if q_ub else 0.0)
+                    + float(sum(w[t] for t in mem)))
     z_prev: dict[int, int] = {}     # t -> its z at the previous forward op of K
 
     for k in K:
@@ -230,7 +243,7 @@ def build_timing_model(inst: Instance, M: int, *, integer: bool = True,
             i = gpos[int(ready[t])]
             if i > 0 and no_drop[i] >= k:
                 # FIFO: every swap queued before t ran before t's D2H ended
-                bm = max(0.0, q_max - float(start[k]))
+                bm = max(0.0, q_ub[i - 1] - float(start[k]))
                 lin.row([(Q[i - 1], 1.0), (Sf, -1.0)] + ([(delay(k), -1.0)] if backward else [])
                         + [(z[t], w[t] + bm)], hi=float(start[k]) + bm)
             if k < firstb[t]:
@@ -272,12 +285,14 @@ def build_timing_model(inst: Instance, M: int, *, integer: bool = True,
                          {t: (z[t], w[t]) for t in elig},
                          [float(start[j] - start[k]) for j in js],
                          [[(delay(j), -1.0)] for j in js])
-            # ... or to the rebuild of a recomp tensor whose recipe reads it, if earlier
+            # ... or to the rebuild of a recomp tensor u whose recipe reads it, if that
+            # comes earlier and after k (u recomp, not rebuilt by k: xr_u - a_uk)
             for t in elig:
                 for u in rb_readers.get(t, []):
                     j = int(firstb[u])
                     if k < j < nxt[t]:
-                        lin.row([(z[t], w[t]), (delay(j), -1.0), (xr[u], w[t])],
+                        lin.row([(z[t], w[t]), (delay(j), -1.0), (xr[u], w[t])]
+                                + ([(a[u], -w[t])] if u in a else []),
                                 hi=float(start[j] - start[k]) + w[t])
 
     # H2D after the forward pass: prefix sums over first backward reader
@@ -330,8 +345,8 @@ def timing_bound(inst: Instance, M: int, time_limit_s: float = 30.0, *,
                  max_units: int = MAX_UNITS) -> tuple[float | None, dict]:
     """A lower bound (s) on the step time of every plan that the barrier-free runtime
     runs under budget `M` (bytes): T* plus SCIP's proven dual bound of the MILP in the
-    module docstring (or GLOP's LP optimum when ``integer`` is false or SCIP proves no
-    finite bound).
+    module docstring (or the optimum of its LP relaxation, with SCIP, when ``integer``
+    is false or SCIP proves no finite bound).
 
     Args:
         inst: the instance.
@@ -345,15 +360,16 @@ def timing_bound(inst: Instance, M: int, time_limit_s: float = 30.0, *,
             only looks for assignments below it (every plan is either at least as slow
             or satisfies the cut model), and the bound is at most `upper_s`
             (exactly `upper_s` when no assignment is left).
-        max_units: build the MILP only when ``n_saved * |K| <= max_units`` (|K|: ops with
-            a keep-all excess over M).
+        max_units: when ``n_saved * |K| > max_units`` (|K|: ops with a keep-all excess
+            over M), time only the ``max_units // n_saved`` ops with the largest excess
+            (none, and no bound, when that is under ``MIN_OPS``).
 
     Returns:
-        (bound in s or None, info: ``ops_timed``, model size, ``method``, ``status``,
-        ``seconds``, why it stopped, and ``decisions``: the plan read from the MILP's best
-        assignment, a swap where some z is 1 and keep for the other swaps, an int8
-        array, or None). The bound is never below T*; None when the instance has views,
-        is too large, or nothing finished in time.
+        (bound in s or None, info: ``ops_timed``, model size, ``lp_status``, ``status``
+        (the MILP's), ``seconds``, why it stopped, and ``decisions``: the plan read
+        from the MILP's best assignment, a swap where some z is 1 and keep for the other
+        swaps, an int8 array, or None). The bound is never below T*; None when the
+        instance has views, is too large, or nothing finished in time.
     """
     t0 = time.perf_counter()
     end = t0 + float(time_limit_s)
@@ -366,11 +382,15 @@ def timing_bound(inst: Instance, M: int, time_limit_s: float = 30.0, *,
     if nK == 0:
         info.update(seconds=0.0, status="no op exceeds M")
         return (T_star if inst.n_ops else None), info
+    max_ops = None
     if inst.n_saved * nK > max_units:
-        info.update(seconds=0.0, status=f"too large: {inst.n_saved} x {nK} > {max_units}")
-        return None, info
+        max_ops = max_units // max(1, inst.n_saved)
+        if max_ops < MIN_OPS:
+            info.update(seconds=0.0, status=f"too large: {inst.n_saved} saved tensors")
+            return None, info
+        info["ops_left_out"] = nK - max_ops
     try:
-        built = build_timing_model(inst, M, integer=integer, deadline=end)
+        built = build_timing_model(inst, M, integer=integer, max_ops=max_ops, deadline=end)
     except ModelTimeout as e:
         info.update(seconds=time.perf_counter() - t0, status=str(e))
         return None, info
@@ -384,24 +404,31 @@ def timing_bound(inst: Instance, M: int, time_limit_s: float = 30.0, *,
     if upper_s is not None and np.isfinite(upper_s):
         cut = max(0.0, (float(upper_s) - T_star) / TIME_UNIT_S) * (1.0 + 1e-9)
     try:
-        if integer:
+        # the LP relaxation first (SCIP's LP solver: GLOP stops on the big-M rows of
+        # chain63 at 0.7 P as ABNORMAL): a bound even when the MILP search ends before
+        # its root; then the MILP with the time left
+        lp = lin.copy()
+        lp.is_int = [False] * lp.n_vars
+        sol = _BoundScip(lp, threads=1, seed=seed, rel_gap=0.0, deadline=end).solve(
+            max(0.05, end - time.perf_counter()), None)
+        info.update(lp_status=sol.status, lp_seconds=round(time.perf_counter() - t0, 3))
+        if sol.status == "optimal":
+            val = sol.objective
+        if integer and end - time.perf_counter() > 0.1:
             be = _BoundScip(lin, threads=1, seed=seed, rel_gap=0.0, deadline=end)
             if cut is not None:
                 be.add_row([(j, 1.0) for j, cj in enumerate(lin.obj) if cj], -_INF, cut)
             sol = be.solve(max(0.05, end - time.perf_counter()), None)
-            info.update(method="scip", status=sol.status)
+            info.update(status=sol.status)
             if sol.status == "infeasible":
                 info.update(seconds=time.perf_counter() - t0)
                 if cut is None:
                     return None, info   # no plan runs; no bound is stated here
                 return float(upper_s), info    # every plan is at least upper_s
-            val = sol.bound
+            if sol.bound is not None:
+                val = sol.bound if val is None else max(val, sol.bound)
             if sol.x is not None:
                 info["decisions"] = _decisions(inst, lin, sol.x)
-        if val is None and end - time.perf_counter() > 0.05:
-            v, _ = lp_relaxation(lin, max(0.05, end - time.perf_counter()), deadline=end)
-            info.update(method="glop", status="optimal" if v is not None else "unsolved")
-            val = v
     except ModelTimeout as e:
         info.update(status=str(e))
     info["seconds"] = time.perf_counter() - t0
