@@ -167,7 +167,15 @@ plans count. (3a) The checkpoint LP bound
 is a relaxation are in solvers/milp/checkpoint.py): a few thousand variables over the
 decisions, the forward stall and the backward stall plus recompute time; on the paper
 workloads it comes within 0.03% of the deficit bound (2a), which is the tighter of the two
-there, while the time-indexed model's LP does not finish.
+there, while the time-indexed model's LP does not finish. (3b) The timing MILP bound
+(:func:`~slackopt.solvers.milp.timing_bound.timing_bound`; model and validity argument in
+solvers/milp/timing_bound.py): memory at every op with a keep-all excess, where a swap is
+absent only once its D2H has ended in time on the serial FIFO engine (backward ops too),
+H2D windows from the op to the next reader, rebuilt recipe inputs resident; its LP
+relaxation, then the MILP with binary decisions (SCIP, one thread, the seed, cut off at
+U), whose proven dual bound is a bound for every plan even when the search stops early;
+the plan read from SCIP's best assignment is a candidate. On instances with more than
+``MAX_UNITS`` (tensor, op) pairs only the ops with the largest excess are timed.
 (3) The LP relaxation (exact/aggregated tiers; its rounding is a candidate)
 and the MILP warm-started with U: a cutoff row keeps the MILP to plans whose model value
 beats U, after each solve a *no-good cut* excludes every simulated decision vector (so

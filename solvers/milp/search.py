@@ -265,7 +265,10 @@ class MILP(BaseSolver):
         (2b) on instances with
         at most ``ENUM_MAX_SAVED`` saved tensors, the exact enumeration (at most
         ``enum_plans`` plans simulated; when it completes the status is "optimal" with
-        L = U, or "infeasible", and the model is skipped); (3) the model: its LP
+        L = U, or "infeasible", and the model is skipped); (3a) the checkpoint LP bound;
+        (3b) the timing MILP bound (``timing_bound``: SCIP's dual bound, at most
+        ``TIMING_SHARE`` of the time left, cut off at U; its assignment read as a plan
+        is a candidate); (3) the model: its LP
         relaxation (exact/aggregated tiers) and the MILP with no-good cuts, warm-started
         with the incumbent, each new MILP incumbent followed by a local search.
 
