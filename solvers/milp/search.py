@@ -430,11 +430,12 @@ class MILP(BaseSolver):
         tb, tinfo = timing_bound(inst, M, TIMING_SHARE * (deadline - tt - 0.3),
                                  deadline=deadline - 0.3, seed=seed,
                                  upper_s=inc.step_s if inc.dec is not None else None)
-        tdec = tinfo.pop("decisions", None)
         info["timing_bound"] = {"bound_s": tb, "seconds": round(time.perf_counter() - tt, 4),
                                 "status": tinfo.get("status")}
-        if tdec is not None and inc.consider(tdec, "timing_bound") <= inc.step_s \
-                and self.local_search:
+        before = inc.step_s
+        for tdec in tinfo.get("candidates", []):
+            inc.consider(tdec, "timing_bound")
+        if inc.step_s < before and self.local_search:
             improve(inc, self.search_calls, seed, deadline)
         if tb is not None:
             lower = max(lower, tb)

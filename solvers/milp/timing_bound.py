@@ -20,29 +20,47 @@ end of the forward pass; K the ops whose keep-all profile exceeds M):
   ``min Sf + Xb``; the bound is ``T* + dual bound``. ``Xb >= sum_t c_t xr_t``.
 - For k in K, tensor t *absent-able at k*: live at k (produced at or before k, last
   backward reader at or after k), its forward readers and ready op before k, and k not a
-  reader of t. Binary ``z_tk <= xs_t`` (t is a swap with no device copy and no H2D
-  buffer at the real start of k).
+  reader of t. ``z_tk <= xs_t`` in [0, 1] (t is a swap with no device copy and no H2D
+  buffer at the real start of k), non-decreasing in k over the forward ops.
+  Only xs and xr are binary: with z binary too, SCIP needed 29 s instead of 10 s to
+  close chain31 at 0.5 P (same optimum) and did not reach its root on chain63 at 0.7 P
+  in 60 s (2-core machine shared with other jobs).
+- FIFO: ``Q_g >= Q_{g-1} + sum w_t xs_t`` and ``Q_g >= r_g + sum w_t xs_t`` over the
+  tensors whose ready op is g; for t absent-able at k whose group follows g' (and, at a
+  backward k, no tensor queued before t has its last backward reader before k):
+  ``Q_{g'} + w_t z_tk <= S_k + Sf (+ B_k) + bm (1 - z_tk)``, bm the largest ``Q_{g'} - S_k``
+  the rows allow.
 - Memory at k in K: ``static_k + sum_{t live at k} s_t res_tk <= M``, where res counts
   what is surely resident: 1 while k <= lastfwd_t; after it, a keep 1, a swap
   ``xs_t - z_tk``, a recomp 0 before its first backward reader and 1 from it on;
-  before that, in the backward pass, a recomp tensor read by the recipe of a recomp
-  tensor already rebuilt by k counts ``a_tk >= xr_t + R_uk - 1`` (``R_uk = xr_u`` when
-  firstbwd_u <= k, else ``a_uk``).
+  before that, in the backward pass, a recomp tensor rebuilt before k because the
+  recipe of a recomp tensor u rebuilt by then reads it counts ``a_tk`` =
+  ``xr_t AND OR_u R_uk`` (``R_uk = xr_u`` when firstbwd_u <= k, else ``a_uk``),
+  linearised exactly: ``a <= xr_t``, ``a <= sum_u R_uk``, ``a >= xr_t + R_uk - 1``.
+- Backward delay: ``B_j >= 0`` for backward op j, with ``Xb >= B_j + sum c_t (xr_t -
+  a_tj)`` over the recomp tensors with firstbwd_t > j (those not rebuilt before j).
 - D2H at k in K, for each threshold theta among the ready times of the absent-able
-  tensors: ``sum_{r_t >= theta} w_t z_tk <= S_k - theta + Sf (+ Xb for backward k)``.
+  tensors: ``sum_{r_t >= theta} w_t z_tk <= S_k - theta + Sf (+ B_k for backward k)``.
 - H2D after the forward pass: ``h_t >= z_tk`` for k < firstbwd_t; for each backward op
-  j: ``sum_{firstbwd_t <= j} w_t h_t <= (S_j - T_F) + Xb``.
+  j: ``sum_{firstbwd_t <= j} w_t h_t <= (S_j - T_F) + B_j``; and for a recomp tensor u
+  whose recipe reads t with firstbwd_u = j < firstbwd_t:
+  ``w_t h_t <= (S_j - T_F) + B_j + w_t (1 - xr_u)``.
 - H2D window at backward k in K: with ``next_t(k)`` the first backward reader of t
-  after k, for each j among them: ``sum_{next_t(k) <= j} w_t z_tk <= (S_j - S_k) + Xb``.
+  after k, for each j among them: ``sum_{next_t(k) <= j} w_t z_tk <= (S_j - S_k) + B_j``;
+  and for u as above with k < firstbwd_u = j < next_t(k):
+  ``w_t z_tk <= (S_j - S_k) + B_j + w_t (1 - xr_u + a_uk)``.
 
 Why every plan the barrier-free runtime runs to the end satisfies it with its own values
 (../shared/spec/semantics.md): set ``xs, xr`` to its decisions, ``Sf`` to its forward
 stall and ``Xb`` to its backward stall plus recompute time (``T - T* = Sf + Xb``, the
 evaluator's exact split), ``z_tk = 1`` iff t is a swap with neither its device copy nor
 an H2D buffer of it allocated at the real start of op k (when k's allocations are made),
-``h_t = 1`` iff some such k lies before t's first backward reader, ``a_tk`` its lower
-bound. The real start of op k is ``S_k`` plus the stalls and rebuilds before it, at most
-``S_k + Sf`` in the forward pass and ``S_k + Sf + Xb`` in the backward pass.
+``h_t = 1`` iff some such k lies before t's first backward reader, ``a_tk = 1`` iff t is
+recomp and rebuilt before the real start of k though firstbwd_t > k, ``B_j`` the backward
+stalls and rebuild time before the real start of j, ``Q_g`` the smallest value its rows
+allow. The real start of op k is ``S_k`` plus the stalls and rebuilds before it:
+``S_k + (forward stall so far) <= S_k + Sf`` in the forward pass and ``S_k + Sf + B_k``
+in the backward pass (the backward pass starts at the real end of the forward pass).
 
 - Memory: at the instant op k's allocations are made, the non-saved tensors and
   workspace of op k (``static_profile``) and the saved tensors counted in res are
@@ -56,22 +74,40 @@ bound. The real start of op k is ``S_k`` plus the stalls and rebuilds before it,
   recomp input t of u is resident at k: ``a_tk = 1`` is allowed when both are recomp,
   and ``a >= xr_t + R_uk - 1`` holds for every assignment. Memory never exceeds M;
   everything else resident only adds to the left side.
+- Monotone z: in the forward pass a freed device copy comes back only by an H2D, and
+  no H2D starts before the real end of the forward pass.
+- Backward delay: a rebuild runs in the gap before its first need, firstbwd_t or the
+  rebuild of a recomp tensor whose recipe reads it (semantics: "a recipe input that is
+  itself recomp is rebuilt first"); so it runs before op j iff ``a_tj = 1`` or
+  firstbwd_t <= j, and the rebuilds of the other recomp tensors (c_t each) run after
+  the real start of j: ``Xb >= B_j +`` their time.
 - D2H: a swap absent at k had its device copy freed, which needs its D2H ended, so that
   D2H ran inside [the real end of its ready op, the real start of k]; the former is no
   earlier than the ideal r_t (stalls only delay). The D2H engine runs one copy at a time
-  and each lasts at least w_t (latency, then s_t at W; the duplex rate and the FIFO
-  order only slow it down), so the copies with ``r_t >= theta`` need ``sum w_t`` inside
+  and each lasts at least w_t (latency, then s_t at W; the duplex rate only slows it
+  down), so the copies with ``r_t >= theta`` need ``sum w_t`` inside
   ``[theta, real S_k]``. Other copies the engine ran are left out.
+- FIFO: copies are queued at the end of the ready op, in that order, one at a time; the
+  engine finishes the swaps queued through group g no earlier than Q_g (by induction: a
+  group's copies start after its ready time and after the earlier groups' copies). A
+  swap t absent at k had its D2H ended by the real start of k, after every swap queued
+  before it (ready op before t's) had run: ``Q_{g'} + w_t <= real S_k``. A queued D2H
+  is dropped only when its tensor has no reader left; none of those queued before t is
+  in the forward pass, nor at a backward k before which none of their last backward
+  readers ended (the rows are stated only there). With z = 0 the row allows every
+  value of the rows.
 - H2D after the forward pass: a swap absent at some k before its first backward reader
   needs an H2D (no device copy left to use) that starts after the real end of the forward
-  pass (no H2D starts earlier) and ends before that reader starts; the H2D engine is
-  serial; the real time between them is ``S_j - T_F`` plus backward stalls and rebuilds
-  before j, ``<= (S_j - T_F) + Xb``. Re-fetches, reads by rebuilds and the queue order
-  are left out.
-- H2D window: a swap absent at backward op k needs an H2D for its next backward reader
-  j after k; that H2D starts after the real start of k (no buffer then) and ends before
-  the real start of j; the real time between them is ``S_j - S_k`` plus the stalls and
-  rebuilds between them, ``<= (S_j - S_k) + Xb``; the H2D engine is serial.
+  pass (no H2D starts earlier) and ends before its first need: its first backward
+  reader, or earlier the rebuild of a recomp tensor u whose recipe reads it (that rebuild
+  runs before op firstbwd_u starts); the H2D engine is serial; the real time from the end
+  of the forward pass to the start of j is ``S_j - T_F + B_j``. Re-fetches and the queue
+  order are left out.
+- H2D window: a swap absent at backward op k needs an H2D for its next need after k,
+  its next backward reader or the rebuild of a recomp u reading it that runs after k
+  starts (``xr_u - a_uk = 1``), before op firstbwd_u; that H2D starts after the real
+  start of k (no buffer then) and ends before the real start of j; the real time
+  between them is ``S_j - S_k + B_j - B_k <= (S_j - S_k) + B_j``; the engine is serial.
 - Recompute: every recomp tensor is rebuilt once (it is saved, so a backward op reads
   it), a task of duration c_t on the compute stream, inside ``Xb``.
 
@@ -232,7 +268,7 @@ def build_timing_model(inst: Instance, M: int, *, integer: bool = True,
         backward = k >= nf
         livek = [t for t in live if prod[t] <= k <= lastb[t]]
         elig = [t for t in livek if lastf[t] < k and ready[t] < k and k not in bwd_readers[t]]
-        z = {t: lin.var(0, 1, integer, name=f"z{t}_{k}") for t in elig}
+        z = {t: lin.var(0, 1, name=f"z{t}_{k}") for t in elig}
         n_z += len(z)
         for t in elig:
             lin.row([(z[t], 1.0), (xs[t], -1.0)], hi=0.0)
@@ -366,10 +402,10 @@ def timing_bound(inst: Instance, M: int, time_limit_s: float = 30.0, *,
 
     Returns:
         (bound in s or None, info: ``ops_timed``, model size, ``lp_status``, ``status``
-        (the MILP's), ``seconds``, why it stopped, and ``decisions``: the plan read
-        from the MILP's best assignment, a swap where some z is 1 and keep for the other
-        swaps, an int8 array, or None). The bound is never below T*; None when the
-        instance has views, is too large, or nothing finished in time.
+        (the MILP's), ``seconds``, why it stopped, and ``candidates``: the plans read
+        from the MILP's best assignment, :func:`_decisions`, none without one). The
+        bound is never below T*; None when the instance has views, is too large, or
+        nothing finished in time.
     """
     t0 = time.perf_counter()
     end = t0 + float(time_limit_s)
@@ -398,7 +434,7 @@ def timing_bound(inst: Instance, M: int, time_limit_s: float = 30.0, *,
         info.update(seconds=time.perf_counter() - t0, status="no model (views or no tensor)")
         return None, info
     lin, minfo = built
-    info.update(minfo, decisions=None)
+    info.update(minfo, candidates=[])
     val = None
     cut = None
     if upper_s is not None and np.isfinite(upper_s):
@@ -433,7 +469,7 @@ def timing_bound(inst: Instance, M: int, time_limit_s: float = 30.0, *,
             if sol.bound is not None:
                 val = sol.bound if val is None else max(val, sol.bound)
             if sol.x is not None:
-                info["decisions"] = _decisions(inst, lin, sol.x)
+                info["candidates"] = _decisions(inst, lin, sol.x)
     except ModelTimeout as e:
         info.update(status=str(e))
     info["seconds"] = time.perf_counter() - t0
@@ -443,14 +479,19 @@ def timing_bound(inst: Instance, M: int, time_limit_s: float = 30.0, *,
     return (min(b, float(upper_s)) if cut is not None else b), info
 
 
-def _decisions(inst: Instance, lin: _Lin, x: list[float]) -> np.ndarray:
-    """The plan of an assignment: recomp where xr = 1, swap where some z = 1 (a swap
-    never counted absent only pays for copies), keep elsewhere (int8 [n_saved])."""
-    dec = np.zeros(inst.n_saved, dtype=np.int8)
+def _decisions(inst: Instance, lin: _Lin, x: list[float]) -> list[np.ndarray]:
+    """The plans of an assignment (int8 [n_saved] each, distinct): recomp where xr = 1;
+    swap where xs = 1 and some z >= 0.5 (a swap never counted absent only pays for
+    copies), else keep; and the plan with every xs = 1 a swap."""
+    by_z = np.zeros(inst.n_saved, dtype=np.int8)
+    by_xs = np.zeros(inst.n_saved, dtype=np.int8)
     for j, nm in enumerate(lin.names):
         if x[j] > 0.5 and nm.startswith("z"):
-            dec[int(nm[1:].split("_")[0])] = SWAP
+            by_z[int(nm[1:].split("_")[0])] = SWAP
+        elif x[j] > 0.5 and nm.startswith("xs"):
+            by_xs[int(nm[2:])] = SWAP
     for j, nm in enumerate(lin.names):
         if x[j] > 0.5 and nm.startswith("xr"):
-            dec[int(nm[2:])] = RECOMP
-    return dec
+            by_z[int(nm[2:])] = by_xs[int(nm[2:])] = RECOMP
+    by_z = np.where(by_xs == SWAP, by_z, by_xs).astype(np.int8)
+    return [by_z] + ([by_xs] if not np.array_equal(by_z, by_xs) else [])
