@@ -44,8 +44,8 @@ end of the forward pass; K the ops whose keep-all profile exceeds M):
   tensors: ``sum_{r_t >= theta} w_t z_tk <= S_k - theta + Sf (+ B_k for backward k)``.
 - H2D after the forward pass: ``h_t >= z_tk`` for k < firstbwd_t; for each backward op
   j: ``sum_{firstbwd_t <= j} w_t h_t <= (S_j - T_F) + B_j``; and for a recomp tensor u
-  whose recipe reads t with firstbwd_u = j < firstbwd_t:
-  ``w_t h_t <= (S_j - T_F) + B_j + w_t (1 - xr_u)``.
+  whose recipe reads t with firstbwd_u = j < firstbwd_t, with zf_t the z of t at the
+  last forward op of K: ``w_t zf_t <= (S_j - T_F) + B_j + w_t (1 - xr_u)``.
 - H2D window at backward k in K: with ``next_t(k)`` the first backward reader of t
   after k, for each j among them: ``sum_{next_t(k) <= j} w_t z_tk <= (S_j - S_k) + B_j``;
   and for u as above with k < firstbwd_u = j < next_t(k):
@@ -72,9 +72,10 @@ in the backward pass (the backward pass starts at the real end of the forward pa
   tensor u rebuilt by k had its recipe inputs resident at its rebuild (a recipe input
   that is itself recomp is rebuilt first, and a rebuilt tensor is freed only after its
   last reader, here a backward op at or after its own first backward reader > k), so a
-  recomp input t of u is resident at k: ``a_tk = 1`` is allowed when both are recomp,
-  and ``a >= xr_t + R_uk - 1`` holds for every assignment. Memory never exceeds M;
-  everything else resident only adds to the left side.
+  recomp input t of u is resident at k: ``a >= xr_t + R_uk - 1``; conversely a recomp
+  t with firstbwd_t > k is rebuilt before k only for such a u (its first need), so
+  ``a <= xr_t`` and ``a <= sum_u R_uk``. Memory never exceeds M; everything else
+  resident only adds to the left side.
 - Monotone z: in the forward pass a freed device copy comes back only by an H2D, and
   no H2D starts before the real end of the forward pass.
 - Backward delay: a rebuild runs in the gap before its first need, firstbwd_t or the
@@ -99,11 +100,13 @@ in the backward pass (the backward pass starts at the real end of the forward pa
   value of the rows.
 - H2D after the forward pass: a swap absent at some k before its first backward reader
   needs an H2D (no device copy left to use) that starts after the real end of the forward
-  pass (no H2D starts earlier) and ends before its first need: its first backward
-  reader, or earlier the rebuild of a recomp tensor u whose recipe reads it (that rebuild
-  runs before op firstbwd_u starts); the H2D engine is serial; the real time from the end
-  of the forward pass to the start of j is ``S_j - T_F + B_j``. Re-fetches and the queue
-  order are left out.
+  pass (no H2D starts earlier) and ends before its first backward reader; the H2D engine
+  is serial; the real time from the end of the forward pass to the start of j is
+  ``S_j - T_F + B_j``. A swap absent in the forward pass (zf = 1) has no device copy
+  from then on but the H2D's, so the rebuild of a recomp tensor u whose recipe reads it,
+  which runs before op firstbwd_u starts, waits for such an H2D. (A swap first absent
+  in the backward pass may have lent its lagging device copy to that rebuild: no row.)
+  Re-fetches and the queue order are left out.
 - H2D window: a swap absent at backward op k needs an H2D for its next need after k,
   its next backward reader or the rebuild of a recomp u reading it that runs after k
   starts (``xr_u - a_uk = 1``), before op firstbwd_u; that H2D starts after the real
@@ -340,12 +343,15 @@ def build_timing_model(inst: Instance, M: int, *, integer: bool = True,
         _prefix_rows(lin, [[t for t in h if firstb[t] <= j] for j in js],
                      {t: (h[t], w[t]) for t in h},
                      [float(start[j]) - TF for j in js], [[(delay(j), -1.0)] for j in js])
-        for t in h:
-            for u in rb_readers.get(t, []):
-                j = int(firstb[u])
-                if j < firstb[t]:
-                    lin.row([(h[t], w[t]), (delay(j), -1.0), (xr[u], w[t])],
-                            hi=float(start[j]) - TF + w[t])
+    # ... and before the rebuild of a recomp tensor whose recipe reads it, for a swap
+    # freed in the forward pass (z_prev: its z at the last forward op of K, the largest);
+    # one freed only in the backward pass may have been read by that rebuild before
+    for t, zt in z_prev.items():
+        for u in rb_readers.get(t, []):
+            j = int(firstb[u])
+            if j < firstb[t]:
+                lin.row([(zt, w[t]), (delay(j), -1.0), (xr[u], w[t])],
+                        hi=float(start[j]) - TF + w[t])
     info = {"ops_timed": len(K), "absent_vars": n_z, **lin.stats()}
     return lin, info
 
