@@ -22,11 +22,12 @@ from hypothesis import strategies as st
 from test_milp import enumerate_plans
 
 from slackopt import Instance, Link, Op, Recipe, Tensor
-from slackopt.plan import SWAP
+from slackopt.plan import SWAP, Plan
 from slackopt.simulate import simulate
 from slackopt.solver import OPTIMAL_REL_TOL
 from slackopt.solvers.milp import MILP, _ScipBackend, build_model, model_floor
 from slackopt.solvers.milp.checkpoint import checkpoint_bound
+from slackopt.solvers.milp.timing_bound import timing_bound
 from slackopt.solvers.slackswap import SlackSwap
 
 US = 1e-6
@@ -217,6 +218,20 @@ def test_checkpoint_bound_on_the_recorded_case():
     assert b is not None and inst.ideal_time_s <= b <= min(times.values())
 
 
+def hand_swap_case():
+    """(instance, M, enumerated times) of the hand-computed bound tests: a 1.5 MB tensor a
+    (f0 -> b1, no recipe) and a 1.5 MB temporary of f1, M = 1.5 MB, 1 ms ops, 1 GB/s, no
+    latency; the swap plan runs in 6 ms, keep does not run."""
+    ms = 1e-3
+    ops = [Op("f0", "fwd", ms), Op("f1", "fwd", ms), Op("b0", "bwd", ms), Op("b1", "bwd", ms)]
+    ts = [Tensor("a", 1_500_000, "f0", ("b1",)), Tensor("tmp", 1_500_000, "f1", ())]
+    inst = Instance("hand", ops, ts, Link("l", 1e9, 0.85, 0.0))
+    M = 1_500_000
+    times = enumerate_plans(inst, M)
+    assert times[(SWAP,)] == pytest.approx(6 * ms, rel=1e-12)
+    return inst, M, times
+
+
 def test_checkpoint_bound_hand_computed():
     """One 1.5 MB tensor a (f0 -> b1, no recipe) and a 1.5 MB temporary of f1 under
     M = 1.5 MB; 1 ms ops, 1 GB/s, no latency. At f1 a must be offloaded and freed: its
@@ -225,12 +240,7 @@ def test_checkpoint_bound_hand_computed():
     in the backward pass: bound T* + 1 ms = 5 ms. The evaluator's swap plan: 6 ms (f1 waits
     for the whole D2H, 1.5 ms)."""
     ms = 1e-3
-    ops = [Op("f0", "fwd", ms), Op("f1", "fwd", ms), Op("b0", "bwd", ms), Op("b1", "bwd", ms)]
-    ts = [Tensor("a", 1_500_000, "f0", ("b1",)), Tensor("tmp", 1_500_000, "f1", ())]
-    inst = Instance("hand", ops, ts, Link("l", 1e9, 0.85, 0.0))
-    M = 1_500_000
-    times = enumerate_plans(inst, M)
-    assert times[(SWAP,)] == pytest.approx(6 * ms, rel=1e-12)
+    inst, M, times = hand_swap_case()
     assert math.isinf(times[(0,)])
     assert checkpoint_bound(inst, M) == pytest.approx(5 * ms, rel=1e-6)
 
@@ -284,7 +294,8 @@ CHECKPOINT_SOLVERS = ("slackswap", "keep_all", "checkpoint", "recompute_all", "s
 @pytest.mark.parametrize("name,frac", [("chain31-seed0", 0.35), ("chain31-seed0", 0.5),
                                        ("tiny-layers3", 0.5)])
 def test_checkpoint_bound_below_every_solvers_plan(name, frac):
-    """On shipped instances the bound is above T* (it says something) and at most the
+    """On shipped instances the checkpoint LP bound and the timing MILP bound (20 s) are
+    above T* (they say something) and at most the
     simulated step time of every registered solver's plan that runs (torch-knapsack
     needs torch, milp and genetic take long: left out)."""
     from pathlib import Path
@@ -297,6 +308,8 @@ def test_checkpoint_bound_below_every_solvers_plan(name, frac):
     M = budget_bytes(inst, frac)
     b = checkpoint_bound(inst, M)
     assert b is not None
+    tb, _ = timing_bound(inst, M, 20.0)
+    assert tb is not None
     ran = 0
     for solver in CHECKPOINT_SOLVERS:
         r = solve(inst, solver, budget=M, time_limit_s=20, seed=0)
@@ -306,6 +319,99 @@ def test_checkpoint_bound_below_every_solvers_plan(name, frac):
         if ev.feasible:
             ran += 1
             assert b <= ev.step_time_s * (1 + 1e-9), (solver, b, ev.step_time_s)
+            assert tb <= ev.step_time_s * (1 + 1e-9), (solver, tb, ev.step_time_s)
     assert ran >= 3
     if name.startswith("chain"):
         assert b > inst.ideal_time_s * 1.02
+        assert tb > inst.ideal_time_s * 1.02
+
+
+# ---------------------------------------------------------------- the timing MILP bound
+@settings(max_examples=4 * EXAMPLES, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(seed=st.integers(0, 2**32 - 1))
+def test_timing_bound_valid_on_random_instances(seed):
+    """timing_bound (solvers/milp/timing_bound.py), MILP and LP, never exceeds the
+    enumerated optimum and never goes below T*."""
+    inst, M = random_instance(seed)
+    times = enumerate_plans(inst, M)
+    opt = min(times.values())
+    for integer in (True, False):
+        b, info = timing_bound(inst, M, 30.0, integer=integer)
+        if b is None:
+            continue
+        assert b >= inst.ideal_time_s * (1 - 1e-12)
+        assert b <= opt * (1 + 1e-9), (integer, b, opt, min(times, key=times.get), info)
+
+
+def test_timing_bound_on_the_recorded_case():
+    inst, M, times = case_times()
+    for integer in (True, False):
+        b, _ = timing_bound(inst, M, integer=integer)
+        assert b is not None and inst.ideal_time_s <= b <= min(times.values()) * (1 + 1e-9)
+
+
+def test_timing_bound_hand_computed():
+    """The instance of test_checkpoint_bound_hand_computed (a 1.5 MB tensor a, f0 -> b1,
+    must be freed at f1; 1 ms ops, 1 GB/s, no latency). At the real start of f1, at most
+    1 ms + Sf, a's 1.5 ms D2H, started at r_a = 1 ms, has ended: Sf >= 1.5 ms; its 1.5 ms
+    H2D starts after the real end of the forward pass and ends before b1, 1 ms later in
+    the ideal schedule: >= 0.5 ms of backward stall. Bound T* + 2 ms = 6 ms, the
+    evaluator's swap plan exactly (the checkpoint LP, timing the D2H to the end of f1,
+    gives 5 ms); the plan read from the MILP is that swap plan."""
+    ms = 1e-3
+    inst, M, times = hand_swap_case()
+    b, info = timing_bound(inst, M)
+    assert b == pytest.approx(6 * ms, rel=1e-6)
+    assert [d.tolist() for d in info["candidates"]] == [[SWAP]]
+    b_lp, _ = timing_bound(inst, M, integer=False)
+    assert b_lp == pytest.approx(6 * ms, rel=1e-6)
+    # a known plan's step as the cutoff: nothing faster is left, the bound is that step
+    b_cut, info = timing_bound(inst, M, upper_s=6 * ms)
+    assert b_cut == pytest.approx(6 * ms, rel=1e-6)
+
+
+@pytest.mark.parametrize("name", ["chain8-seed0", "unet2", "unet3", "tiny-layers1"])
+def test_timing_bound_below_proven_optima(name):
+    """On the small suite, every budget whose optimum is proven (instances/small/
+    references.json, the exact enumeration): the timing bound (10 s) is at most it."""
+    import json
+    from pathlib import Path
+
+    from slackopt.io import load_instance
+    root = Path(__file__).resolve().parent.parent / "instances" / "small"
+    inst = load_instance(root / f"{name}_a100-pcie4.json")
+    refs = json.loads((root / "references.json").read_text())["entries"]
+    rows = [e for e in refs if e["instance"] == f"{name}_a100-pcie4"
+            and e["status"] == "optimal"]
+    assert rows
+    for e in rows:
+        b, info = timing_bound(inst, e["budget_bytes"], 10.0)
+        assert b is not None, info
+        assert inst.ideal_time_s <= b <= e["best_step_s"] * (1 + 1e-9), (e, b)
+
+
+@pytest.mark.parametrize("seed,layers,link", [(1, 10, "pcie4"), (2, 12, "pcie3"),
+                                              (3, 11, "pcie4"), (4, 12, "nvlink-c2c")])
+def test_timing_bound_below_enumerated_chain_optima(seed, layers, link):
+    """Random chains of 11-13 saved tensors (recipes chained: each rebuild reads the
+    previous activation; FIFO D2H queues long enough to matter) at 0.45-0.85 P: the
+    timing bound is at most the optimum that the exact enumeration proves, and where the
+    bound is tight the plan read from the MILP runs at that optimum."""
+    from slackopt.solvers.milp.enumerate import enumerate_optimum
+    from slackopt.solvers.milp.primal import Incumbent
+    from slackopt.workloads.synthetic import chain
+    inst = chain(layers, seed=seed, link=link)
+    for frac in (0.85, 0.65, 0.45):
+        M = int(frac * inst.P)
+        inc = Incumbent(inst, M)
+        en = enumerate_optimum(inc, 2_000_000, math.inf)
+        assert en.complete
+        b, info = timing_bound(inst, M, 60.0)
+        if inc.dec is None:
+            continue            # no plan runs: nothing to compare
+        opt = inc.step_s
+        assert b is not None and inst.ideal_time_s <= b <= opt * (1 + 1e-9), (frac, b, opt)
+        for dec in info["candidates"]:
+            ev = simulate(inst, Plan(dec, inst.saved_names), M)
+            assert not ev.feasible or ev.step_time_s >= opt * (1 - 1e-12)

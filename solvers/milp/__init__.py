@@ -165,15 +165,26 @@ smallest budget), and the model is not built; cut short, it proves nothing and o
 plans count. (3a) The checkpoint LP bound
 (:func:`~slackopt.solvers.milp.checkpoint.checkpoint_bound`; its LP and the argument why it
 is a relaxation are in solvers/milp/checkpoint.py): a few thousand variables over the
-decisions, the forward stall and the backward stall plus recompute time; on the paper
-workloads it comes within 0.03% of the deficit bound (2a), which is the tighter of the two
-there, while the time-indexed model's LP does not finish. (3b) A large-neighbourhood
+decisions, the forward and backward stalls and the recompute time, with D2H timing at
+forward and backward checkpoints and the rebuild time before each backward op; on the
+paper workloads it is the tighter bound on GPT-2 XL and Llama-7B (GPT-2 XL at 0.1 P:
+468.97 ms against the deficit bound's 464.34), while the time-indexed model's LP does not
+finish. (3b) A large-neighbourhood
 search (:func:`~slackopt.solvers.milp.lns.lns`; Shaw 1998): windows of saved tensors
 (consecutive in production order, consecutive by c_t / s_t, drawn at random; 6 to 14
 tensors) are freed, the other tensors fixed to U's decisions, and each window is searched
 exactly by the enumeration's branch and bound (the deficit bound with every fixed
 decision, the memory floor, the compiled evaluator at the leaves); windows grow after a
 pass that improves nothing (a work limit, ``lns_plans`` simulated plans).
+(3c) The timing MILP bound
+(:func:`~slackopt.solvers.milp.timing_bound.timing_bound`; model and validity argument in
+solvers/milp/timing_bound.py): memory at every op with a keep-all excess, where a swap is
+absent only once its D2H has ended in time on the serial FIFO engine (backward ops too),
+H2D windows from the op to the next reader, rebuilt recipe inputs resident; its LP
+relaxation, then the MILP with binary decisions (SCIP, one thread, the seed, cut off at
+U), whose proven dual bound is a bound for every plan even when the search stops early;
+the plan read from SCIP's best assignment is a candidate. On instances with more than
+``MAX_UNITS`` (tensor, op) pairs only the ops with the largest excess are timed.
 (3) The LP relaxation (exact/aggregated tiers; its rounding is a candidate)
 and the MILP warm-started with U: a cutoff row keeps the MILP to plans whose model value
 beats U, after each solve a *no-good cut* excludes every simulated decision vector (so

@@ -87,6 +87,7 @@ sizes per view would count a storage twice).
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -101,6 +102,69 @@ BERT-Large at 0.3 P: 4 give 98.92949 ms in 5 s, 16 give 98.92957 ms in 53 s (GLO
 2-core machine)."""
 MAX_THRESHOLDS = 64
 """Ready-time thresholds per checkpoint (a subset only weakens the bound)."""
+
+
+@dataclass(frozen=True)
+class BoundArrays:
+    """The instance's arrays in the units of the bound models (times in TIME_UNIT_S,
+    memory in P / MEM_UNITS_PER_P), over the saved positions unless said otherwise.
+
+    Attributes: ``tu`` time unit (s); ``mu`` memory unit (bytes); ``Mu`` the budget;
+    ``s`` sizes (bytes, int64) and ``sm`` (units); ``c`` rebuild times (s, inf if none);
+    ``w`` shortest copy time (latency + s / W); ``r`` ready times; ``start``, ``end``
+    ideal op starts and ends (per op); ``TF`` end of the forward pass; ``prod``,
+    ``lastf``, ``ready``, ``firstb``, ``lastb`` op indices (producer, last forward
+    reader, ready op, first and last backward reader); ``static`` the static profile
+    (per op); ``live`` tensors with bytes; ``rec`` those of them with a recipe."""
+
+    tu: float
+    mu: float
+    Mu: float
+    s: np.ndarray
+    sm: np.ndarray
+    c: np.ndarray
+    w: np.ndarray
+    r: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    TF: float
+    prod: np.ndarray
+    lastf: np.ndarray
+    ready: np.ndarray
+    firstb: np.ndarray
+    lastb: np.ndarray
+    static: np.ndarray
+    live: list[int]
+    rec: list[int]
+
+
+def bound_arrays(inst: Instance, M: int) -> BoundArrays | None:
+    """:class:`BoundArrays` of `inst` under budget `M` (bytes); None when `inst` has
+    views (per-view sizes would count a storage twice), no saved tensor, or lacks a
+    forward or a backward pass (no bound model applies)."""
+    n, nf = inst.n_ops, inst.n_fwd
+    if inst.aliased or inst.n_saved == 0 or n == 0 or not (0 < nf < n):
+        return None
+    tu = TIME_UNIT_S
+    mu = max(1, int(inst.P)) / MEM_UNITS_PER_P
+    s = np.asarray(inst.s, dtype=np.int64)
+    c = np.asarray(inst.c, dtype=np.float64)
+    W = float(inst.link.bytes_per_s)
+    lat = float(inst.link.copy_latency_s)
+    end = np.asarray(inst.end_s, dtype=np.float64) / tu
+    live = [t for t in range(inst.n_saved) if s[t] > 0]
+    return BoundArrays(
+        tu=tu, mu=mu, Mu=M / mu, s=s, sm=s / mu, c=c, w=(lat + s / W) / tu,
+        r=np.asarray(inst.r, dtype=np.float64) / tu,
+        start=np.asarray(inst.start_s, dtype=np.float64) / tu, end=end,
+        TF=float(end[inst.n_fwd - 1]),
+        prod=np.asarray(inst.saved_prod_idx, dtype=np.int64),
+        lastf=np.asarray(inst.saved_last_fwd_idx, dtype=np.int64),
+        ready=np.asarray(inst.saved_ready_idx, dtype=np.int64),
+        firstb=np.asarray(inst.saved_first_bwd_idx, dtype=np.int64),
+        lastb=np.asarray(inst.saved_last_bwd_idx, dtype=np.int64),
+        static=np.asarray(inst.static_profile, dtype=np.int64) / mu,
+        live=live, rec=[t for t in live if np.isfinite(c[t])])
 
 
 def _rebuilt_before(inst: Instance, lin: _Lin, xr: dict[int, int], c_units: np.ndarray
@@ -177,29 +241,13 @@ def _checkpoint_bound(inst: Instance, M: int, time_limit_s: float, max_checkpoin
     """
     T_star = float(inst.ideal_time_s)
     n, nf, nS = inst.n_ops, inst.n_fwd, inst.n_saved
-    if inst.aliased or nS == 0 or n == 0 or not (0 < nf < n):
+    a = bound_arrays(inst, M)
+    if a is None:
         return None
-    tu = TIME_UNIT_S
-    mu = max(1, int(inst.P)) / MEM_UNITS_PER_P
-    Mu = M / mu
-    s = np.asarray(inst.s, dtype=np.int64)
-    sm = s / mu
-    c = np.asarray(inst.c, dtype=np.float64)
-    W = float(inst.link.bytes_per_s)
-    lat = float(inst.link.copy_latency_s)
-    w = (lat + s / W) / tu
-    r = np.asarray(inst.r, dtype=np.float64) / tu
-    start = np.asarray(inst.start_s, dtype=np.float64) / tu
-    end = np.asarray(inst.end_s, dtype=np.float64) / tu
-    TF = float(end[nf - 1])
-    prod = np.asarray(inst.saved_prod_idx, dtype=np.int64)
-    lastf = np.asarray(inst.saved_last_fwd_idx, dtype=np.int64)
-    ready = np.maximum(lastf, np.asarray(inst.saved_ready_idx, dtype=np.int64))
-    firstb = np.asarray(inst.saved_first_bwd_idx, dtype=np.int64)
-    lastb = np.asarray(inst.saved_last_bwd_idx, dtype=np.int64)
-    static = np.asarray(inst.static_profile, dtype=np.int64) / mu
-    live = [t for t in range(nS) if s[t] > 0]
-    rec = [t for t in live if np.isfinite(c[t])]
+    tu, mu, Mu, sm, c, w, r = a.tu, a.mu, a.Mu, a.sm, a.c, a.w, a.r
+    start, end, TF, prod, lastf = a.start, a.end, a.TF, a.prod, a.lastf
+    ready = np.maximum(lastf, a.ready)
+    firstb, lastb, static, live, rec = a.firstb, a.lastb, a.static, a.live, a.rec
 
     lin = _Lin(deadline)
     xs = {t: lin.var(0, 1, name=f"xs{t}") for t in live}

@@ -23,6 +23,7 @@ from slackopt.solvers.milp.incumbent import recompute_only_incumbent
 from slackopt.solvers.milp.lns import lns
 from slackopt.solvers.milp.model import _INF, ModelTimeout, build_model, model_floor
 from slackopt.solvers.milp.primal import Incumbent, improve
+from slackopt.solvers.milp.timing_bound import timing_bound
 
 TIERS = ("auto", "full", "exact", "aggregated")
 
@@ -43,6 +44,9 @@ ENUM_MAX_SAVED = 24
 """The exact enumeration (:mod:`~slackopt.solvers.milp.enumerate`) runs only up to this
 many saved tensors: beyond, its bounds leave too many plans for the work limit, and
 the time is the model's."""
+TIMING_SHARE = 0.7
+"""Share of the time left that the timing MILP bound (phase 3b) may use; the rest is the
+time-indexed model's."""
 BUILD_S_PER_UNIT = 5e-6
 """Model build time (s) per op x saved tensor, from above (GPT-2 XL: 1355 ops x 581
 saved tensors, 3.0 s on a shared 2-core machine): the model is skipped when the time
@@ -270,7 +274,9 @@ class MILP(BaseSolver):
         L = U, or "infeasible", and the model is skipped); (3a) the checkpoint LP bound;
         (3b) the large-neighbourhood search (``lns``, at most ``lns_plans`` plans
         simulated: windows of saved tensors searched exactly, the others fixed to the
-        incumbent); (3) the model: its LP
+        incumbent); (3c) the timing MILP bound (``timing_bound``: SCIP's dual bound, at
+        most ``TIMING_SHARE`` of the time left, cut off at U; its assignment read as a
+        plan is a candidate); (3) the model: its LP
         relaxation (exact/aggregated tiers) and the MILP with no-good cuts, warm-started
         with the incumbent, each new MILP incumbent followed by a local search.
 
@@ -428,8 +434,8 @@ class MILP(BaseSolver):
 
         # (3b) Large-neighbourhood search (solvers/milp/lns.py): windows of saved tensors
         # searched exactly by the enumeration's branch and bound, the other tensors fixed
-        # to the incumbent; fixed work (lns_plans simulated plans), deterministic; after
-        # the bounds, so that it never takes their time.
+        # to the incumbent; fixed work (lns_plans simulated plans), deterministic; before
+        # the timing MILP, whose search is cut off at the plan it leaves.
         if self.lns_plans > 0 and inc.dec is not None:
             ln = lns(inc, self.lns_plans, seed, deadline)
             info["lns"] = {"windows": ln.windows, "simulated": ln.simulated,
@@ -439,6 +445,28 @@ class MILP(BaseSolver):
             if (inc.step_s - lower) <= OPTIMAL_REL_TOL * lower:
                 info.update({"iterations": 0, "log": []})
                 return self._finish(result, inc, lower, None)
+
+        # (3c) The timing MILP bound (solvers/milp/timing_bound.py): memory, D2H and H2D
+        # timing at every op with an excess, binary decisions, SCIP's proven dual bound
+        # (valid for every plan, also when SCIP stops early) within a share of the time
+        # left; its best assignment read as a plan is a candidate.
+        tt = time.perf_counter()
+        tb, tinfo = timing_bound(inst, M, TIMING_SHARE * (deadline - tt - 0.3),
+                                 deadline=deadline - 0.3, seed=seed,
+                                 upper_s=inc.step_s if inc.dec is not None else None)
+        info["timing_bound"] = {"bound_s": tb, "seconds": round(time.perf_counter() - tt, 4),
+                                "status": tinfo.get("status")}
+        before = inc.step_s
+        for tdec in tinfo.get("candidates", []):
+            inc.consider(tdec, "timing_bound")
+        if inc.step_s < before and self.local_search:
+            improve(inc, self.search_calls, seed, deadline)
+        if tb is not None:
+            lower = max(lower, tb)
+        mark("timing_bound")
+        if inc.dec is not None and (inc.step_s - lower) <= OPTIMAL_REL_TOL * lower:
+            info.update({"iterations": 0, "log": []})
+            return self._finish(result, inc, lower, None)
 
         # (3) The model. Building it is pure Python (GPT-2 XL's aggregated model: about
         # 3 s); skip it when it cannot pay off before the deadline.

@@ -1,0 +1,519 @@
+"""A decision MILP whose proven dual bound is a lower bound on the step time: memory at
+*every* op with a keep-all excess over M, forward and backward, where a swap counts as
+absent only when its D2H has ended in time on the serial D2H engine and its H2D fits
+before its next reader, and recomp chains keep their rebuilt recipe inputs resident.
+
+It sharpens the checkpoint LP (solvers/milp/checkpoint.py) in three ways: D2H timing at
+every op with an excess, not at four forward checkpoints (elsewhere the LP counts a swap
+freed at once); backward ops get the same timing (the LP's backward rows count a swap
+absent with no copy at all), plus H2D windows that start at the op; and the decisions
+are binary, solved by SCIP, whose proven *dual* bound (best bound) is used, so the bound
+holds when the search stops early. Its LP relaxation is solved first (a bound even when
+the search does not reach its root in time).
+
+The model (times in microseconds, memory in P / 1e4 bytes; ``w_t = latency + s_t / W``
+the shortest a copy of t can last; S_k, E_k ideal start and end of op k, T_F the ideal
+end of the forward pass; K the ops whose keep-all profile exceeds M):
+
+- binaries ``xs_t, xr_t``, ``xs + xr <= 1`` (no ``xr`` when c_t = inf); ``Sf >= 0`` the
+  forward stall, ``Xb >= 0`` the backward stall plus the recompute time; objective
+  ``min Sf + Xb``; the bound is ``T* + dual bound``. ``Xb >= sum_t c_t xr_t``.
+- For k in K, tensor t *absent-able at k*: live at k (produced at or before k, last
+  backward reader at or after k), its forward readers and ready op before k, and k not a
+  reader of t. ``z_tk <= xs_t`` in [0, 1] (t is a swap with no device copy and no H2D
+  buffer at the real start of k), non-decreasing in k over the forward ops.
+  :func:`timing_bound` solves the MILP with xs and xr binary first (with z binary too,
+  SCIP needed 29 s instead of 10 s to close chain31 at 0.5 P, same optimum, and did not
+  reach its root on chain63 at 0.7 P in 60 s; 2-core machine shared with other jobs),
+  then, with the time left, with z binary, whose assignments are plans more often.
+- FIFO: ``Q_g >= Q_{g-1} + sum w_t xs_t`` and ``Q_g >= r_g + sum w_t xs_t`` over the
+  tensors whose ready op is g; for t absent-able at k whose group follows g' (and, at a
+  backward k, no tensor queued before t has its last backward reader before k):
+  ``Q_{g'} + w_t z_tk <= S_k + Sf (+ B_k) + bm (1 - z_tk)``, bm the largest ``Q_{g'} - S_k``
+  the rows allow.
+- Memory at k in K: ``static_k + sum_{t live at k} s_t res_tk <= M``, where res counts
+  what is surely resident: 1 while k <= lastfwd_t; after it, a keep 1, a swap
+  ``xs_t - z_tk``, a recomp 0 before its first backward reader and 1 from it on;
+  before that, in the backward pass, a recomp tensor rebuilt before k because the
+  recipe of a recomp tensor u rebuilt by then reads it counts ``a_tk`` =
+  ``xr_t AND OR_u R_uk`` (``R_uk = xr_u`` when firstbwd_u <= k, else ``a_uk``),
+  linearised exactly: ``a <= xr_t``, ``a <= sum_u R_uk``, ``a >= xr_t + R_uk - 1``.
+- Backward delay: ``B_j >= 0`` for backward op j, with ``Xb >= B_j + sum c_t (xr_t -
+  a_tj)`` over the recomp tensors with firstbwd_t > j (those not rebuilt before j).
+- D2H at k in K, for each threshold theta among the ready times of the absent-able
+  tensors: ``sum_{r_t >= theta} w_t z_tk <= S_k - theta + Sf (+ B_k for backward k)``.
+- H2D after the forward pass: ``h_t >= z_tk`` for k < firstbwd_t; for each backward op
+  j: ``sum_{firstbwd_t <= j} w_t h_t <= (S_j - T_F) + B_j``; and for a recomp tensor u
+  whose recipe reads t with firstbwd_u = j < firstbwd_t, with zf_t the z of t at the
+  last forward op of K: ``w_t zf_t <= (S_j - T_F) + B_j + w_t (1 - xr_u)``.
+- H2D window at backward k in K: with ``next_t(k)`` the first backward reader of t
+  after k, for each j among them: ``sum_{next_t(k) <= j} w_t z_tk <= (S_j - S_k) + B_j``;
+  and for u as above with k < firstbwd_u = j < next_t(k):
+  ``w_t z_tk <= (S_j - S_k) + B_j + w_t (1 - xr_u + a_uk)``.
+
+Why every plan the barrier-free runtime runs to the end satisfies it with its own values
+(../shared/spec/semantics.md): set ``xs, xr`` to its decisions, ``Sf`` to its forward
+stall and ``Xb`` to its backward stall plus recompute time (``T - T* = Sf + Xb``, the
+evaluator's exact split), ``z_tk = 1`` iff t is a swap with neither its device copy nor
+an H2D buffer of it allocated at the real start of op k (when k's allocations are made),
+``h_t = 1`` iff some such k lies before t's first backward reader, ``a_tk = 1`` iff t is
+recomp and rebuilt before the real start of k though firstbwd_t > k, ``B_j`` the backward
+stalls and rebuild time before the real start of j, ``Q_g`` the smallest value its rows
+allow. The real start of op k is ``S_k`` plus the stalls and rebuilds before it:
+``S_k + (forward stall so far) <= S_k + Sf`` in the forward pass and ``S_k + Sf + B_k``
+in the backward pass (the backward pass starts at the real end of the forward pass).
+
+- Memory: at the instant op k's allocations are made, the non-saved tensors and
+  workspace of op k (``static_profile``) and the saved tensors counted in res are
+  resident: a tensor before the end of its last forward reader; a keep to the end of
+  its last backward reader; a swap not absent by definition of z (a reader of t has it
+  resident: it waits for the H2D or uses the lagging device copy); a recomp tensor from
+  its rebuild, which runs before its first backward reader, to its last reader. A recomp
+  tensor u rebuilt by k had its recipe inputs resident at its rebuild (a recipe input
+  that is itself recomp is rebuilt first, and a rebuilt tensor is freed only after its
+  last reader, here a backward op at or after its own first backward reader > k), so a
+  recomp input t of u is resident at k: ``a >= xr_t + R_uk - 1``; conversely a recomp
+  t with firstbwd_t > k is rebuilt before k only for such a u (its first need), so
+  ``a <= xr_t`` and ``a <= sum_u R_uk``. Memory never exceeds M; everything else
+  resident only adds to the left side.
+- Monotone z: in the forward pass a freed device copy comes back only by an H2D, and
+  no H2D starts before the real end of the forward pass.
+- Backward delay: a rebuild runs in the gap before its first need, firstbwd_t or the
+  rebuild of a recomp tensor whose recipe reads it (semantics: "a recipe input that is
+  itself recomp is rebuilt first"); so it runs before op j iff ``a_tj = 1`` or
+  firstbwd_t <= j, and the rebuilds of the other recomp tensors (c_t each) run after
+  the real start of j: ``Xb >= B_j +`` their time.
+- D2H: a swap absent at k had its device copy freed, which needs its D2H ended, so that
+  D2H ran inside [the real end of its ready op, the real start of k]; the former is no
+  earlier than the ideal r_t (stalls only delay). The D2H engine runs one copy at a time
+  and each lasts at least w_t (latency, then s_t at W; the duplex rate only slows it
+  down), so the copies with ``r_t >= theta`` need ``sum w_t`` inside
+  ``[theta, real S_k]``. Other copies the engine ran are left out.
+- FIFO: copies are queued at the end of the ready op, in that order, one at a time; the
+  engine finishes the swaps queued through group g no earlier than Q_g (by induction: a
+  group's copies start after its ready time and after the earlier groups' copies). A
+  swap t absent at k had its D2H ended by the real start of k, after every swap queued
+  before it (ready op before t's) had run: ``Q_{g'} + w_t <= real S_k``. A queued D2H
+  is dropped only when its tensor has no reader left; none of those queued before t is
+  in the forward pass, nor at a backward k before which none of their last backward
+  readers ended (the rows are stated only there). With z = 0 the row allows every
+  value of the rows.
+- H2D after the forward pass: a swap absent at some k before its first backward reader
+  needs an H2D (no device copy left to use) that starts after the real end of the forward
+  pass (no H2D starts earlier) and ends before its first backward reader; the H2D engine
+  is serial; the real time from the end of the forward pass to the start of j is
+  ``S_j - T_F + B_j``. A swap absent in the forward pass (zf = 1) has no device copy
+  from then on but the H2D's, so the rebuild of a recomp tensor u whose recipe reads it,
+  which runs before op firstbwd_u starts, waits for such an H2D. (A swap first absent
+  in the backward pass may have lent its lagging device copy to that rebuild: no row.)
+  Re-fetches and the queue order are left out.
+- H2D window: a swap absent at backward op k needs an H2D for its next need after k,
+  its next backward reader or the rebuild of a recomp u reading it that runs after k
+  starts (``xr_u - a_uk = 1``), before op firstbwd_u; that H2D starts after the real
+  start of k (no buffer then) and ends before the real start of j; the real time
+  between them is ``S_j - S_k + B_j - B_k <= (S_j - S_k) + B_j``; the engine is serial.
+- Recompute: every recomp tensor is rebuilt once (it is saved, so a backward op reads
+  it), a task of duration c_t on the compute stream, inside ``Xb``.
+
+So the assignment of a run is feasible with objective ``T - T*``: the MILP optimum is at
+most that, and so is every dual bound SCIP proves (and the LP optimum). Instances with
+views (``Instance.aliased``) get no bound (per-view sizes would count a storage twice).
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from slackopt.instance import Instance
+from slackopt.plan import RECOMP, SWAP
+from slackopt.solver import OPTIMAL_REL_TOL
+from slackopt.solvers.milp.backends import _ScipBackend, lp_relaxation
+from slackopt.solvers.milp.checkpoint import bound_arrays
+from slackopt.solvers.milp.model import _INF, TIME_UNIT_S, ModelTimeout, _Lin
+
+MAX_UNITS = 6_000
+"""Every op of K is timed when ``n_saved * |K|`` (absent-able pairs, at most) is at most
+this; beyond, the ops with the largest excess, as many as fit."""
+MIN_OPS = 4
+"""Fewest ops timed: below, the instance is too large for this bound."""
+MAX_THRESHOLDS = 64
+"""Ready-time thresholds per op (a subset only weakens the bound)."""
+
+
+def build_timing_model(inst: Instance, M: int, *, integer: bool = True,
+                       max_ops: int | None = None, z_binary: bool = False,
+                       deadline: float | None = None) -> tuple[_Lin, dict] | None:
+    """The model of the module docstring.
+
+    Args:
+        inst: the instance (no views).
+        M: budget (bytes).
+        integer: binary decisions (else their LP relaxation).
+        z_binary: the absence variables z binary too (else in [0, 1]).
+        max_ops: time at most this many ops, those with the largest keep-all excess
+            (the rows of the others are left out: a relaxation); None: every op in K.
+        deadline: perf_counter time after which building stops with ModelTimeout.
+
+    Returns:
+        (model, info with its size), or None when the instance has views, no saved
+        tensor, or no op with a keep-all excess over M.
+    """
+    a_ = bound_arrays(inst, M)
+    if a_ is None:
+        return None
+    n, nf, nS = inst.n_ops, inst.n_fwd, inst.n_saved
+    tu, mu, Mu, sm, c = a_.tu, a_.mu, a_.Mu, a_.sm, a_.c
+    w, r, start, TF = a_.w, a_.r, a_.start, a_.TF
+    prod, lastf, ready, firstb, lastb = a_.prod, a_.lastf, a_.ready, a_.firstb, a_.lastb
+    static, live, rec = a_.static, a_.live, a_.rec
+    s_, xr_ok = a_.s, set(rec)
+    keep = np.asarray(inst.keep_all_profile, dtype=np.int64) / mu
+    bwd_readers = [sorted({int(j) for j in inst.saved_reader_idx[t].tolist() if j >= nf})
+                   for t in range(nS)]
+    K = [k for k in range(n) if keep[k] > Mu]
+    if max_ops is not None and len(K) > max_ops:
+        K = sorted(sorted(K, key=lambda k: (-keep[k], k))[:max(1, max_ops)])
+    if not K:
+        return None
+    # rebuildable tensors u whose recipe reads t: all t (rb_readers), rebuildable t
+    rb_readers: dict[int, list[int]] = {}
+    for u in rec:
+        for t in inst.recipe_inputs[u]:
+            if t != u and s_[t] > 0:
+                rb_readers.setdefault(int(t), []).append(u)
+    readers_of = {t: us for t, us in rb_readers.items() if t in xr_ok}
+
+    lin = _Lin(deadline)
+    xs = {t: lin.var(0, 1, integer, name=f"xs{t}") for t in live}
+    xr = {t: lin.var(0, 1, integer, name=f"xr{t}") for t in rec}
+    for t in rec:
+        lin.row([(xs[t], 1.0), (xr[t], 1.0)], hi=1.0)
+    Sf = lin.var(0, _INF, obj=1.0, name="Sf")
+    Xb = lin.var(0, _INF, obj=1.0, name="Xb")
+    lin.row([(Xb, 1.0)] + [(xr[t], -c[t] / tu) for t in rec], lo=0.0)
+    h: dict[int, int] = {}
+    n_z = 0
+    early_cache: dict[int, dict[int, int]] = {}
+
+    def early(j: int) -> dict[int, int]:
+        """``a_tj`` for backward op j: t recomp and rebuilt before op j starts although its
+        first backward reader comes later (a recomp tensor whose recipe reads t was
+        rebuilt by then): ``a = xr_t AND OR_u R_uj``, linearised exactly."""
+        if j in early_cache:
+            return early_cache[j]
+        a: dict[int, int] = {}
+        done: set[int] = set()
+
+        def visit(t: int) -> None:
+            if t in done:
+                return
+            done.add(t)
+            by = []
+            for u in readers_of.get(t, []):
+                if firstb[u] <= j:
+                    by.append(xr[u])
+                else:
+                    visit(u)
+                    if u in a:
+                        by.append(a[u])
+            if by:
+                a[t] = lin.var(0, 1, name=f"a{t}_{j}")
+                lin.row([(a[t], 1.0), (xr[t], -1.0)], hi=0.0)
+                lin.row([(a[t], 1.0)] + [(v, -1.0) for v in by], hi=0.0)
+                for v in by:
+                    lin.row([(a[t], 1.0), (xr[t], -1.0), (v, -1.0)], lo=-1.0)
+
+        for t in rec:
+            if firstb[t] > j:
+                visit(t)
+        early_cache[j] = a
+        return a
+
+    B: dict[int, int] = {}
+
+    def delay(j: int) -> int:
+        """B_j: backward stalls and rebuilds before the real start of backward op j;
+        ``Xb >= B_j + sum c_t`` over the recomp tensors rebuilt after it starts."""
+        if j not in B:
+            B[j] = lin.var(0, _INF, name=f"B{j}")
+            a = early(j)
+            lin.row([(Xb, 1.0), (B[j], -1.0)]
+                    + [(xr[t], -c[t] / tu) for t in rec if firstb[t] > j]
+                    + [(a[t], c[t] / tu) for t in a], lo=0.0)
+        return B[j]
+    # FIFO D2H queue, by ready op: Q[g] <= the time the engine has finished every swap
+    # queued through group g, and >= that group's ready time
+    groups = sorted({int(ready[t]) for t in live})
+    gpos = {g: i for i, g in enumerate(groups)}
+    Q = []
+    for g in groups:
+        mem = [t for t in live if ready[t] == g]
+        q = lin.var(0, _INF, name=f"Q{g}")
+        rg = float(r[mem[0]])
+        lin.row([(q, 1.0)] + [(xs[t], -w[t]) for t in mem], lo=rg)
+        if Q:
+            lin.row([(q, 1.0), (Q[-1], -1.0)] + [(xs[t], -w[t]) for t in mem], lo=0.0)
+        Q.append(q)
+    # before[t]: the queue before t's group (None for the first); no_drop[i]: the
+    # smallest last backward reader among the tensors of groups before group i
+    no_drop = [n] * (len(groups) + 1)
+    for i, g in enumerate(groups):
+        lb = min(int(lastb[t]) for t in live if ready[t] == g)
+        no_drop[i + 1] = min(no_drop[i], lb)
+    # q_ub[i]: the largest value the smallest Q of group i can take (every tensor a swap)
+    q_ub = []
+    for g in groups:
+        mem = [t for t in live if ready[t] == g]
+        q_ub.append(max(float(r[mem[0]]), q_ub[-1] if q_ub else 0.0)
+                    + float(sum(w[t] for t in mem)))
+    z_prev: dict[int, int] = {}     # t -> its z at the previous forward op of K
+
+    for k in K:
+        backward = k >= nf
+        livek = [t for t in live if prod[t] <= k <= lastb[t]]
+        elig = [t for t in livek if lastf[t] < k and ready[t] < k and k not in bwd_readers[t]]
+        z = {t: lin.var(0, 1, integer and z_binary, name=f"z{t}_{k}") for t in elig}
+        n_z += len(z)
+        for t in elig:
+            lin.row([(z[t], 1.0), (xs[t], -1.0)], hi=0.0)
+            if not backward:
+                if t in z_prev:     # freed in the forward pass: stays freed till T_F
+                    lin.row([(z[t], 1.0), (z_prev[t], -1.0)], lo=0.0)
+                z_prev[t] = z[t]
+            i = gpos[int(ready[t])]
+            if i > 0 and no_drop[i] >= k:
+                # FIFO: every swap queued before t ran before t's D2H ended
+                bm = max(0.0, q_ub[i - 1] - float(start[k]))
+                lin.row([(Q[i - 1], 1.0), (Sf, -1.0)] + ([(delay(k), -1.0)] if backward else [])
+                        + [(z[t], w[t] + bm)], hi=float(start[k]) + bm)
+            if k < firstb[t]:
+                if t not in h:
+                    h[t] = lin.var(0, 1, name=f"h{t}")
+                lin.row([(h[t], 1.0), (z[t], -1.0)], lo=0.0)
+        # recomp tensors rebuilt early, resident before their first backward reader
+        a = early(k) if backward else {}
+        const = float(static[k])
+        terms: list[tuple[int, float]] = []
+        for t in livek:
+            const += sm[t]
+            if k <= lastf[t]:
+                continue
+            if t in z:
+                terms.append((z[t], -sm[t]))
+            if t in xr and k < firstb[t]:
+                terms.append((xr[t], -sm[t]))
+                if t in a:
+                    terms.append((a[t], sm[t]))
+        lin.row(terms, hi=Mu - const)
+        if not elig:
+            continue
+        # D2H: suffix sums over ready time (latest first)
+        stall = [(Sf, -1.0)] + ([(delay(k), -1.0)] if backward else [])
+        order = sorted(elig, key=lambda t: -r[t])
+        thetas = sorted({float(r[t]) for t in elig}, reverse=True)
+        if len(thetas) > MAX_THRESHOLDS:
+            idx = np.linspace(0, len(thetas) - 1, MAX_THRESHOLDS).round().astype(int)
+            thetas = [thetas[i] for i in sorted(set(idx.tolist()))]
+        _prefix_rows(lin, [[t for t in order if r[t] >= th] for th in thetas],
+                     {t: (z[t], w[t]) for t in elig},
+                     [float(start[k]) - th for th in thetas], stall)
+        if backward:
+            # H2D window: from the real start of k to the next reader's
+            nxt = {t: next(j for j in bwd_readers[t] if j > k) for t in elig}
+            js = sorted(set(nxt.values()))
+            _prefix_rows(lin, [[t for t in elig if nxt[t] <= j] for j in js],
+                         {t: (z[t], w[t]) for t in elig},
+                         [float(start[j] - start[k]) for j in js],
+                         [[(delay(j), -1.0)] for j in js])
+            # ... or to the rebuild of a recomp tensor u whose recipe reads it, if that
+            # comes earlier and after k (u recomp, not rebuilt by k: xr_u - a_uk)
+            for t in elig:
+                for u in rb_readers.get(t, []):
+                    j = int(firstb[u])
+                    if k < j < nxt[t]:
+                        lin.row([(z[t], w[t]), (delay(j), -1.0), (xr[u], w[t])]
+                                + ([(a[u], -w[t])] if u in a else []),
+                                hi=float(start[j] - start[k]) + w[t])
+
+    # H2D after the forward pass: prefix sums over first backward reader
+    if h:
+        js = sorted({int(firstb[t]) for t in h})
+        _prefix_rows(lin, [[t for t in h if firstb[t] <= j] for j in js],
+                     {t: (h[t], w[t]) for t in h},
+                     [float(start[j]) - TF for j in js], [[(delay(j), -1.0)] for j in js])
+    # ... and before the rebuild of a recomp tensor whose recipe reads it, for a swap
+    # freed in the forward pass (z_prev: its z at the last forward op of K, the largest);
+    # one freed only in the backward pass may have been read by that rebuild before
+    for t, zt in z_prev.items():
+        for u in rb_readers.get(t, []):
+            j = int(firstb[u])
+            if j < firstb[t]:
+                lin.row([(zt, w[t]), (delay(j), -1.0), (xr[u], w[t])],
+                        hi=float(start[j]) - TF + w[t])
+    info = {"ops_timed": len(K), "absent_vars": n_z, **lin.stats()}
+    return lin, info
+
+
+def _prefix_rows(lin: _Lin, groups: list[list[int]], item: dict[int, tuple[int, float]],
+                 rhs: list[float], stall: list) -> None:
+    """Rows ``sum_{t in groups[i]} coef_t var_t + stall_i <= rhs[i]`` for nested groups
+    (each contains the one before), with one running-sum variable per group; `stall`:
+    the terms of every row, or a list of them per row."""
+    q = None
+    done: set[int] = set()
+    if not stall or isinstance(stall[0], tuple):
+        stall = [stall] * len(groups)
+    for grp, hi, st in zip(groups, rhs, stall, strict=True):
+        new = [t for t in grp if t not in done]
+        done.update(new)
+        if new or q is None:
+            qn = lin.var(0, _INF)
+            lin.row([(qn, 1.0)] + ([(q, -1.0)] if q is not None else [])
+                    + [(item[t][0], -item[t][1]) for t in new], 0.0, 0.0)
+            q = qn
+        lin.row([(q, 1.0)] + st, hi=hi)
+
+
+class _BoundScip(_ScipBackend):
+    """SCIP for the timing MILP: no cutting-plane rounds (on chain31 at 0.5 P the search
+    closed in 47 s without them and was still open after 60 s with SCIP's default
+    separation or two root rounds, 2-core machine)."""
+
+    scip_params = "separating/maxrounds = 0\nseparating/maxroundsroot = 0\n"
+
+
+def timing_bound(inst: Instance, M: int, time_limit_s: float = 30.0, *,
+                 deadline: float | None = None, integer: bool = True, seed: int = 0,
+                 upper_s: float | None = None,
+                 max_units: int = MAX_UNITS) -> tuple[float | None, dict]:
+    """A lower bound (s) on the step time of every plan that the barrier-free runtime
+    runs under budget `M` (bytes): T* plus SCIP's proven dual bound of the MILP in the
+    module docstring (or the optimum of its LP relaxation, with SCIP, when ``integer``
+    is false or SCIP proves no finite bound).
+
+    Args:
+        inst: the instance.
+        M: budget (bytes).
+        time_limit_s: wall-clock limit for building and solving (s).
+        deadline: perf_counter time after which nothing new starts (then the bound found
+            so far, or None).
+        integer: solve the MILP (SCIP, one thread, seed `seed`); else the LP only.
+        seed: SCIP's random seed (the bound is valid whatever it is).
+        upper_s: the step time (s) of a plan that runs, if one is known: the MILP then
+            only looks for assignments below it (every plan is either at least as slow
+            or satisfies the cut model), and the bound is at most `upper_s`
+            (exactly `upper_s` when no assignment is left).
+        max_units: when ``n_saved * |K| > max_units`` (|K|: ops with a keep-all excess
+            over M), time only the ``max_units // n_saved`` ops with the largest excess
+            (none, and no bound, when that is under ``MIN_OPS``).
+
+    Returns:
+        (bound in s or None, info: ``ops_timed``, model size, ``lp_status``, ``status``
+        (the MILP's), ``seconds``, why it stopped, and ``candidates``: the plans read
+        from the MILP's best assignment, :func:`_decisions`, none without one). The
+        bound is never below T*; None when the instance has views, is too large, or
+        nothing finished in time.
+    """
+    t0 = time.perf_counter()
+    end = t0 + float(time_limit_s)
+    if deadline is not None:
+        end = min(end, deadline)
+    info: dict = {}
+    T_star = float(inst.ideal_time_s)
+    keep = np.asarray(inst.keep_all_profile, dtype=np.int64)
+    nK = int((keep > M).sum()) if keep.size else 0
+    if nK == 0:
+        info.update(seconds=0.0, status="no op exceeds M")
+        return (T_star if inst.n_ops else None), info
+    max_ops = None
+    if inst.n_saved * nK > max_units:
+        max_ops = max_units // max(1, inst.n_saved)
+        if max_ops < MIN_OPS:
+            info.update(seconds=0.0, status=f"too large: {inst.n_saved} saved tensors")
+            return None, info
+        info["ops_left_out"] = nK - max_ops
+    try:
+        built = build_timing_model(inst, M, integer=integer, max_ops=max_ops, deadline=end)
+    except ModelTimeout as e:
+        info.update(seconds=time.perf_counter() - t0, status=str(e))
+        return None, info
+    if built is None:
+        info.update(seconds=time.perf_counter() - t0, status="no model (views or no tensor)")
+        return None, info
+    lin, minfo = built
+    info.update(minfo, candidates=[])
+    val = None
+    cut = None
+    if upper_s is not None and np.isfinite(upper_s):
+        cut = max(0.0, (float(upper_s) - T_star) / TIME_UNIT_S) * (1.0 + 1e-9)
+    try:
+        # the LP relaxation first, a bound even when the MILP search ends before its
+        # root: GLOP (GPT-2 XL at 0.1 P: 14 s, SCIP's LP solver 68 s), else SCIP's LP
+        # solver (GLOP stops on the big-M rows of chain63 at 0.7 P as ABNORMAL); then
+        # the MILP with the time left
+        val, _ = lp_relaxation(lin, max(0.05, end - time.perf_counter()), deadline=end)
+        info["lp_status"] = "optimal (glop)" if val is not None else "unsolved (glop)"
+        if val is None and end - time.perf_counter() > 0.1:
+            lp = lin.copy()
+            lp.is_int = [False] * lp.n_vars
+            sol = _BoundScip(lp, threads=1, seed=seed, rel_gap=0.0, deadline=end).solve(
+                max(0.05, end - time.perf_counter()), None)
+            info["lp_status"] = f"{sol.status} (scip)"
+            if sol.status == "optimal":
+                val = sol.objective
+        info["lp_seconds"] = round(time.perf_counter() - t0, 3)
+        # the MILP (binary xs, xr), then, with the time left, the MILP with binary z
+        # too: its best assignment is a plan far more often (on chain31 at 0.9 P the
+        # first one's assignment simulates at 56.5 ms, the second's at its 43.6622 ms)
+        for stage, zint in (("status", False), ("status_z", True)):
+            if not integer or end - time.perf_counter() <= 0.5:
+                break
+            if zint and cut is not None and val is not None and \
+                    val >= cut * (1.0 - OPTIMAL_REL_TOL):
+                break       # the known plan is proven optimal: no plan to look for
+            if zint:
+                lin = build_timing_model(inst, M, max_ops=max_ops, z_binary=True,
+                                         deadline=end)[0]
+            be = _BoundScip(lin, threads=1, seed=seed, rel_gap=0.0, deadline=end)
+            if cut is not None:
+                be.add_row([(j, 1.0) for j, cj in enumerate(lin.obj) if cj], -_INF, cut)
+            sol = be.solve(max(0.05, end - time.perf_counter()), None)
+            info[stage] = sol.status
+            if sol.status == "infeasible":
+                info.update(seconds=time.perf_counter() - t0)
+                if cut is None:
+                    return None, info   # no plan runs; no bound is stated here
+                return float(upper_s), info    # every plan is at least upper_s
+            if sol.bound is not None:
+                val = sol.bound if val is None else max(val, sol.bound)
+            if sol.x is not None:
+                seen = {d.tobytes() for d in info["candidates"]}
+                info["candidates"] = [d for d in _decisions(inst, lin, sol.x)
+                                      if d.tobytes() not in seen] + info["candidates"]
+    except ModelTimeout as e:
+        info.update(status=str(e))
+    info["seconds"] = time.perf_counter() - t0
+    if val is None:
+        return None, info
+    b = max(T_star, (T_star / TIME_UNIT_S + val * (1.0 - 1e-9)) * TIME_UNIT_S)
+    return (min(b, float(upper_s)) if cut is not None else b), info
+
+
+def _decisions(inst: Instance, lin: _Lin, x: list[float]) -> list[np.ndarray]:
+    """The plans of an assignment (int8 [n_saved] each, distinct): recomp where xr = 1;
+    swap where xs = 1 and some z >= 0.5 (a swap never counted absent only pays for
+    copies), else keep; and the plan with every xs = 1 a swap."""
+    by_z = np.zeros(inst.n_saved, dtype=np.int8)
+    by_xs = np.zeros(inst.n_saved, dtype=np.int8)
+    for j, nm in enumerate(lin.names):
+        if x[j] > 0.5 and nm.startswith("z"):
+            by_z[int(nm[1:].split("_")[0])] = SWAP
+        elif x[j] > 0.5 and nm.startswith("xs"):
+            by_xs[int(nm[2:])] = SWAP
+    for j, nm in enumerate(lin.names):
+        if x[j] > 0.5 and nm.startswith("xr"):
+            by_z[int(nm[2:])] = by_xs[int(nm[2:])] = RECOMP
+    by_z = np.where(by_xs == SWAP, by_z, by_xs).astype(np.int8)
+    return [by_z] + ([by_xs] if not np.array_equal(by_z, by_xs) else [])
