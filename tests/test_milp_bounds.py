@@ -415,3 +415,25 @@ def test_timing_bound_below_enumerated_chain_optima(seed, layers, link):
         for dec in info["candidates"]:
             ev = simulate(inst, Plan(dec, inst.saved_names), M)
             assert not ev.feasible or ev.step_time_s >= opt * (1 - 1e-12)
+
+
+def test_timing_bound_candidates_do_not_depend_on_the_time_limit():
+    """The milp solver's anytime rule: the plans timing_bound hands back come only from
+    MILP solves that ended, in solve order, so a shorter limit gives a prefix of a
+    longer limit's list (none when its first solve is cut) and its bound is no larger.
+    chain31 at 0.9 P closes in seconds with the long limit."""
+    from pathlib import Path
+
+    from slackopt.instance import budget_bytes
+    from slackopt.io import load_instance
+    root = Path(__file__).resolve().parent.parent
+    inst = load_instance(root / "instances" / "small" / "chain31-seed0_a100-pcie4.json")
+    M = budget_bytes(inst, 0.9)
+    b_long, long = timing_bound(inst, M, 120.0, seed=0)
+    assert long["status"] == "optimal" and long["candidates"]
+    b_short, short = timing_bound(inst, M, 0.6, seed=0)
+    k = len(short["candidates"])
+    assert k <= len(long["candidates"])
+    for a, b in zip(short["candidates"], long["candidates"][:k], strict=True):
+        assert np.array_equal(a, b)
+    assert b_short is None or b_short <= b_long * (1 + 1e-12)

@@ -456,11 +456,14 @@ class MILP(BaseSolver):
                                  upper_s=inc.step_s if inc.dec is not None else None)
         info["timing_bound"] = {"bound_s": tb, "seconds": round(time.perf_counter() - tt, 4),
                                 "status": tinfo.get("status")}
-        before = inc.step_s
+        # candidates in the order the MILPs produced them (only from MILP solves that
+        # ended, so a longer limit gets the same list and appends to it), each one that
+        # improves U followed by a local search: a longer limit replays these steps
         for tdec in tinfo.get("candidates", []):
+            before = inc.step_s
             inc.consider(tdec, "timing_bound")
-        if inc.step_s < before and self.local_search:
-            improve(inc, self.search_calls, seed, deadline)
+            if inc.step_s < before and self.local_search:
+                improve(inc, self.search_calls, seed, deadline)
         if tb is not None:
             lower = max(lower, tb)
         mark("timing_bound")

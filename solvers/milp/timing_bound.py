@@ -412,7 +412,9 @@ def timing_bound(inst: Instance, M: int, time_limit_s: float = 30.0, *,
     Returns:
         (bound in s or None, info: ``ops_timed``, model size, ``lp_status``, ``status``
         (the MILP's), ``seconds``, why it stopped, and ``candidates``: the plans read
-        from the MILP's best assignment, :func:`_decisions`, none without one). The
+        from the best assignment of each MILP solve that ended (proven optimal for the
+        model; a solve cut by its time limit gives none, so that the list does not
+        depend on the limit), in solve order, :func:`_decisions`). The
         bound is never below T*; None when the instance has views, is too large, or
         nothing finished in time.
     """
@@ -488,10 +490,13 @@ def timing_bound(inst: Instance, M: int, time_limit_s: float = 30.0, *,
                 return float(upper_s), info    # every plan is at least upper_s
             if sol.bound is not None:
                 val = sol.bound if val is None else max(val, sol.bound)
-            if sol.x is not None:
+            if sol.x is not None and sol.status == "optimal":
+                # only a search that ended: its assignment does not depend on the time
+                # limit (one thread, the seed), so a longer limit returns the same
+                # candidates and appends to them (the solver's anytime rule)
                 seen = {d.tobytes() for d in info["candidates"]}
-                info["candidates"] = [d for d in _decisions(inst, lin, sol.x)
-                                      if d.tobytes() not in seen] + info["candidates"]
+                info["candidates"] += [d for d in _decisions(inst, lin, sol.x)
+                                       if d.tobytes() not in seen]
     except ModelTimeout as e:
         info.update(status=str(e))
     info["seconds"] = time.perf_counter() - t0
