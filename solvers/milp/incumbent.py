@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import numpy as np
@@ -25,7 +26,8 @@ def recompute_only_incumbent(inst: Instance, M: int, time_limit_s: float = 5.0,
 
     Args:
         inst, M: the instance and the budget (bytes).
-        time_limit_s: wall-clock limit (s).
+        time_limit_s: wall-clock limit (s) for building the model and solving it (None
+            is returned when building it takes the whole limit).
         seed: CP-SAT's random seed (one worker: deterministic for a seed).
         deterministic_time: CP-SAT's work limit in its deterministic time units, or None;
             with it the result does not depend on machine speed (unless the wall-clock
@@ -37,6 +39,7 @@ def recompute_only_incumbent(inst: Instance, M: int, time_limit_s: float = 5.0,
     """
     from ortools.sat.python import cp_model
 
+    end = time.perf_counter() + float(time_limit_s)   # building counts against the limit
     n, nf, nS = inst.n_ops, inst.n_fwd, inst.n_saved
     s = [int(v) for v in np.asarray(inst.s, dtype=np.int64)]
     c = np.asarray(inst.c, dtype=np.float64)
@@ -90,6 +93,8 @@ def recompute_only_incumbent(inst: Instance, M: int, time_limit_s: float = 5.0,
     for t in range(nS):
         by_prod[prod[t]].append(t)
     for k in range(n):
+        if time.perf_counter() > end:
+            return None
         alive.extend(by_prod[k])
         const = static[k]
         terms = []
@@ -136,8 +141,11 @@ def recompute_only_incumbent(inst: Instance, M: int, time_limit_s: float = 5.0,
                     terms.append(s[t] * y[u][g])
             cm.Add(sum(terms) <= M - const)
     cm.Minimize(sum(cns[u] * xr[u] for u in range(nS) if xr[u] is not None))
+    left = end - time.perf_counter()
+    if left <= 0.0:
+        return None
     solver = cp_model.CpSolver()
-    solver.parameters.max_time_in_seconds = float(max(0.1, time_limit_s))
+    solver.parameters.max_time_in_seconds = float(left)
     if deterministic_time is not None:
         solver.parameters.max_deterministic_time = float(deterministic_time)
     solver.parameters.num_workers = 1

@@ -253,9 +253,15 @@ class MILP(BaseSolver):
     @classmethod
     def warm_up(cls) -> None:
         """Compile the evaluator's, SlackSwap's and the enumeration's kernels: one solve
-        of the warm-up chain at 0.8 P (the enumeration proves its optimum there)."""
+        of the warm-up chain at 0.8 P (the enumeration proves its optimum there), then
+        the large-neighbourhood search's (a window search from the all-swap plan), whose
+        phase that solve does not reach."""
         inst = warm_up_instance()
-        cls(threads=1).solve(inst, int(0.8 * inst.P), time_limit_s=30.0, seed=0)
+        M = int(0.8 * inst.P)
+        cls(threads=1).solve(inst, M, time_limit_s=30.0, seed=0)
+        inc = Incumbent(inst, M)
+        inc.consider(_all_swap(inst), "warm_up")
+        lns(inc, 200, 0, time.perf_counter() + 30.0)
 
     def plan(self, instance: Instance, budget_bytes: int, run: Run) -> Outcome:
         """Plan `instance` under budget M = `budget_bytes` (bytes), within
