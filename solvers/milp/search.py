@@ -331,6 +331,10 @@ class MILP(BaseSolver):
                            "lower_s": lower, "seconds": round(time.perf_counter() - t0, 4)})
             prog.update(inc.step_s, lower, phase)
 
+        def closed() -> bool:
+            """The plan meets the bound: (U - L) / L <= OPTIMAL_REL_TOL."""
+            return inc.dec is not None and (inc.step_s - lower) <= OPTIMAL_REL_TOL * lower
+
         def result(status: str, lower: float | None, objective: float | None = None,
                    **extra: Any) -> Outcome:
             ub = inc.step_s if inc.dec is not None else None
@@ -400,7 +404,7 @@ class MILP(BaseSolver):
         # valid for every plan; solvers/milp/enumerate.py).
         lower = max(lower, deficit_bound(inst, M) * (1.0 - 1e-12))
         mark("deficit_bound")
-        if inc.dec is not None and (inc.step_s - lower) <= OPTIMAL_REL_TOL * lower:
+        if closed():
             info.update({"iterations": 0, "log": []})
             return result("optimal", lower, reason="the deficit bound meets the plan")
 
@@ -434,7 +438,7 @@ class MILP(BaseSolver):
         if cb is not None:
             lower = max(lower, cb)
         mark("checkpoint_bound")
-        if inc.dec is not None and (inc.step_s - lower) <= OPTIMAL_REL_TOL * lower:
+        if closed():
             info.update({"iterations": 0, "log": []})
             return self._finish(result, inc, lower, None)
 
@@ -448,14 +452,14 @@ class MILP(BaseSolver):
                            "improved": ln.improved, "passes": ln.passes,
                            "window_size": ln.window_size, "converged": ln.converged}
             mark("lns")
-            if (inc.step_s - lower) <= OPTIMAL_REL_TOL * lower:
+            if closed():
                 info.update({"iterations": 0, "log": []})
                 return self._finish(result, inc, lower, None)
 
         # (3c) The timing MILP bound (solvers/milp/timing_bound.py): memory, D2H and H2D
         # timing at every op with an excess, binary decisions, SCIP's proven dual bound
         # (valid for every plan, also when SCIP stops early) within a share of the time
-        # left; its best assignment read as a plan is a candidate.
+        # left; the plans read from the assignments of its solves that ended are candidates.
         tt = time.perf_counter()
         tb, tinfo = timing_bound(inst, M, TIMING_SHARE * (deadline - tt - 0.3),
                                  deadline=deadline - 0.3, seed=seed,
@@ -473,7 +477,7 @@ class MILP(BaseSolver):
         if tb is not None:
             lower = max(lower, tb)
         mark("timing_bound")
-        if inc.dec is not None and (inc.step_s - lower) <= OPTIMAL_REL_TOL * lower:
+        if closed():
             info.update({"iterations": 0, "log": []})
             return self._finish(result, inc, lower, None)
 
@@ -613,7 +617,7 @@ class MILP(BaseSolver):
                           "upper_s": None if inc.dec is None else inc.step_s})
             log.append(entry)
             prog.update(inc.step_s, lower, f"milp {it}")
-            if inc.dec is not None and (inc.step_s - lower) <= OPTIMAL_REL_TOL * lower:
+            if closed():
                 break
             if sol.status != "optimal":
                 break          # the time limit stopped the backend: its bound is final
