@@ -5,6 +5,7 @@ relaxation is one are in the package docstring (solvers/milp/__init__.py)."""
 from __future__ import annotations
 
 import bisect
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -48,6 +49,7 @@ class _Lin:
         self.obj: list[float] = []
         self.names: list[str] = []
         self.rows: list[tuple[list[int], list[float], float, float]] = []
+        self.row_names: list[str] = []
 
     @property
     def n_vars(self) -> int:
@@ -63,7 +65,10 @@ class _Lin:
         return len(self.lb) - 1
 
     def row(self, terms: Sequence[tuple[int, float]], lo: float = -_INF,
-            hi: float = _INF) -> int:
+            hi: float = _INF, name: str = "") -> int:
+        """Add ``lo <= sum coef * var <= hi`` and return its index; `name` says which
+        family of the formulation the row belongs to (``"family[index]"``), so that a
+        soundness check can name the row a plan violates (:meth:`violations`)."""
         check_deadline(self.deadline, len(self.rows), "building the model")
         acc: dict[int, float] = {}
         for j, c in terms:
@@ -76,15 +81,56 @@ class _Lin:
             if lo > 1e-9 or hi < -1e-9:
                 # An empty infeasible row: keep it (0 >= lo) so the backend reports it.
                 self.rows.append(([], [], float(lo), float(hi)))
+                self.row_names.append(name)
             return len(self.rows) - 1
         self.rows.append((idx, cf, float(lo), float(hi)))
+        self.row_names.append(name)
         return len(self.rows) - 1
+
+    def violations(self, x: Sequence[float], rel_tol: float = 1e-9,
+                   limit: int = 10) -> list[dict[str, Any]]:
+        """The rows and variable bounds that the point `x` (one value per variable, model
+        units) violates, in row order, at most `limit`: dicts with ``row`` (index, or
+        ``None`` for a variable bound), ``name`` (the row's family name, or the
+        variable's), ``value`` (the row's activity) and ``lo``/``hi``. A row counts as
+        violated when it misses a side by more than `rel_tol` times ``1 + sum |coef x|``
+        (the rounding a point read from a simulated trace carries). Integrality is
+        checked too (within `rel_tol`). Used by the plan-by-plan soundness tests: the point
+        built from a plan's trace must satisfy every row."""
+        out: list[dict[str, Any]] = []
+        xs = [float(v) for v in x]
+        if len(xs) != self.n_vars:
+            raise ValueError(f"point has {len(xs)} values, the model {self.n_vars} variables")
+        for j, v in enumerate(xs):
+            tol = rel_tol * (1.0 + abs(v))
+            bad = (v < self.lb[j] - tol or v > self.ub[j] + tol
+                   or (self.is_int[j] and abs(v - round(v)) > tol))
+            if bad:
+                out.append({"row": None, "name": self.names[j] or f"x{j}", "value": v,
+                            "lo": self.lb[j], "hi": self.ub[j]})
+                if len(out) >= limit:
+                    return out
+        for i, (idx, cf, lo, hi) in enumerate(self.rows):
+            terms = [c * xs[j] for j, c in zip(idx, cf)]
+            act = math.fsum(terms)
+            tol = rel_tol * (1.0 + math.fsum(abs(t) for t in terms))
+            if act < lo - tol or act > hi + tol:
+                out.append({"row": i, "name": self.row_names[i] or f"row{i}", "value": act,
+                            "lo": lo, "hi": hi})
+                if len(out) >= limit:
+                    break
+        return out
+
+    def objective(self, x: Sequence[float]) -> float:
+        """The objective at `x` (model units)."""
+        return math.fsum(c * float(v) for c, v in zip(self.obj, x) if c)
 
     def copy(self) -> _Lin:
         """An independent copy (rows may be added to either without touching the other)."""
         other = _Lin()
         other.lb, other.ub, other.is_int = list(self.lb), list(self.ub), list(self.is_int)
         other.obj, other.names, other.rows = list(self.obj), list(self.names), list(self.rows)
+        other.row_names = list(self.row_names)
         return other
 
     def stats(self) -> dict[str, int]:
@@ -202,22 +248,34 @@ def _rebuild_gaps(prod: Sequence[int], rec_ok: Sequence[bool], deps: Sequence[Se
                   firstb: Sequence[int]) -> list[list[int]]:
     """Candidate rebuild positions: ``G[u]`` = the ops g (sorted) such that saved tensor u
     may be rebuilt in the gap before g, the evaluator's rule: u's first backward reader,
-    or any gap where a recomp tensor whose recipe reads u is rebuilt (dependents first).
+    or any gap where a recomp tensor whose recipe reads u is rebuilt (transitively).
 
     Args: ``prod[t]`` producer op index, ``rec_ok[t]`` rebuildable, ``deps[t]`` saved
     positions of the tensors whose recipes read t, ``firstb[t]`` first backward reader
     (op index), all over the saved positions."""
     n = len(prod)
-    G: list[list[int]] = [[] for _ in range(n)]
-    for u in sorted(range(n), key=lambda t: -prod[t]):   # dependents first
-        if not rec_ok[u]:
-            continue
-        gs = {firstb[u]}
-        for v in deps[u]:
-            if rec_ok[v]:
-                gs.update(G[v])
-        G[u] = sorted(g for g in gs if g <= firstb[u])
-    return G
+    G: list[list[int] | None] = [None] * n
+    # post-order over "v's recipe reads u" (iterative: recipe chains may be long). A
+    # dependent may share u's producer (two outputs of one op), so no order of the
+    # producers visits dependents first.
+    for root in range(n):
+        stack = [root]
+        while stack:
+            u = stack[-1]
+            if G[u] is not None or not rec_ok[u]:
+                stack.pop()
+                continue
+            todo = [v for v in deps[u] if rec_ok[v] and G[v] is None]
+            if todo:
+                stack.extend(todo)
+                continue
+            gs = {firstb[u]}
+            for v in deps[u]:
+                if rec_ok[v]:
+                    gs.update(G[v])
+            G[u] = sorted(g for g in gs if g <= firstb[u])
+            stack.pop()
+    return [g if g is not None else [] for g in G]
 
 
 def build_model(inst: Instance, M: int | None, *, tier: str = "full",
