@@ -377,4 +377,34 @@ def solve(
         res.evaluation = simulate(instance, res.plan, m)
         if res.status in PLAN_STATUSES and not res.evaluation.feasible:
             res.status = "infeasible"
+        elif (res.lower_bound_s is not None and res.evaluation.feasible
+              and bound_error(res.info, res.lower_bound_s, res.evaluation.step_time_s)):
+            res.lower_bound_s = None
+            if res.status in ("optimal", "bounded"):
+                res.status = "feasible"
     return res
+
+
+def bound_error(info: dict[str, Any], lower_bound_s: float, step_time_s: float) -> bool:
+    """Check a solver's lower bound against the simulated step of its own plan.
+
+    The evaluator's semantics define the problem, so a bound L above the step T of a plan
+    that runs is a proven error of the solver, never a gap to clamp: record it in
+    ``info["bound_error"]`` (L, T and a note), remove ``info["gap"]``, set
+    ``info["plan_proven_optimal"]`` to False, and return True (the caller drops the
+    bound and any "optimal" or "bounded" status). Returns False when L <= T.
+
+    Args:
+        info: the result's info dict (changed in place on an error).
+        lower_bound_s: L (s).
+        step_time_s: T (s), the simulated step of a plan that runs under the budget.
+    """
+    if float(lower_bound_s) <= float(step_time_s):
+        return False
+    info["bound_error"] = {"lower_bound_s": float(lower_bound_s),
+                           "plan_step_s": float(step_time_s),
+                           "note": "the solver's lower bound exceeds the simulated step of "
+                                   "its own plan: the bound is wrong and was dropped"}
+    info.pop("gap", None)
+    info["plan_proven_optimal"] = False
+    return True

@@ -74,7 +74,7 @@ from slackopt.errors import SolverError
 from slackopt.instance import Instance
 from slackopt.plan import Plan
 from slackopt.simulate import Evaluation, simulate
-from slackopt.solver import OPTIMAL_REL_TOL, PLAN_STATUSES, STATUSES, SolveResult
+from slackopt.solver import OPTIMAL_REL_TOL, PLAN_STATUSES, STATUSES, SolveResult, bound_error
 
 MIN_BUDGET_REL_TOL = 0.005
 """Resolution of :func:`min_budget_by_bisection`, as a share of P."""
@@ -402,14 +402,22 @@ class BaseSolver:
     def _proven(instance: Instance, M: int, out: Outcome, info: dict[str, Any]) -> str:
         """The status word a plan with a lower bound L earns (slackopt.solver.SolveResult):
         "optimal" if its simulated step T has (T - L) / L <= OPTIMAL_REL_TOL, else
-        "bounded" with ``info["gap"]`` = (T - L) / L; "infeasible" if it does not fit."""
+        "bounded" with ``info["gap"]`` = (T - L) / L; "infeasible" if it does not fit.
+
+        A bound above T proves the solver wrong (T is the step of a plan under the
+        evaluator's semantics, which define the problem): the bound is dropped
+        (``out.lower_bound_s = None``), recorded in ``info["bound_error"]`` and the
+        status is "feasible", never a clamped gap or "optimal"."""
         ev = out.evaluation or simulate(instance, out.plan, M)  # type: ignore[arg-type]
         if not ev.feasible:
             return "infeasible"
         L = float(out.lower_bound_s)  # type: ignore[arg-type]
-        gap = (float(ev.step_time_s) - L) / L if L > 0 else 0.0
-        info["gap"] = max(0.0, gap)
-        return "optimal" if gap <= OPTIMAL_REL_TOL else "bounded"
+        T = float(ev.step_time_s)
+        if bound_error(info, L, T):
+            out.lower_bound_s = None
+            return "feasible"
+        info["gap"] = (T - L) / L if L > 0 else 0.0
+        return "optimal" if info["gap"] <= OPTIMAL_REL_TOL else "bounded"
 
     def solve(self, instance: Instance, budget_bytes: int, *, time_limit_s: float | None = None,
               seed: int | None = None) -> SolveResult:
@@ -420,7 +428,8 @@ class BaseSolver:
         the plan feasible under M and "infeasible" otherwise. A plan status with a
         ``lower_bound_s`` becomes what the bound proves: "optimal" when the simulated step
         is within ``OPTIMAL_REL_TOL`` (relative) of the bound, else "bounded", with
-        ``info["gap"]``. ``objective_s``: the
+        ``info["gap"]``; a bound above the simulated step is a proven error, dropped into
+        ``info["bound_error"]`` (status "feasible"). ``objective_s``: the
         Outcome's, else the evaluated step time of a feasible plan. On an "infeasible"
         status without ``info["min_budget_bytes"]``, the minimum budget is searched by
         :func:`min_budget_by_bisection` over :meth:`feasible_at` (when the

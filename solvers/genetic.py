@@ -62,17 +62,13 @@ from slackopt.instance import Instance
 from slackopt.parentwatch import sigint_blocked
 from slackopt.plan import KEEP, RECOMP, SWAP, Plan
 from slackopt.simulate import simulate
-from slackopt.solver import get_solver, registered_solvers
 from slackopt.solverbase import BaseSolver, Outcome, Param, Run
+from slackopt.solvers.seeds import NOT_CHEAP_SOLVERS, cheap_solver_names, seed_plans
 
 SEEDINGS = ("slackswap+baselines", "random")
 UNBOUNDED_BUDGET_BYTES = 2**53
 """Budget (bytes) of the second simulation of an infeasible plan: far above any instance
 (and exactly representable as a float), so memory never binds."""
-NOT_CHEAP_SOLVERS = ("genetic", "milp")
-"""Registered solvers never used as seeds by default: this one, and exact solvers whose
-planning time is not small (any name starting with one of these)."""
-
 SEEDING_SHARE = 0.5
 """Under a time limit, the seed solvers share at most this fraction of it."""
 
@@ -425,52 +421,18 @@ class Genetic(BaseSolver):
         """The solvers whose plans seed generation 0 (``seeding="slackswap+baselines"``)."""
         if self.seed_solvers is not None:
             return list(self.seed_solvers)
-        return [n for n in registered_solvers()
-                if not any(n.startswith(x) for x in NOT_CHEAP_SOLVERS)]
+        return cheap_solver_names()
 
     def _seed_plans(self, inst: Instance, M: int, seed: int,
                     deadline: float | None) -> tuple[list[tuple[str, bytes]], list[dict]]:
-        """Plans of the seed solvers; with a `deadline` (perf_counter time), seeding gets
-        :data:`SEEDING_SHARE` of the time left, each solver at most what remains of it,
-        and solvers not started by then are skipped (logged with ``skipped``)."""
-        plans: list[tuple[str, bytes]] = []
-        log: list[dict[str, Any]] = []
-        seed_end = None
+        """Plans of the seed solvers (:func:`slackopt.solvers.seeds.seed_plans`); with a
+        `deadline` (perf_counter time), seeding gets :data:`SEEDING_SHARE` of the time
+        left, each solver at most what remains of it, and solvers not started by then are
+        skipped (logged with ``skipped``)."""
+        end = None
         if deadline is not None:
-            seed_end = time.perf_counter() + SEEDING_SHARE * max(0.0, deadline -
-                                                                 time.perf_counter())
-        for nm in self.seed_solver_names():
-            limit = self.seed_time_limit_s
-            if seed_end is not None:
-                left = seed_end - time.perf_counter()
-                if left <= 0 and plans:
-                    log.append({"solver": nm, "skipped": "no time left for seeding"})
-                    continue
-                limit = max(1e-3, min(limit, left))
-            entry: dict[str, Any] = {"solver": nm}
-            ts = time.perf_counter()
-            try:
-                res = get_solver(nm).solve(inst, M, time_limit_s=limit, seed=seed)
-            except Exception as e:  # a broken seed solver must not sink the search
-                cause = interrupt_cause(e)
-                if cause is not None:  # Ctrl-C inside the compiled evaluator
-                    raise cause from None
-                entry["error"] = f"{type(e).__name__}: {e}"
-                log.append(entry)
-                continue
-            finally:
-                entry["planning_time_s"] = time.perf_counter() - ts
-            entry["status"] = res.status
-            pl = res.plan
-            if pl is None or pl.names != inst.saved_names or not np.all(
-                    (pl.decisions != RECOMP) | np.isfinite(inst.c)):
-                entry["error"] = "no usable plan"
-            else:
-                k = np.asarray(pl.decisions, dtype=np.int8).tobytes()
-                plans.append((nm, k))
-                entry["_key"] = k
-            log.append(entry)
-        return plans, log
+            end = time.perf_counter() + SEEDING_SHARE * max(0.0, deadline - time.perf_counter())
+        return seed_plans(inst, M, seed, self.seed_solver_names(), self.seed_time_limit_s, end)
 
     # ------------------------------------------------------------------ solve
     def plan(self, instance: Instance, budget_bytes: int, run: Run) -> Outcome:

@@ -6,13 +6,15 @@ from __future__ import annotations
 import math
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from slackopt.bisection import smallest_true
 from slackopt.instance import Instance
-from slackopt.plan import KEEP, SWAP, Plan
+from slackopt.plan import KEEP, RECOMP, SWAP, Plan
 from slackopt.simulate import simulate
 from slackopt.solver import OPTIMAL_REL_TOL
 from slackopt.solverbase import BaseSolver, Outcome, Param, Run, warm_up_instance
@@ -24,6 +26,7 @@ from slackopt.solvers.milp.lns import lns
 from slackopt.solvers.milp.model import _INF, ModelTimeout, build_model, model_floor
 from slackopt.solvers.milp.primal import Incumbent, improve
 from slackopt.solvers.milp.timing_bound import timing_bound
+from slackopt.solvers.seeds import cheap_solver_names, seed_plans
 
 TIERS = ("auto", "full", "exact", "aggregated")
 
@@ -44,6 +47,11 @@ ENUM_MAX_SAVED = 24
 """The exact enumeration (:mod:`~slackopt.solvers.milp.enumerate`) runs only up to this
 many saved tensors: beyond, its bounds leave too many plans for the work limit, and
 the time is the model's."""
+SEED_SHARE = 0.2
+"""Share of the time limit the cheap seed solvers may use together (phase 1); a solver
+not started when it is spent is skipped, unless no plan was found yet."""
+SEED_LIMIT_S = 10.0
+"""Time limit (s) passed to each cheap seed solver."""
 TIMING_SHARE = 0.7
 """Share of the time left that the timing MILP bound (phase 3b) may use; the rest is the
 time-indexed model's."""
@@ -235,19 +243,47 @@ class MILP(BaseSolver):
 
     # ------------------------------------------------------------------ min budget
     @staticmethod
-    def min_budget(inst: Instance) -> tuple[int, int, bool]:
-        """(min budget, model floor, exact), bytes. The model floor is a proven lower
-        bound on the budget any plan needs (:func:`model_floor`); the min budget is the
-        smallest budget at which the all-swap plan runs in the evaluator (bisection from
-        the floor, within 0.1% of P), equal to the floor when it runs there (exact)."""
+    def min_budget(inst: Instance, work: int = 200_000) -> tuple[int, int, bool]:
+        """(min budget, model floor, exact), bytes.
+
+        The model floor (:func:`model_floor`) is a proven lower bound on the budget any
+        plan needs. The min budget is the smallest budget found at which a plan runs in
+        the evaluator, within 0.1% of P: the all-swap plan, then plans that recompute
+        what can be rebuilt and swap or keep the rest (under a host pinned-memory limit
+        the all-swap plan may never run), each bisected from the floor up to the best
+        budget so far (keep-all always runs at P); on instances with at most
+        ``ENUM_MAX_SAVED`` saved tensors the enumeration then searches for any plan that
+        runs at the floor and, failing that, bisects below the best witness with it (at
+        most `work` plans simulated per budget tried). ``exact`` when the min budget is
+        the floor: then no plan runs below it."""
         floor = model_floor(inst)
-        allswap = Plan(_all_swap(inst), inst.saved_names)
-        if simulate(inst, allswap, floor).feasible:
-            return floor, floor, True
         P = int(inst.P)
-        hi = smallest_true(lambda m: simulate(inst, allswap, m).feasible, floor,
-                           max(P, floor + 1), tol=max(1, int(math.ceil(1e-3 * P))))
-        return hi, floor, False
+        tol = max(1, int(math.ceil(1e-3 * P)))
+        best = max(P, floor)
+        rec = np.isfinite(np.asarray(inst.c, dtype=float))
+        sized = np.asarray(inst.s) > 0
+        swap_rest = np.where(rec, RECOMP, np.where(sized, SWAP, KEEP)).astype(np.int8)
+        keep_rest = np.where(rec, RECOMP, KEEP).astype(np.int8)
+        for dec in (_all_swap(inst), swap_rest, keep_rest):
+            plan = Plan(dec, inst.saved_names)
+
+            def runs(m: int, plan: Plan = plan) -> bool:
+                return bool(simulate(inst, plan, m).feasible)
+
+            if runs(floor):
+                return floor, floor, True
+            if best > floor and runs(best):
+                best = smallest_true(runs, floor, best, tol=tol)
+        if inst.n_saved <= ENUM_MAX_SAVED and best > floor:
+            def any_runs(m: int) -> bool:
+                inc = Incumbent(inst, m)
+                enumerate_optimum(inc, work, time.perf_counter() + 30.0)
+                return inc.dec is not None
+
+            if any_runs(floor):
+                return floor, floor, True
+            best = smallest_true(any_runs, floor, best, tol=tol)
+        return best, floor, best == floor
 
     # ------------------------------------------------------------------ solve
     @classmethod
@@ -269,44 +305,44 @@ class MILP(BaseSolver):
         above), with ``run.seed`` (else the ``seed`` parameter; ``run.seed`` is set to
         the seed used).
 
-        Phases, in this order (each only ever improves the incumbent U, the fastest plan
-        simulated, and the bound L, the largest valid lower bound): (1) seeds: SlackSwap's
-        plan and CP-SAT's best recompute-only plan; (2) evaluator-judged local search
-        around the incumbent, at most ``search_calls`` candidates; (2a) the deficit bound
-        (``deficit_bound``, valid for every plan; "optimal" when the plan meets it);
-        (2b) on instances with
-        at most ``ENUM_MAX_SAVED`` saved tensors, the exact enumeration (at most
-        ``enum_plans`` plans simulated; when it completes the status is "optimal" with
-        L = U, or "infeasible", and the model is skipped); (3a) the checkpoint LP bound;
-        (3b) the large-neighbourhood search (``lns``, at most ``lns_plans`` plans
-        simulated: windows of saved tensors searched exactly, the others fixed to the
-        incumbent); (3c) the timing MILP bound (``timing_bound``: SCIP's dual bound, at
-        most ``TIMING_SHARE`` of the time left, cut off at U; its assignment read as a
-        plan is a candidate); (3) the model: its LP
-        relaxation (exact/aggregated tiers) and the MILP with no-good cuts, warm-started
-        with the incumbent, each new MILP incumbent followed by a local search.
+        The search is the declared list :data:`PHASES`, run in order on one
+        :class:`_Search` state until a phase settles the answer or the plan meets the
+        certified bound: each phase only ever improves the incumbent U (the fastest plan
+        simulated) and the bounds (package docstring, "Search").
 
         Returns:
             An Outcome (:meth:`BaseSolver.solve` makes it a SolveResult) with the best
-            plan the evaluator scored (``plan``), the model's
-            optimum or best value (``objective_s``, s; reported, never used to rank) and
-            a lower bound valid for every plan (``lower_bound_s``, s). Status "optimal":
-            (U - L) / L <= ``OPTIMAL_REL_TOL`` (1e-4), the plan is proven optimal for the
-            evaluator; "bounded": a plan and a valid bound with a larger gap;
-            "infeasible": no plan fits (``info["min_budget_bytes"]``); "timeout": no plan
-            found that runs and none proven impossible. ``info``: ``upper_bound_s``,
-            ``gap`` = (U - L) / L, ``plan_proven_optimal`` (status "optimal"),
+            plan the evaluator scored (``plan``), the model's optimum or best value
+            (``objective_s``, s; reported, never used to rank) and the largest
+            *certified* lower bound (``lower_bound_s``, s; :meth:`_Search.bound`).
+            Status "optimal": (U - L) / L <= ``OPTIMAL_REL_TOL`` (1e-4) for a certified
+            L, the plan is proven optimal for the evaluator; "bounded": a plan and a
+            certified bound with a larger gap; "infeasible": no plan fits
+            (``info["min_budget_bytes"]``); "timeout": no plan found that runs and none
+            proven impossible. ``info``: ``upper_bound_s``, ``gap`` = (U - L) / L (never
+            clamped), ``bounds`` (each certified source's bound, s),
+            ``uncertified_bounds`` (the MILP solvers' dual bounds: reported, they decide
+            nothing), ``bound_errors`` (sources dropped because their bound exceeded the
+            step of a plan the search simulated: a proven error), ``plan_proven_optimal``,
             ``model_optimal`` (a MILP solve proved the model's optimum), ``backend``,
             ``settings``, ``tier``, ``solve_time_s``, ``model`` (size, options, build
-            time), ``evaluations``, ``phases`` (U and L after each phase), ``iterations``
-            and their ``log``, ``enumeration`` (complete, plans simulated, subtrees
-            pruned by time and by memory, the number of decision vectors), ``lns``
-            (windows searched, plans simulated, windows that improved, passes, last
-            window size, converged).
+            time), ``evaluations``, ``phases`` (U and L after each phase), ``seeds``,
+            ``iterations`` and their ``log``, ``enumeration``, ``lns``,
+            ``checkpoint_bound``, ``timing_bound``.
         """
-        t0 = run.started
-        inst = instance
-        M = int(budget_bytes)
+        st = self._start(instance, int(budget_bytes), run)
+        for name, phase in PHASES:
+            if st.end is not None:
+                break
+            if phase(self, st) is not False:  # False: the phase is off or has nothing to do
+                st.mark(name)
+            if st.end is None and st.closed():
+                st.end = ("optimal", f"the {st.best_source()} bound meets the plan")
+        return st.outcome(self)
+
+    def _start(self, inst: Instance, M: int, run: Run) -> _Search:
+        """The search state for one solve: limits, seed, tier, and the trivial answers
+        (M >= P: keep-all is optimal; M below the model floor: infeasible)."""
         seed = self.seed if run.seed is None else int(run.seed)
         run.seed = seed
         tier = self.tier_for(inst)
@@ -314,341 +350,433 @@ class MILP(BaseSolver):
         if limit is None:
             limit = 300.0 if tier == "aggregated" else 55.0
         limit = float(limit)
-        deadline = t0 + limit
-        T_star = float(inst.ideal_time_s)
         settings = dict(self.params, tier=tier, time_limit_s=limit, seed=seed)
-        info: dict[str, Any] = {"backend": self.backend, "tier": tier, "settings": settings}
-        model_optimal = False
         show = self.progress if self.progress is not None else sys.stderr.isatty()
-        prog = _Progress(show, t0, T_star)
-        inc = Incumbent(inst, M, on_improve=lambda v, src: prog.update(v, None, src))
-        # every task runs at least once, in order, on one stream: T* bounds every plan
-        lower = T_star
-        phases: list[dict[str, Any]] = []
-
-        def mark(phase: str) -> None:
-            phases.append({"phase": phase, "upper_s": None if inc.dec is None else inc.step_s,
-                           "lower_s": lower, "seconds": round(time.perf_counter() - t0, 4)})
-            prog.update(inc.step_s, lower, phase)
-
-        def closed() -> bool:
-            """The plan meets the bound: (U - L) / L <= OPTIMAL_REL_TOL."""
-            return inc.dec is not None and (inc.step_s - lower) <= OPTIMAL_REL_TOL * lower
-
-        def result(status: str, lower: float | None, objective: float | None = None,
-                   **extra: Any) -> Outcome:
-            ub = inc.step_s if inc.dec is not None else None
-            gap = None
-            if ub is not None and lower is not None and lower > 0:
-                gap = max(0.0, (ub - lower) / lower)
-            if status in ("optimal", "bounded"):
-                status = "optimal" if gap is not None and gap <= OPTIMAL_REL_TOL else "bounded"
-            info.update({"upper_bound_s": ub, "lower_bound_s": lower, "gap": gap,
-                         "plan_proven_optimal": status == "optimal",
-                         "model_optimal": model_optimal,
-                         "solve_time_s": time.perf_counter() - t0,
-                         "evaluations": inc.evaluations, "phases": phases,
-                         "plan_source": inc.source or None, **extra})
-            prog.done(status, ub, lower)
-            plan = Plan(inc.dec, inst.saved_names) if inc.dec is not None else None
-            out = Outcome(plan=plan, status=status, objective_s=objective, lower_bound_s=lower,
-                          info=info)
-            if "min_budget_bytes" in info:  # stated here: no bisection in BaseSolver.solve
-                out.min_budget_bytes = info["min_budget_bytes"]
-            return out
-
-        # Trivial cases.
+        prog = _Progress(show, run.started, float(inst.ideal_time_s))
+        st = _Search(inst=inst, M=M, seed=seed, tier=tier, t0=run.started,
+                     deadline=run.started + limit, prog=prog,
+                     inc=Incumbent(inst, M, on_improve=lambda v, src: prog.update(v, None, src)),
+                     info={"backend": self.backend, "tier": tier, "settings": settings})
         if M >= int(inst.P):
-            model_optimal = True
-            inc.consider(Plan.keep_all(inst).decisions.copy(), "keep_all")
-            return result("optimal", T_star, T_star, iterations=0,
-                          reason="M >= P: keep-all runs at the ideal step time")
-        floor = model_floor(inst)
-        if M < floor:
-            model_optimal = True
-            mb, fl, exact = self.min_budget(inst)
-            info.update({"min_budget_bytes": mb, "min_budget_lower_bytes": fl,
-                         "min_budget_exact": exact})
-            return result("infeasible", None, iterations=0,
-                          reason=f"M = {M} B is below the model floor {fl} B: no plan fits")
+            st.model_optimal = True
+            st.objective = st.T_star
+            st.inc.consider(Plan.keep_all(inst).decisions.copy(), "keep_all")
+            st.end = ("optimal", "M >= P: keep-all runs at the ideal step time")
+        elif M < model_floor(inst):
+            st.model_optimal = True
+            st.end = ("infeasible", f"M = {M} B is below the model floor "
+                                    f"{model_floor(inst)} B: no plan fits")
+        return st
 
-        # (1) Seeds.
-        if self.warm_start:
-            try:
-                from slackopt.solvers.slackswap import SlackSwap
-                ss = SlackSwap(min_budget_search=False).solve(inst, M)
-                if ss.plan is not None:
-                    inc.consider(ss.plan.decisions, "slackswap")
-            except Exception as e:  # noqa: BLE001 - a warm start must not break the solve
-                info["warm_start_error"] = repr(e)
-            if tier != "aggregated" and deadline - time.perf_counter() > 0.5:
-                dec = recompute_only_incumbent(inst, M, deadline - time.perf_counter() - 0.2,
-                                               seed, deterministic_time=CPSAT_WORK)
-                if dec is not None:
-                    inc.consider(dec, "cpsat_recompute_only")
-        mark("seeds")
-        if inc.dec is not None and inc.step_s <= T_star * (1 + 1e-12):
-            model_optimal = True
-            return result("optimal", T_star, T_star, iterations=0,
-                          reason="a seed plan runs at the ideal step time T*")
 
-        # (2) Local search around the incumbent (fixed work, deterministic). No phase
-        # gets a share of the time left: each runs to its own work limit, and the
-        # deadline only ends the last one, so a longer limit replays the same phases
-        # and adds to them (anytime by construction, module docstring).
-        if self.local_search and inc.dec is not None:
-            improve(inc, self.search_calls, seed, deadline)
-            mark("local_search")
+# =========================================================================== the search
+@dataclass
+class _Search:
+    """The state every phase of :meth:`MILP.plan` reads and improves.
 
-        # (2a) The deficit bound: the cheapest way to make room at each op (closed form,
-        # valid for every plan; solvers/milp/enumerate.py).
-        lower = max(lower, deficit_bound(inst, M) * (1.0 - 1e-12))
-        mark("deficit_bound")
-        if closed():
-            info.update({"iterations": 0, "log": []})
-            return result("optimal", lower, reason="the deficit bound meets the plan")
+    Bounds: ``bounds`` holds the *certified* lower bounds by source (s): T*, the deficit
+    bound (closed form), the enumeration (exhaustive), and the LP bounds whose value is a
+    safe dual bound (:mod:`~slackopt.solvers.milp.certify`: valid in exact arithmetic
+    whatever the LP solver's rounding). ``uncertified`` holds what a MILP solver reports
+    as its dual bound (SCIP, HiGHS, CBC; an infeasible cut model): floating-point claims
+    that no check here can confirm, so they are reported and may end the no-good loop, but
+    never decide a status word or ``lower_bound_s``. :meth:`audit` drops any source whose
+    bound exceeds the step of a plan the search has simulated (U): that proves the source
+    wrong on this instance, so it is recorded in ``bound_errors`` and never clamped.
+    """
 
-        # (2b) Exact enumeration on small instances: branch and bound over the decision
-        # vectors with the evaluator at the leaves (fixed work, deterministic). When it
-        # ends within its work limit the incumbent is the optimum (or no plan runs).
-        if self.enum_plans > 0 and inst.n_saved <= ENUM_MAX_SAVED:
-            en = enumerate_optimum(inc, self.enum_plans, deadline)
-            info["enumeration"] = {"complete": en.complete, "simulated": en.simulated,
-                                   "pruned_time": en.pruned_time,
-                                   "pruned_memory": en.pruned_memory, "space": en.space}
-            mark("enumeration")
-            if en.complete:
-                info.update({"iterations": 0, "log": []})
-                if inc.dec is None:
-                    mb, fl, exact = self.min_budget(inst)
-                    info.update({"min_budget_bytes": mb, "min_budget_lower_bytes": fl,
-                                 "min_budget_exact": exact})
-                    return result("infeasible", None, reason="every decision vector was "
-                                  "simulated or pruned by the memory bound: none runs")
-                lower = max(lower, en.bound_s)
-                return result("optimal", lower, reason="every decision vector was simulated "
-                              "or pruned by a bound valid for all its completions")
+    inst: Instance
+    M: int
+    seed: int
+    tier: str
+    t0: float
+    deadline: float
+    prog: _Progress
+    inc: Incumbent
+    info: dict[str, Any]
+    bounds: dict[str, float] = field(default_factory=dict)
+    uncertified: dict[str, float] = field(default_factory=dict)
+    bound_errors: list[dict[str, Any]] = field(default_factory=list)
+    phases: list[dict[str, Any]] = field(default_factory=list)
+    log: list[dict[str, Any]] = field(default_factory=list)
+    objective: float | None = None
+    model_optimal: bool = False
+    end: tuple[str, str] | None = None
+    """(status, reason) once a phase has settled the answer."""
 
-        # (3a) The checkpoint LP bound (solvers/milp/checkpoint.py): a small LP over the
-        # decisions alone, valid for every plan; on the paper workloads it is close to the
-        # deficit bound and far tighter than what the time-indexed model's LP reaches.
-        tc = time.perf_counter()
-        cb = checkpoint_bound(inst, M, max(0.05, deadline - tc - 0.3), deadline=deadline - 0.3)
-        info["checkpoint_bound"] = {"bound_s": cb, "seconds": round(time.perf_counter() - tc, 4)}
-        if cb is not None:
-            lower = max(lower, cb)
-        mark("checkpoint_bound")
-        if closed():
-            info.update({"iterations": 0, "log": []})
-            return self._finish(result, inc, lower, None)
+    @property
+    def T_star(self) -> float:
+        return float(self.inst.ideal_time_s)
 
-        # (3b) Large-neighbourhood search (solvers/milp/lns.py): windows of saved tensors
-        # searched exactly by the enumeration's branch and bound, the other tensors fixed
-        # to the incumbent; fixed work (lns_plans simulated plans), deterministic; before
-        # the timing MILP, whose search is cut off at the plan it leaves.
-        if self.lns_plans > 0 and inc.dec is not None:
-            ln = lns(inc, self.lns_plans, seed, deadline)
-            info["lns"] = {"windows": ln.windows, "simulated": ln.simulated,
-                           "improved": ln.improved, "passes": ln.passes,
-                           "window_size": ln.window_size, "converged": ln.converged}
-            mark("lns")
-            if closed():
-                info.update({"iterations": 0, "log": []})
-                return self._finish(result, inc, lower, None)
+    @property
+    def lower(self) -> float:
+        """The largest certified bound (s), at least T* (every op runs once, in order, on
+        one stream)."""
+        self.audit()
+        return max([self.T_star, *self.bounds.values()])
 
-        # (3c) The timing MILP bound (solvers/milp/timing_bound.py): memory, D2H and H2D
-        # timing at every op with an excess, binary decisions, SCIP's proven dual bound
-        # (valid for every plan, also when SCIP stops early) within a share of the time
-        # left; the plans read from the assignments of its solves that ended are candidates.
-        tt = time.perf_counter()
-        tb, tinfo = timing_bound(inst, M, TIMING_SHARE * (deadline - tt - 0.3),
-                                 deadline=deadline - 0.3, seed=seed,
-                                 upper_s=inc.step_s if inc.dec is not None else None)
-        info["timing_bound"] = {"bound_s": tb, "seconds": round(time.perf_counter() - tt, 4),
-                                "status": tinfo.get("status")}
-        # candidates in the order the MILPs produced them (only from MILP solves that
-        # ended, so a longer limit gets the same list and appends to it), each one that
-        # improves U followed by a local search: a longer limit replays these steps
-        for tdec in tinfo.get("candidates", []):
-            before = inc.step_s
-            inc.consider(tdec, "timing_bound")
-            if inc.step_s < before and self.local_search:
-                improve(inc, self.search_calls, seed, deadline)
-        if tb is not None:
-            lower = max(lower, tb)
-        mark("timing_bound")
-        if closed():
-            info.update({"iterations": 0, "log": []})
-            return self._finish(result, inc, lower, None)
+    def left(self) -> float:
+        """Seconds to the deadline."""
+        return self.deadline - time.perf_counter()
 
-        # (3) The model. Building it is pure Python (GPT-2 XL's aggregated model: about
-        # 3 s); skip it when it cannot pay off before the deadline.
-        est = BUILD_S_PER_UNIT * inst.n_ops * max(1, inst.n_saved)
-        if deadline - time.perf_counter() < 3.0 * est + 0.5:
-            info.update({"iterations": 0, "log": [],
-                         "model": {"skipped": f"{deadline - time.perf_counter():.2f} s left, "
-                                              f"the model takes about {est:.2f} s to build"}})
-            return self._finish(result, inc, lower, None)
-        tb = time.perf_counter()
-        try:
-            model = build_model(inst, M, tier=tier, steps=self.steps, deadline=deadline - 0.3,
-                                **self.model_options)
-        except ModelTimeout as e:
-            info.update({"iterations": 0, "log": [], "model": {"skipped": str(e)}})
-            return self._finish(result, inc, lower, None)
-        info["model"] = dict(model.info, build_s=time.perf_counter() - tb)
-        to_s = model.t_unit
-        log: list[dict[str, Any]] = []
-        objective: float | None = None
-        if (tier == "aggregated" or (tier == "exact"
-                                     and model.info["nonzeros"] <= EXACT_LP_MAX_NONZEROS)):
-            # the LP relaxation first: a bound within the time limit even when the MILP
-            # search is too large to finish (aggregated tier), and its rounding is a
-            # candidate plan (exact tier; a large LP would only take the time the MILP,
-            # whose root bound is as strong, needs)
-            tl = time.perf_counter()
-            try:
-                lp, xlp = lp_relaxation(model.lin, max(0.05, deadline - tl - 0.3),
-                                        deadline=deadline - 0.3)
-            except ModelTimeout:
-                lp = xlp = None
-            entry: dict[str, Any] = {"iteration": "lp",
-                                     "seconds": round(time.perf_counter() - tl, 4)}
-            if lp is not None:
-                entry["bound_s"] = lp * to_s
-                lower = max(lower, lp * to_s * (1.0 - 1e-9))
-                val = inc.consider(model.decode(xlp), "lp_rounding")
-                entry["simulated_s"] = None if val == _INF else val
-                if self.local_search and val < _INF and val <= inc.step_s:
-                    entry["search_calls"] = improve(inc, self.search_calls, seed, deadline)
-            entry["lower_s"] = lower
-            log.append(entry)
-            mark("lp")
-        if deadline - time.perf_counter() < 2.0 * est + 0.5:
-            # loading the model into the backend takes about as long as building it
-            info.update({"iterations": len(log), "log": log})
-            return self._finish(result, inc, lower, objective)
-        # the gap the backend closes and the cutoff's margin: rel_gap, or half of
-        # OPTIMAL_REL_TOL when rel_gap is not larger, so that a closed search proves
-        # "optimal" (gap <= OPTIMAL_REL_TOL with room for rounding)
-        gap_tol = (self.rel_gap if self.rel_gap > OPTIMAL_REL_TOL
-                   else min(self.rel_gap, 0.5 * OPTIMAL_REL_TOL))
-        try:
-            backend = _BACKEND_CLASSES[self.backend](
-                model.lin, threads=self.threads, seed=seed, rel_gap=gap_tol,
-                verbose=self.verbose, deadline=deadline - 0.5)
-        except ModelTimeout as e:
-            info.update({"iterations": len(log), "log": log, "backend_skipped": str(e)})
-            return self._finish(result, inc, lower, objective)
-        taus = [j for j, cj in enumerate(model.lin.obj) if cj]
-        cut: set[bytes] = set()
+    def bound(self, source: str, value_s: float | None, *, certified: bool = True) -> None:
+        """Record a lower bound (s) from `source`; a source keeps its largest value."""
+        if value_s is None or not math.isfinite(value_s):
+            return
+        d = self.bounds if certified else self.uncertified
+        d[source] = max(d.get(source, -_INF), float(value_s))
+        self.audit()
 
-        def add_cut(dec: np.ndarray) -> None:
-            key = np.asarray(dec, dtype=np.int8).tobytes()
-            if key in cut:
-                return
+    def audit(self) -> None:
+        """Drop every bound above U, the step of the fastest plan simulated (the
+        evaluator's semantics is the definition: such a bound is wrong), into
+        ``bound_errors``."""
+        if self.inc.dec is None:
+            return
+        U = self.inc.step_s
+        for d, kind in ((self.bounds, "certified"), (self.uncertified, "uncertified")):
+            for src in [k for k, v in d.items() if v > U]:
+                self.bound_errors.append({"source": src, "kind": kind, "bound_s": d.pop(src),
+                                          "plan_step_s": U, "plan_source": self.inc.source})
+
+    def best_source(self) -> str:
+        lo = self.lower
+        return next((k for k, v in self.bounds.items() if v == lo), "ideal step T*")
+
+    def closed(self, *, uncertified: bool = False) -> bool:
+        """The plan meets the bound: (U - L) / L <= OPTIMAL_REL_TOL; with `uncertified`,
+        L may also be a MILP solver's own bound (only to end the no-good loop)."""
+        lo = self.lower
+        if uncertified and self.uncertified:
+            lo = max(lo, *self.uncertified.values())
+        return self.inc.dec is not None and (self.inc.step_s - lo) <= OPTIMAL_REL_TOL * lo
+
+    def mark(self, phase: str) -> None:
+        """Log U and L after `phase` (``info["phases"]``) and show progress."""
+        self.phases.append({"phase": phase,
+                            "upper_s": None if self.inc.dec is None else self.inc.step_s,
+                            "lower_s": self.lower,
+                            "seconds": round(time.perf_counter() - self.t0, 4)})
+        self.prog.update(self.inc.step_s, self.lower, phase)
+
+    def outcome(self, solver: MILP) -> Outcome:
+        """The Outcome: the phases' answer if one settled it, else "optimal"/"bounded" by
+        the certified gap with a plan (the all-swap plan, the minimum budget's witness, is
+        tried last when none was found), "timeout" without."""
+        inst = self.inst
+        status, reason = self.end if self.end is not None else ("bounded", None)
+        if status == "bounded" and self.inc.dec is None:
+            self.inc.consider(_all_swap(inst), "all_swap")
+            if self.inc.dec is None:
+                status = "timeout"
+        lower: float | None = self.lower
+        if status == "infeasible":
+            lower = None
+            mb, fl, exact = solver.min_budget(inst)
+            self.info.update({"min_budget_bytes": mb, "min_budget_lower_bytes": fl,
+                              "min_budget_exact": exact})
+        U = self.inc.step_s if self.inc.dec is not None else None
+        gap = None
+        if U is not None and lower is not None and lower > 0:
+            gap = (U - lower) / lower
+        if status in ("optimal", "bounded"):
+            status = "optimal" if gap is not None and gap <= OPTIMAL_REL_TOL else "bounded"
+        self.info.update({
+            "upper_bound_s": U, "lower_bound_s": lower, "gap": gap,
+            "bounds": dict(self.bounds), "uncertified_bounds": dict(self.uncertified),
+            "bound_errors": list(self.bound_errors),
+            "plan_proven_optimal": status == "optimal", "model_optimal": self.model_optimal,
+            "solve_time_s": time.perf_counter() - self.t0, "evaluations": self.inc.evaluations,
+            "phases": self.phases, "plan_source": self.inc.source or None,
+            "iterations": len(self.log), "log": self.log})
+        if reason is not None:
+            self.info["reason"] = reason
+        self.prog.done(status, U, lower)
+        plan = Plan(self.inc.dec, inst.saved_names) if self.inc.dec is not None else None
+        out = Outcome(plan=plan, status=status, objective_s=self.objective,
+                      lower_bound_s=lower, info=self.info)
+        if "min_budget_bytes" in self.info:  # stated here: no bisection in BaseSolver.solve
+            out.min_budget_bytes = self.info["min_budget_bytes"]
+        return out
+
+
+# --------------------------------------------------------------------------- phases
+def _seeds(solver: MILP, st: _Search) -> bool | None:
+    """(1) Seeds, the anytime floor: the all-swap plan (the minimum budget's usual witness);
+    with ``warm_start``, the plans of the cheap registered solvers
+    (:func:`~slackopt.solvers.seeds.cheap_solver_names`: SlackSwap, the baselines, the
+    production planners), their decisions re-simulated under the barrier-free runtime,
+    sharing at most ``SEED_SHARE`` of the limit, then CP-SAT's best recompute-only plan (a
+    work limit, :data:`CPSAT_WORK`). The incumbent is never slower than any of them."""
+    inst, M = st.inst, st.M
+    st.inc.consider(_all_swap(inst), "all_swap")
+    if not solver.warm_start:
+        return
+    end = time.perf_counter() + SEED_SHARE * max(0.0, st.left())
+    plans, log = seed_plans(inst, M, st.seed, cheap_solver_names(), SEED_LIMIT_S, end)
+    for nm, key in plans:
+        st.inc.consider(np.frombuffer(key, dtype=np.int8).copy(), nm)
+    st.info["seeds"] = [{k: v for k, v in e.items() if k != "_key"} for e in log]
+    if st.tier != "aggregated" and st.left() > 0.5:
+        dec = recompute_only_incumbent(inst, M, st.left() - 0.2, st.seed,
+                                       deterministic_time=CPSAT_WORK)
+        if dec is not None:
+            st.inc.consider(dec, "cpsat_recompute_only")
+    if st.inc.dec is not None and st.inc.step_s <= st.T_star * (1 + 1e-12):
+        st.model_optimal = True
+        st.objective = st.T_star
+        st.end = ("optimal", "a seed plan runs at the ideal step time T*")
+
+
+def _local_search(solver: MILP, st: _Search) -> bool | None:
+    """(2) Local search around the incumbent (fixed work, deterministic). No phase gets a
+    share of the time left: each runs to its own work limit, and the deadline only ends
+    the last one, so a longer limit replays the same phases and adds to them."""
+    if not solver.local_search or st.inc.dec is None:
+        return False
+    improve(st.inc, solver.search_calls, st.seed, st.deadline)
+    return True
+
+
+def _deficit(solver: MILP, st: _Search) -> bool | None:
+    """(2a) The deficit bound: the cheapest way to make room at each op (closed form,
+    valid for every plan; solvers/milp/enumerate.py). Certified: it is computed in
+    floating point from the instance's data and lowered by a relative 1e-12."""
+    st.bound("deficit", deficit_bound(st.inst, st.M) * (1.0 - 1e-12))
+
+
+def _enumeration(solver: MILP, st: _Search) -> bool | None:
+    """(2b) Exact enumeration on instances with at most ``ENUM_MAX_SAVED`` saved tensors:
+    branch and bound over the decision vectors with the evaluator at the leaves (fixed
+    work). When it ends within its work limit the incumbent is the optimum (or no plan
+    runs): a certified bound, since every vector was simulated or pruned by a bound valid
+    for all its completions."""
+    if solver.enum_plans <= 0 or st.inst.n_saved > ENUM_MAX_SAVED:
+        return False
+    en = enumerate_optimum(st.inc, solver.enum_plans, st.deadline)
+    st.info["enumeration"] = {"complete": en.complete, "simulated": en.simulated,
+                              "pruned_time": en.pruned_time,
+                              "pruned_memory": en.pruned_memory, "space": en.space}
+    if not en.complete:
+        return
+    if st.inc.dec is None:
+        st.end = ("infeasible", "every decision vector was simulated or pruned by the "
+                                "memory bound: none runs")
+        return
+    st.bound("enumeration", en.bound_s)
+    st.end = ("optimal", "every decision vector was simulated or pruned by a bound valid "
+                         "for all its completions")
+
+
+def _checkpoint(solver: MILP, st: _Search) -> bool | None:
+    """(3a) The checkpoint LP bound (solvers/milp/checkpoint.py): a small LP over the
+    decisions, valid for every plan; its value is a safe dual bound (certified)."""
+    tc = time.perf_counter()
+    cb = checkpoint_bound(st.inst, st.M, max(0.05, st.left() - 0.3),
+                          deadline=st.deadline - 0.3)
+    st.info["checkpoint_bound"] = {"bound_s": cb, "seconds": round(time.perf_counter() - tc, 4)}
+    st.bound("checkpoint_lp", cb)
+
+
+def _lns(solver: MILP, st: _Search) -> bool | None:
+    """(3b) Large-neighbourhood search (solvers/milp/lns.py): windows of saved tensors
+    searched exactly by the enumeration's branch and bound, the other tensors fixed to
+    the incumbent; fixed work (``lns_plans``), deterministic."""
+    if solver.lns_plans <= 0 or st.inc.dec is None:
+        return False
+    ln = lns(st.inc, solver.lns_plans, st.seed, st.deadline)
+    st.info["lns"] = {"windows": ln.windows, "simulated": ln.simulated,
+                      "improved": ln.improved, "passes": ln.passes,
+                      "window_size": ln.window_size, "converged": ln.converged}
+
+
+def _timing(solver: MILP, st: _Search) -> bool | None:
+    """(3c) The timing MILP bound (solvers/milp/timing_bound.py) within ``TIMING_SHARE``
+    of the time left: its LP relaxation's safe dual bound is certified; SCIP's dual bound
+    of the MILP is recorded as uncertified. The plans read from the assignments of its
+    solves that ended are candidates, in solve order, each improvement followed by a local
+    search (so a longer limit replays these steps)."""
+    tt = time.perf_counter()
+    tb, tinfo = timing_bound(st.inst, st.M, TIMING_SHARE * (st.left() - 0.3),
+                             deadline=st.deadline - 0.3, seed=st.seed,
+                             upper_s=st.inc.step_s if st.inc.dec is not None else None)
+    st.info["timing_bound"] = {"bound_s": tb, "seconds": round(time.perf_counter() - tt, 4),
+                               "status": tinfo.get("status"),
+                               "milp_bound_s": tinfo.get("milp_bound_s")}
+    for tdec in tinfo.get("candidates", []):
+        before = st.inc.step_s
+        st.inc.consider(tdec, "timing_bound")
+        if st.inc.step_s < before and solver.local_search:
+            improve(st.inc, solver.search_calls, st.seed, st.deadline)
+    st.bound("timing_lp", tb)
+    st.bound("timing_milp", tinfo.get("milp_bound_s"), certified=False)
+
+
+def _model(solver: MILP, st: _Search) -> bool | None:
+    """(3) The time-indexed model: its LP relaxation (exact/aggregated tiers; a safe dual
+    bound, certified; its rounding is a candidate), then the MILP warm-started with the
+    incumbent, with an objective cutoff and a no-good cut per simulated plan, each new
+    MILP incumbent followed by a local search. The MILP's dual bound is uncertified: it
+    ends the loop when it meets U, and is reported, but decides no status."""
+    inst, tier = st.inst, st.tier
+    # Building it is pure Python (GPT-2 XL's aggregated model: about 3 s); skip it when it
+    # cannot pay off before the deadline.
+    est = BUILD_S_PER_UNIT * inst.n_ops * max(1, inst.n_saved)
+    if st.left() < 3.0 * est + 0.5:
+        st.info["model"] = {"skipped": f"{st.left():.2f} s left, the model takes about "
+                                       f"{est:.2f} s to build"}
+        return False
+    tb = time.perf_counter()
+    try:
+        model = build_model(inst, st.M, tier=tier, steps=solver.steps,
+                            deadline=st.deadline - 0.3, **solver.model_options)
+    except ModelTimeout as e:
+        st.info["model"] = {"skipped": str(e)}
+        return False
+    st.info["model"] = dict(model.info, build_s=time.perf_counter() - tb)
+    to_s = model.t_unit
+    if tier == "aggregated" or (tier == "exact"
+                                and model.info["nonzeros"] <= EXACT_LP_MAX_NONZEROS):
+        _model_lp(solver, st, model)
+    if st.left() < 2.0 * est + 0.5:
+        return  # loading the model into the backend takes about as long as building it
+    # the gap the backend closes and the cutoff's margin: rel_gap, or half of
+    # OPTIMAL_REL_TOL when rel_gap is not larger
+    gap_tol = (solver.rel_gap if solver.rel_gap > OPTIMAL_REL_TOL
+               else min(solver.rel_gap, 0.5 * OPTIMAL_REL_TOL))
+    try:
+        backend = _BACKEND_CLASSES[solver.backend](
+            model.lin, threads=solver.threads, seed=st.seed, rel_gap=gap_tol,
+            verbose=solver.verbose, deadline=st.deadline - 0.5)
+    except ModelTimeout as e:
+        st.info["backend_skipped"] = str(e)
+        return
+    taus = [j for j, cj in enumerate(model.lin.obj) if cj]
+    cut: set[bytes] = set()
+    inc = st.inc
+
+    def add_cut(dec: np.ndarray) -> None:
+        key = np.asarray(dec, dtype=np.int8).tobytes()
+        if key not in cut:
             cut.add(key)
             terms, lo = model.nogood(np.asarray(dec, dtype=np.int8))
             backend.add_row(terms, lo, _INF)
 
-        # Objective cutoff: only plans whose model value beats the incumbent matter
-        # (every other plan is at least as slow as the incumbent).
-        def cutoff() -> float:
-            return inc.step_s / to_s / (1.0 + gap_tol) if inc.dec is not None else _INF
+    # Objective cutoff: only plans whose model value beats the incumbent matter.
+    def cutoff() -> float:
+        return inc.step_s / to_s / (1.0 + gap_tol) if inc.dec is not None else _INF
 
-        cut_row = backend.add_row([(j, 1.0) for j in taus], -_INF, cutoff())
+    cut_row = backend.add_row([(j, 1.0) for j in taus], -_INF, cutoff())
+    if inc.dec is not None:
+        add_cut(inc.dec)
+    patience = solver.patience if solver.patience is not None else (
+        None if tier == "full" else 5)
+    stale = 0
+    for it in range(solver.max_iterations):
+        before = (st.uncertified.get("model_milp"), inc.step_s)
+        left = st.left()
+        if left <= 0.3:
+            break
+        backend.set_row_hi(cut_row, cutoff())
+        hint = model.hint(inc.dec) if inc.dec is not None else None
+        # a margin for the backend's overrun past its limit and the decoding after it
+        sol = backend.solve(max(0.05, 0.9 * left - 0.3), hint)
+        entry: dict[str, Any] = {"iteration": it, "status": sol.status,
+                                 "seconds": round(sol.seconds, 4)}
+        if sol.message:
+            entry["message"] = sol.message
+        if sol.status == "infeasible":
+            # the backend says no plan left beats the cutoff (every cut plan was
+            # simulated): an uncertified claim that U is optimal within gap_tol
+            st.model_optimal = True
+            if inc.dec is not None:
+                st.bound("model_milp", min(inc.step_s, cutoff() * to_s), certified=False)
+                if st.objective is None:
+                    st.objective = cutoff() * to_s
+            entry["lower_s"] = st.lower
+            st.log.append(entry)
+            break
+        b = sol.bound
+        if sol.status == "optimal" and b is None and sol.objective is not None:
+            b = sol.objective - gap_tol * abs(sol.objective)
+        if sol.status == "optimal":
+            st.model_optimal = True
+        if it == 0 and sol.objective is not None:
+            st.objective = sol.objective * to_s
+        if sol.x is not None:
+            dec = model.decode(sol.x)
+            entry["objective_s"] = sol.objective * to_s if sol.objective is not None else None
+            val = inc.consider(dec, f"milp:{it}")
+            entry["simulated_s"] = None if val == _INF else val
+            # the solver's other feasible solutions are plans too: score and cut them
+            for xp in sol.pool:
+                dp = model.decode(xp)
+                inc.consider(dp, f"milp:{it}:pool")
+                add_cut(dp)
+            entry["pool"] = len(sol.pool)
+            if solver.local_search and val < _INF and val <= inc.step_s:
+                entry["search_calls"] = improve(inc, solver.search_calls, st.seed + it + 1,
+                                                st.deadline)
+            add_cut(dec)
+        if b is not None:
+            # every cut vector was simulated (>= U); the rest are >= the model's bound
+            st.bound("model_milp", min(inc.step_s, max(st.T_star, b * to_s)),
+                     certified=False)
+            entry["bound_s"] = b * to_s
+        entry.update({"lower_s": st.lower,
+                      "upper_s": None if inc.dec is None else inc.step_s})
+        st.log.append(entry)
+        st.prog.update(inc.step_s, st.lower, f"milp {it}")
+        if st.closed(uncertified=True):
+            break
+        if sol.status != "optimal":
+            break          # the time limit stopped the backend: its bound is final
+        stale = 0 if (st.uncertified.get("model_milp"), inc.step_s) != before else stale + 1
+        if patience is not None and stale >= patience:
+            entry["stopped"] = f"{patience} solves without a better bound or plan"
+            break
         if inc.dec is not None:
             add_cut(inc.dec)
 
-        patience = self.patience if self.patience is not None else (
-            None if tier == "full" else 5)
-        stale = 0
-        for it in range(self.max_iterations):
-            before = (lower, inc.step_s)
-            left = deadline - time.perf_counter()
-            if left <= 0.3:
-                break
-            backend.set_row_hi(cut_row, cutoff())
-            hint = model.hint(inc.dec) if inc.dec is not None else None
-            # a margin for the backend's overrun past its limit and the decoding after it
-            sol = backend.solve(max(0.05, 0.9 * left - 0.3), hint)
-            entry = {"iteration": it, "status": sol.status, "seconds": round(sol.seconds, 4)}
-            if sol.message:
-                entry["message"] = sol.message
-            if sol.status == "infeasible":
-                # no plan left whose model value beats the cutoff: every plan not cut is
-                # slower than the cutoff, every cut plan was simulated (>= U)
-                model_optimal = True
-                if inc.dec is not None:
-                    lower = max(lower, min(inc.step_s, cutoff() * to_s))
-                    if objective is None:
-                        objective = lower
-                entry["lower_s"] = lower
-                log.append(entry)
-                if inc.dec is None:
-                    lower = None
-                break
-            b = sol.bound
-            if sol.status == "optimal" and b is None and sol.objective is not None:
-                b = sol.objective - gap_tol * abs(sol.objective)
-            lower_it = max(T_star, b * to_s * (1.0 - 1e-9)) if b is not None else T_star
-            if sol.status == "optimal":
-                model_optimal = True
-            if it == 0 and sol.objective is not None:
-                objective = sol.objective * to_s
-            if sol.x is not None:
-                dec = model.decode(sol.x)
-                entry["objective_s"] = sol.objective * to_s if sol.objective is not None else None
-                val = inc.consider(dec, f"milp:{it}")
-                entry["simulated_s"] = None if val == _INF else val
-                # the solver's other feasible solutions are plans too: score and cut them
-                for xp in sol.pool:
-                    dp = model.decode(xp)
-                    inc.consider(dp, f"milp:{it}:pool")
-                    add_cut(dp)
-                entry["pool"] = len(sol.pool)
-                if self.local_search and val < _INF and val <= inc.step_s:
-                    entry["search_calls"] = improve(inc, self.search_calls, seed + it + 1,
-                                                    deadline)
-                add_cut(dec)
-            # every cut vector was simulated (>= the incumbent); the rest are >= lower_it
-            lower = max(lower, min(inc.step_s, lower_it))
-            entry.update({"bound_s": lower_it, "lower_s": lower,
-                          "upper_s": None if inc.dec is None else inc.step_s})
-            log.append(entry)
-            prog.update(inc.step_s, lower, f"milp {it}")
-            if closed():
-                break
-            if sol.status != "optimal":
-                break          # the time limit stopped the backend: its bound is final
-            stale = 0 if (lower, inc.step_s) != before else stale + 1
-            if patience is not None and stale >= patience:
-                entry["stopped"] = f"{patience} solves without a better bound or plan"
-                break
-            if inc.dec is not None:
-                add_cut(inc.dec)
-        mark("milp")
-        info.update({"iterations": len(log), "log": log})
-        if inc.dec is None and lower is None:
-            mb, fl, exact = self.min_budget(inst)
-            info.update({"min_budget_bytes": mb, "min_budget_lower_bytes": fl,
-                         "min_budget_exact": exact})
-            return result("infeasible", None, None,
-                          reason="every plan the model admits was simulated and failed")
-        return self._finish(result, inc, lower, objective)
 
-    @staticmethod
-    def _finish(result: Any, inc: Incumbent, lower: float, objective: float | None
-                ) -> Outcome:
-        """"optimal" or "bounded" (decided by the gap) with a plan, "timeout" without.
-        Without a plan, the all-swap plan (the witness of the stated minimum budget,
-        :meth:`min_budget`) is tried last, so at that budget a plan is found whatever the
-        time limit; tried only here, it never changes a search that found a plan."""
-        if inc.dec is None:
-            inc.consider(_all_swap(inc.inst), "all_swap")
-        if inc.dec is None:
-            return result("timeout", lower, objective)
-        return result("bounded", lower, objective)
+def _model_lp(solver: MILP, st: _Search, model: Any) -> None:
+    """The model's LP relaxation first: a certified bound within the time limit even when
+    the MILP search is too large to finish (aggregated tier), and its rounding is a
+    candidate plan (exact tier; a large LP would only take the time the MILP needs)."""
+    tl = time.perf_counter()
+    try:
+        lp, xlp = lp_relaxation(model.lin, max(0.05, st.left() - 0.3),
+                                deadline=st.deadline - 0.3)
+    except ModelTimeout:
+        lp = xlp = None
+    entry: dict[str, Any] = {"iteration": "lp", "seconds": round(time.perf_counter() - tl, 4)}
+    if lp is not None:
+        entry["bound_s"] = lp * model.t_unit
+        st.bound("model_lp", lp * model.t_unit)
+    if xlp is not None:
+        val = st.inc.consider(model.decode(xlp), "lp_rounding")
+        entry["simulated_s"] = None if val == _INF else val
+        if solver.local_search and val < _INF and val <= st.inc.step_s:
+            entry["search_calls"] = improve(st.inc, solver.search_calls, st.seed, st.deadline)
+    entry["lower_s"] = st.lower
+    st.log.append(entry)
+
+
+PHASES: tuple[tuple[str, Callable[[MILP, _Search], bool | None]], ...] = (
+    ("seeds", _seeds),
+    ("local_search", _local_search),
+    ("deficit_bound", _deficit),
+    ("enumeration", _enumeration),
+    ("checkpoint_bound", _checkpoint),
+    ("lns", _lns),
+    ("timing_bound", _timing),
+    ("milp", _model),
+)
+"""The search of :meth:`MILP.plan`, in order: (name in ``info["phases"]``, function of
+the solver and the shared :class:`_Search` state, returning False when it is off or has
+nothing to do, so that ``info["phases"]`` lists only the phases that ran). A phase that
+settles the answer sets ``state.end``; the loop also stops when the plan meets the
+certified bound."""
 
 
 MODEL_OPTIONS = ("lagging", "binary_placement", "integral_copies", "fifo", "admission",

@@ -1,0 +1,140 @@
+"""The audit's cases (issue 22) as tests: each instance where a bound of the exact tier
+once exceeded the optimum, or `optimal` was said of a slower plan, is solved by the
+default milp and by the variants that reach each model alone, and checked against brute
+force (every decision vector simulated).
+
+What each case broke (the instance files are in tests/data/milp_soundness/):
+
+- ``rebuild_gaps_same_producer``, ``full_tier_cuts_off_optimum``,
+  ``exact_tier_cuts_off_optimum`` (+ ``_pad``: 14 zero-byte tensors, so the enumeration
+  does not run): a recipe that reads another output of its own op; the models' rebuild
+  gaps forbade recomputing both (solvers/milp/model.py, ``_rebuild_gaps``).
+- ``full_tier_fifo_inplace``: the full tier chained D2H copies in production order, the
+  runtime queues each when the tensor is ready (after its last in-place mutation).
+- ``timing_bound_above_opt`` (+ ``_big``: 30 zero-byte tensors): a numerically wrong LP
+  (a 137 MB tensor on a 50 MB/s link beside 8-byte tensors) gave a timing bound above the
+  optimum; only certified bounds may decide a status now.
+- ``min_budget_host_limit``: the smallest budget stated with ``infeasible`` assumed the
+  all-swap plan, which a host pinned-memory limit forbids.
+
+Zero-byte tensors cost nothing (spec invariant 6), so a padded instance has the optimum of
+the instance it pads.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from test_milp import enumerate_plans
+
+import slackopt
+from slackopt import Instance, Link, Op, Recipe, Tensor
+from slackopt.io import load_instance
+from slackopt.solver import OPTIMAL_REL_TOL
+
+DATA = Path(__file__).parent / "data" / "milp_soundness"
+ms = 1e-3
+
+
+def same_producer() -> Instance:
+    """u and v are two outputs of f0 and v's recipe reads u (the audit's minimal case)."""
+    ops = [Op("f0", "fwd", 1 * ms), Op("f1", "fwd", 1 * ms), Op("b0", "bwd", 1 * ms),
+           Op("b1", "bwd", 1 * ms), Op("rv", "rebuild", 0.1 * ms)]
+    tensors = [Tensor("u", 1_000_000, "f0", ("b1",), Recipe(("f0",))),
+               Tensor("v", 1_000_000, "f0", ("b0",), Recipe(("rv",), ("u",))),
+               Tensor("tmp", 3_000_000, "f1", ())]
+    return Instance("same-producer", ops, tensors, Link("slow", 1e8, 0.85, 1e-5))
+
+
+# case -> (instance file or builder, budget in bytes, the unpadded file its optimum is from)
+CASES = {
+    "rebuild_gaps_same_producer": (same_producer, 3_000_000, None),
+    "full_tier_cuts_off_optimum": ("full_tier_cuts_off_optimum", 25_974_030, None),
+    "full_tier_fifo_inplace": ("full_tier_fifo_inplace", 26_172_517, None),
+    "exact_tier_cuts_off_optimum": ("exact_tier_cuts_off_optimum", 16_029_776, None),
+    "exact_tier_cuts_off_optimum_pad": ("exact_tier_cuts_off_optimum_pad", 16_029_776,
+                                        "exact_tier_cuts_off_optimum"),
+    "timing_bound_above_opt": ("timing_bound_above_opt", 146_632_682, None),
+    "timing_bound_above_opt_big": ("timing_bound_above_opt_big", 146_632_682,
+                                   "timing_bound_above_opt"),
+}
+VARIANTS = {
+    "default": {},
+    "enum_off": dict(enum_plans=0),
+    "phases_off": dict(enum_plans=0, lns_plans=0, local_search=False),
+    "highs": dict(enum_plans=0, lns_plans=0, local_search=False, backend="highs"),
+    "pulp": dict(enum_plans=0, lns_plans=0, local_search=False, backend="pulp"),
+    "full": dict(enum_plans=0, lns_plans=0, local_search=False, tier="full"),
+    "exact": dict(enum_plans=0, lns_plans=0, local_search=False, tier="exact"),
+}
+_INST: dict = {}
+_OPT: dict = {}
+
+
+def case(name: str) -> tuple[Instance, int, float]:
+    """(instance, budget, brute-force optimum in s)."""
+    src, M, base = CASES[name]
+    if name not in _INST:
+        _INST[name] = src() if callable(src) else load_instance(DATA / f"{src}.json")
+    key = base or name
+    if key not in _OPT:
+        inst = _INST[name] if base is None else load_instance(DATA / f"{base}.json")
+        _OPT[key] = min(enumerate_plans(inst.lowered, M).values())
+    return _INST[name], M, _OPT[key]
+
+
+FULL_TIER_CASES = ("rebuild_gaps_same_producer", "full_tier_cuts_off_optimum",
+                   "full_tier_fifo_inplace", "timing_bound_above_opt")
+"""The cases with at most 10 saved tensors, the full tier's size."""
+
+
+@pytest.mark.parametrize("name,variant", [
+    (n, v) for n in CASES for v in VARIANTS if v != "full" or n in FULL_TIER_CASES])
+def test_bound_at_most_the_optimum_and_optimal_only_when_proven(name, variant):
+    inst, M, opt = case(name)
+    params = VARIANTS[variant]
+    r = slackopt.solve(inst, "milp", M, time_limit_s=10, seed=0, **params)
+    assert r.evaluation is not None and r.evaluation.feasible
+    step = r.evaluation.step_time_s
+    assert step >= opt * (1 - 1e-12)
+    if r.lower_bound_s is not None:
+        assert r.lower_bound_s <= opt * (1 + 1e-12), (r.lower_bound_s, opt, r.info["bounds"])
+    assert "bound_error" not in r.info, r.info["bound_error"]
+    assert r.info.get("bound_errors") == [], r.info.get("bound_errors")
+    if r.status == "optimal":
+        assert step <= opt * (1 + OPTIMAL_REL_TOL)
+    else:
+        assert r.status == "bounded"
+    # the gap is what the bound and the plan say, never clamped
+    if r.lower_bound_s is not None:
+        assert r.info["gap"] == pytest.approx((step - r.lower_bound_s) / r.lower_bound_s)
+
+
+def test_default_milp_finds_the_optimum_of_the_padded_cases():
+    """The default configuration beyond the enumeration's size (25 and 38 saved tensors)
+    returns the brute-force optimum and states no bound above it."""
+    for name in ("exact_tier_cuts_off_optimum_pad", "timing_bound_above_opt_big"):
+        inst, M, opt = case(name)
+        assert inst.lowered.n_saved > 24
+        r = slackopt.solve(inst, "milp", M, time_limit_s=20, seed=0)
+        assert r.evaluation.step_time_s == pytest.approx(opt, rel=1e-9)
+        assert r.lower_bound_s <= opt
+
+
+def test_host_limit_states_the_smallest_budget():
+    """Under a host pinned-memory limit the all-swap plan never runs; the smallest budget
+    stated with ``infeasible`` is the model floor (13,575,612 B; a plan runs there: swap
+    one tensor, recompute two, keep one), not P (21,934,108 B)."""
+    inst = load_instance(DATA / "min_budget_host_limit.json")
+    floor = 13_575_612
+    r = slackopt.solve(inst, "milp", floor - 1, time_limit_s=10)
+    assert r.status == "infeasible"
+    assert abs(r.info["min_budget_bytes"] - floor) <= 1e-3 * inst.P
+    assert r.info["min_budget_exact"] and r.info["min_budget_bytes"] == floor
+    at = slackopt.solve(inst, "milp", r.info["min_budget_bytes"], time_limit_s=10)
+    assert at.evaluation.feasible
+    # brute force: no plan runs one byte below the floor, some plan runs at it
+    times = enumerate_plans(inst.lowered, floor)
+    assert min(times.values()) < float("inf")
+    assert min(enumerate_plans(inst.lowered, floor - 1).values()) == float("inf")
