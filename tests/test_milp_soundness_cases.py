@@ -138,3 +138,21 @@ def test_host_limit_states_the_smallest_budget():
     times = enumerate_plans(inst.lowered, floor)
     assert min(times.values()) < float("inf")
     assert min(enumerate_plans(inst.lowered, floor - 1).values()) == float("inf")
+
+
+def test_a_bound_source_above_a_simulated_plan_is_dropped(monkeypatch):
+    """Self-consistency inside the search: a bound source that claims more than the step of
+    a plan the search simulated is proven wrong on this instance; it is dropped into
+    ``info["bound_errors"]`` and decides nothing (here the deficit bound, made 10x too
+    large, would otherwise close the gap at once and say "optimal")."""
+    import slackopt.solvers.milp.search as search
+
+    real = search.deficit_bound
+    monkeypatch.setattr(search, "deficit_bound", lambda inst, M: 10 * real(inst, M))
+    inst, M, opt = case("full_tier_cuts_off_optimum")
+    r = slackopt.solve(inst, "milp", M, time_limit_s=10, seed=0, enum_plans=0)
+    errs = r.info["bound_errors"]
+    assert [e["source"] for e in errs] == ["deficit"] and errs[0]["kind"] == "certified"
+    assert errs[0]["bound_s"] > errs[0]["plan_step_s"]
+    assert "deficit" not in r.info["bounds"]
+    assert r.lower_bound_s <= r.evaluation.step_time_s

@@ -553,3 +553,37 @@ def test_warm_up_runs_once_before_the_clock_and_the_hard_deadline() -> None:
     res = _SlowWarmUp().solve(inst, int(inst.P), time_limit_s=0.5)
     assert res.status in ("optimal", "feasible") and len(_SlowWarmUp.calls) == 1  # once
     assert _SlowWarmUp.started[1] > _SlowWarmUp.calls[0]
+
+
+class _OverBound(BaseSolver):
+    """Keeps everything at P and claims a bound 10% above that plan's step."""
+
+    name = "over_bound"
+
+    def plan(self, instance, budget_bytes, run):
+        return Outcome(plan=Plan.keep_all(instance), status="optimal",
+                       lower_bound_s=1.1 * float(instance.ideal_time_s))
+
+
+class _PlainOverBound:
+    """The same, as a plain object with solve() (no BaseSolver)."""
+
+    def solve(self, instance, budget_bytes, *, time_limit_s=None, seed=None):
+        return slackopt.SolveResult(plan=Plan.keep_all(instance), solver="plain",
+                                    status="optimal",
+                                    lower_bound_s=1.1 * float(instance.ideal_time_s))
+
+
+@pytest.mark.parametrize("solver", [_OverBound(), _PlainOverBound()])
+def test_a_bound_above_the_solvers_own_plan_is_dropped_not_clamped(solver) -> None:
+    """A bound above the simulated step of the solver's own plan proves the solver wrong:
+    solve() drops it, says why in info["bound_error"], and the status is "feasible"
+    (never "optimal" with a gap clamped to 0)."""
+    inst = chain(3)
+    T = float(inst.ideal_time_s)
+    r = slackopt.solve(inst, solver, 1.0)
+    assert r.evaluation.step_time_s == T
+    assert r.lower_bound_s is None and r.status == "feasible"
+    assert r.info["bound_error"]["lower_bound_s"] == pytest.approx(1.1 * T)
+    assert r.info["bound_error"]["plan_step_s"] == T
+    assert "gap" not in r.info and r.info["plan_proven_optimal"] is False

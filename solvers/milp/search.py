@@ -114,7 +114,14 @@ class _StepsParam(Param):
 
 
 class MILP(BaseSolver):
-    """Time-indexed MILP relaxation with the evaluator in the loop (module docstring).
+    """Exact tier: evaluator-judged search (seeds, enumeration, LNS, MILP) against
+    certified lower bounds.
+
+    Plans come from the cheap solvers' seeds, a local search, an exact enumeration (up to
+    24 saved tensors), a large-neighbourhood search and the time-indexed MILP with
+    no-good cuts; bounds from the deficit bound, the enumeration and LPs whose value is
+    a safe dual bound (:mod:`~slackopt.solvers.milp.certify`). "optimal" only when a
+    certified bound meets the simulated plan.
 
     Args:
         backend: "scip" (default), "highs" or "pulp".
