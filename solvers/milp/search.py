@@ -96,6 +96,20 @@ class _Progress:
             self._line(status, time.perf_counter())
 
 
+def _floor_plans(inst: Instance) -> dict[str, np.ndarray]:
+    """The plans that use the least memory by construction, by name: ``all_swap``, and,
+    for when a host pinned-memory limit forbids it, ``recompute_else_swap`` and
+    ``recompute_else_keep`` (recompute every tensor that can be rebuilt, swap or keep the
+    others). They witness the minimum budget (:meth:`MILP.min_budget`) and seed every
+    search (phase 1)."""
+    rec = np.isfinite(np.asarray(inst.c, dtype=float))
+    sized = np.asarray(inst.s) > 0
+    return {"all_swap": _all_swap(inst),
+            "recompute_else_swap": np.where(rec, RECOMP, np.where(sized, SWAP, KEEP)
+                                            ).astype(np.int8),
+            "recompute_else_keep": np.where(rec, RECOMP, KEEP).astype(np.int8)}
+
+
 def _all_swap(inst: Instance) -> np.ndarray:
     """The decisions that swap every saved tensor with bytes (keep the empty ones)."""
     return np.where(np.asarray(inst.s) > 0, SWAP, KEEP).astype(np.int8)
@@ -267,11 +281,7 @@ class MILP(BaseSolver):
         P = int(inst.P)
         tol = max(1, int(math.ceil(1e-3 * P)))
         best = max(P, floor)
-        rec = np.isfinite(np.asarray(inst.c, dtype=float))
-        sized = np.asarray(inst.s) > 0
-        swap_rest = np.where(rec, RECOMP, np.where(sized, SWAP, KEEP)).astype(np.int8)
-        keep_rest = np.where(rec, RECOMP, KEEP).astype(np.int8)
-        for dec in (_all_swap(inst), swap_rest, keep_rest):
+        for dec in _floor_plans(inst).values():
             plan = Plan(dec, inst.saved_names)
 
             def runs(m: int, plan: Plan = plan) -> bool:
@@ -509,14 +519,16 @@ class _Search:
 
 # --------------------------------------------------------------------------- phases
 def _seeds(solver: MILP, st: _Search) -> bool | None:
-    """(1) Seeds, the anytime floor: the all-swap plan (the minimum budget's usual witness);
-    with ``warm_start``, the plans of the cheap registered solvers
+    """(1) Seeds, the anytime floor: the plans of :func:`_floor_plans` (all-swap, and
+    recompute what can be rebuilt with the rest swapped or kept); with ``warm_start``,
+    the plans of the cheap registered solvers
     (:func:`~slackopt.solvers.seeds.cheap_solver_names`: SlackSwap, the baselines, the
     production planners), their decisions re-simulated under the barrier-free runtime,
     sharing at most ``SEED_SHARE`` of the limit, then CP-SAT's best recompute-only plan (a
     work limit, :data:`CPSAT_WORK`). The incumbent is never slower than any of them."""
     inst, M = st.inst, st.M
-    st.inc.consider(_all_swap(inst), "all_swap")
+    for source, dec in _floor_plans(inst).items():
+        st.inc.consider(dec, source)
     if not solver.warm_start:
         return
     end = time.perf_counter() + SEED_SHARE * max(0.0, st.left())
