@@ -156,3 +156,31 @@ def test_a_bound_source_above_a_simulated_plan_is_dropped(monkeypatch):
     assert errs[0]["bound_s"] > errs[0]["plan_step_s"]
     assert "deficit" not in r.info["bounds"]
     assert r.lower_bound_s <= r.evaluation.step_time_s
+
+
+def test_anytime_floor_never_worse_than_a_cheap_solver():
+    """The milp's plan is never slower than any cheap registered solver's plan with the
+    same seed, re-simulated under the barrier-free runtime (issue 22, item 6): chain of 12
+    layers at 0.4 P, where SlackSwap finds no plan; the search past the seeds is cut to a
+    minimum (no enumeration, one MILP solve, small work limits, a short limit), so the
+    floor is what is tested."""
+    from slackopt import Plan, simulate
+    from slackopt.solver import get_solver
+    from slackopt.solvers.seeds import cheap_solver_names
+    from slackopt.workloads import make
+
+    inst = make("chain", layers=12).lowered
+    M = int(0.4 * inst.P)
+    r = slackopt.solve(inst, "milp", M, time_limit_s=30, seed=1, enum_plans=0, lns_plans=20,
+                       search_calls=20, max_iterations=1)
+    seeds = {e["solver"] for e in r.info["seeds"] if "status" in e}
+    assert seeds == set(cheap_solver_names())
+    best = float("inf")
+    for name in cheap_solver_names():
+        res = get_solver(name).solve(inst, M, time_limit_s=10, seed=1)
+        if res.plan is not None:
+            ev = simulate(inst, Plan(res.plan.decisions, inst.saved_names), M)
+            if ev.feasible:
+                best = min(best, ev.step_time_s)
+    assert best < float("inf")
+    assert r.evaluation.step_time_s <= best
