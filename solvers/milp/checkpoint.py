@@ -214,9 +214,12 @@ def _rebuilt_before(inst: Instance, lin: _Lin, xr: dict[int, int], c_units: np.n
 def checkpoint_bound(inst: Instance, M: int, time_limit_s: float = 30.0, *,
                      max_checkpoints: int = MAX_CHECKPOINTS,
                      deadline: float | None = None) -> float | None:
-    """A lower bound (s) on the step time of every plan that runs under budget `M`
-    (bytes), from the LP in the module docstring (GLOP); None when the deadline ends
-    building or solving it (see :func:`_checkpoint_bound`)."""
+    """A certified lower bound (s) on the step time of every plan that runs under budget
+    `M` (bytes), from the LP in the module docstring: T* plus a safe dual bound from the
+    duals of GLOP (or HiGHS) (:func:`~slackopt.solvers.milp.backends.lp_relaxation`,
+    Neumaier and Shcherbina 2004), never the solver's objective; None when the deadline
+    ends building or solving it or no certificate is found (see
+    :func:`_checkpoint_bound`)."""
     try:
         return _checkpoint_bound(inst, M, time_limit_s, max_checkpoints, deadline)
     except ModelTimeout:
@@ -236,8 +239,9 @@ def _checkpoint_bound(inst: Instance, M: int, time_limit_s: float, max_checkpoin
         deadline: perf_counter time after which building or solving stops (then None).
 
     Returns:
-        ``T* + LP optimum`` (s), never below T*; or None when the LP is not solved to
-        optimality in time, is infeasible, or the instance has views.
+        ``T* +`` the certified bound on the LP optimum (s), never below T*; or None when
+        the LP is not solved to optimality in time, is infeasible, its duals certify no
+        bound, or the instance has views.
     """
     T_star = float(inst.ideal_time_s)
     n, nf, nS = inst.n_ops, inst.n_fwd, inst.n_saved
@@ -394,6 +398,8 @@ def _checkpoint_bound(inst: Instance, M: int, time_limit_s: float, max_checkpoin
         time_limit_s = min(time_limit_s, deadline - time.perf_counter())
         if time_limit_s <= 0:
             return None
+    # val: certified from the LP solver's duals (lp_relaxation), not its objective; the
+    # 1e-9 shave covers the rounding of the model's data (unit conversions)
     val, _ = lp_relaxation(lin, time_limit_s, deadline=deadline)
     if val is None:
         return None
