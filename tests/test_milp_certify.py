@@ -216,6 +216,9 @@ def test_case_timing_bound_above_opt():
         assert b == pytest.approx(lp_value, rel=1e-7), info
         # the raw objective is reported beside the certified bound, and is not below it
         assert info["lp_bound"] <= info["lp_objective"]
+        # in the scaled units (checkpoint.time_unit: ms here) GLOP solves the LP (in us
+        # it called it infeasible and only HiGHS solved it)
+        assert info["time_unit_s"] == 1e-3 and info["lp_status"] == "certified (glop)"
         if integer:
             assert info.get("milp_bound_certified") is False and "milp_bound_s" in info
     cb = checkpoint_bound(inst, M, 20.0)

@@ -7,7 +7,8 @@ The bound holds for plans run by the barrier-free runtime (``Plan.policy ==
 "barrier_free"``) only: ``on_demand`` and ``layer_barriers`` plans may prefetch during the
 forward pass or allocate buffers by other rules.
 
-The LP (times in microseconds, memory in P / 1e4 bytes; ``w_t = latency + s_t / W`` the
+The LP (times in the unit of :func:`time_unit`, microseconds or a power of ten above,
+memory in P / 1e4 bytes; ``w_t = latency + s_t / W`` the
 shortest a copy of t can last):
 
 - decisions ``xs_t, xr_t`` in [0, 1], ``xs + xr <= 1`` (``xr = 0`` when c_t = inf);
@@ -106,8 +107,9 @@ MAX_THRESHOLDS = 64
 
 @dataclass(frozen=True)
 class BoundArrays:
-    """The instance's arrays in the units of the bound models (times in TIME_UNIT_S,
-    memory in P / MEM_UNITS_PER_P), over the saved positions unless said otherwise.
+    """The instance's arrays in the units of the bound models (times in ``tu`` s, see
+    :func:`time_unit`; memory in P / MEM_UNITS_PER_P), over the saved positions unless
+    said otherwise.
 
     Attributes: ``tu`` time unit (s); ``mu`` memory unit (bytes); ``Mu`` the budget;
     ``s`` sizes (bytes, int64) and ``sm`` (units); ``c`` rebuild times (s, inf if none);
@@ -138,6 +140,31 @@ class BoundArrays:
     rec: list[int]
 
 
+TIME_SCALE_MAX = 1e4
+"""The bound models state times in the power of ten of seconds, at least TIME_UNIT_S,
+that keeps their largest time at most this many units (:func:`time_unit`)."""
+
+
+def time_unit(ideal_s: float, copies_s: float) -> float:
+    """The time unit (s) of the bound models: the smallest power of ten, at least
+    TIME_UNIT_S (1 us), in which both the ideal step `ideal_s` (the op start and end
+    times) and `copies_s`, the shortest time of every saved tensor's copy one after the
+    other (the D2H queue's end when all are swapped: the largest queue time and big-M
+    of the timing MILP), are at most TIME_SCALE_MAX units.
+
+    Why (issue 22, fault 3): one 137 MB tensor on a 50 MB/s link makes a 2.7e6 us copy;
+    in microseconds its FIFO big-M rows held coefficients of 2.7e6 beside 1 and memory
+    rows down to 5e-4, and GLOP called the LP infeasible (and SCIP's LP returned 3.9 times
+    the optimum); in milliseconds GLOP solves it. Most instances keep 1 us or 10 us.
+    Units change no bound: every time of the models is divided by the same unit and the
+    bound multiplied back."""
+    tu = TIME_UNIT_S
+    big = max(ideal_s, copies_s, 0.0)
+    while np.isfinite(big) and big / tu > TIME_SCALE_MAX:
+        tu *= 10.0
+    return tu
+
+
 def bound_arrays(inst: Instance, M: int) -> BoundArrays | None:
     """:class:`BoundArrays` of `inst` under budget `M` (bytes); None when `inst` has
     views (per-view sizes would count a storage twice), no saved tensor, or lacks a
@@ -145,14 +172,14 @@ def bound_arrays(inst: Instance, M: int) -> BoundArrays | None:
     n, nf = inst.n_ops, inst.n_fwd
     if inst.aliased or inst.n_saved == 0 or n == 0 or not (0 < nf < n):
         return None
-    tu = TIME_UNIT_S
     mu = max(1, int(inst.P)) / MEM_UNITS_PER_P
     s = np.asarray(inst.s, dtype=np.int64)
     c = np.asarray(inst.c, dtype=np.float64)
     W = float(inst.link.bytes_per_s)
     lat = float(inst.link.copy_latency_s)
-    end = np.asarray(inst.end_s, dtype=np.float64) / tu
     live = [t for t in range(inst.n_saved) if s[t] > 0]
+    tu = time_unit(float(inst.ideal_time_s), float(np.sum(lat + s[live] / W)))
+    end = np.asarray(inst.end_s, dtype=np.float64) / tu
     return BoundArrays(
         tu=tu, mu=mu, Mu=M / mu, s=s, sm=s / mu, c=c, w=(lat + s / W) / tu,
         r=np.asarray(inst.r, dtype=np.float64) / tu,

@@ -11,7 +11,8 @@ are binary, solved by SCIP, whose proven *dual* bound (best bound) is used, so t
 holds when the search stops early. Its LP relaxation is solved first (a bound even when
 the search does not reach its root in time).
 
-The model (times in microseconds, memory in P / 1e4 bytes; ``w_t = latency + s_t / W``
+The model (times in the unit of :func:`~.checkpoint.time_unit`, microseconds or a power of
+ten above, memory in P / 1e4 bytes; ``w_t = latency + s_t / W``
 the shortest a copy of t can last; S_k, E_k ideal start and end of op k, T_F the ideal
 end of the forward pass; K the ops whose keep-all profile exceeds M):
 
@@ -131,7 +132,7 @@ from slackopt.plan import RECOMP, SWAP
 from slackopt.solver import OPTIMAL_REL_TOL
 from slackopt.solvers.milp.backends import _ScipBackend, lp_relaxation
 from slackopt.solvers.milp.checkpoint import bound_arrays
-from slackopt.solvers.milp.model import _INF, TIME_UNIT_S, ModelTimeout, _Lin
+from slackopt.solvers.milp.model import _INF, ModelTimeout, _Lin
 
 MAX_UNITS = 6_000
 """Every op of K is timed when ``n_saved * |K|`` (absent-able pairs, at most) is at most
@@ -352,7 +353,7 @@ def build_timing_model(inst: Instance, M: int, *, integer: bool = True,
             if j < firstb[t]:
                 lin.row([(zt, w[t]), (delay(j), -1.0), (xr[u], w[t])],
                         hi=float(start[j]) - TF + w[t])
-    info = {"ops_timed": len(K), "absent_vars": n_z, **lin.stats()}
+    info = {"ops_timed": len(K), "absent_vars": n_z, "time_unit_s": tu, **lin.stats()}
     return lin, info
 
 
@@ -453,10 +454,11 @@ def timing_bound(inst: Instance, M: int, time_limit_s: float = 30.0, *,
         return None, info
     lin, minfo = built
     info.update(minfo, candidates=[])
+    tu = float(minfo["time_unit_s"])        # the model's time unit (checkpoint.time_unit)
     val = None
     cut = None
     if upper_s is not None and np.isfinite(upper_s):
-        cut = max(0.0, (float(upper_s) - T_star) / TIME_UNIT_S) * (1.0 + 1e-9)
+        cut = max(0.0, (float(upper_s) - T_star) / tu) * (1.0 + 1e-9)
     milp_val = None
     try:
         # the LP relaxation first, a bound even when the MILP search ends before its
@@ -507,14 +509,14 @@ def timing_bound(inst: Instance, M: int, time_limit_s: float = 30.0, *,
         info.update(status=str(e))
     info["seconds"] = time.perf_counter() - t0
     if milp_val is not None:
-        mb = max(T_star, (T_star / TIME_UNIT_S + milp_val * (1.0 - 1e-9)) * TIME_UNIT_S)
+        mb = max(T_star, (T_star / tu + milp_val * (1.0 - 1e-9)) * tu)
         info["milp_bound_s"] = min(mb, float(upper_s)) if cut is not None else mb
         info["milp_bound_certified"] = False
     if val is None:
         return None, info
     # val is certified (model units); the 1e-9 shave covers the rounding of the model's
     # data (unit conversions of the instance's times)
-    b = max(T_star, (T_star / TIME_UNIT_S + val * (1.0 - 1e-9)) * TIME_UNIT_S)
+    b = max(T_star, (T_star / tu + val * (1.0 - 1e-9)) * tu)
     return (min(b, float(upper_s)) if cut is not None else b), info
 
 
