@@ -28,7 +28,8 @@ class _Sol:
     status: str            # "optimal", "feasible", "infeasible", "unknown", "error"
     x: list[float] | None
     objective: float | None
-    bound: float | None    # proven lower bound on the model optimum (model units)
+    bound: float | None    # the solver's dual bound on the model optimum (model units);
+    #                        not certified (its LPs carry floating-point tolerances)
     seconds: float
     message: str = ""
     pool: list[list[float]] = field(default_factory=list)   # other feasible solutions

@@ -112,18 +112,23 @@ def usable_duals(lo: np.ndarray, hi: np.ndarray, y: Sequence[float] | np.ndarray
     return y
 
 
-def _reduced_costs(A: sp.csr_matrix, c: np.ndarray, y: np.ndarray
-                   ) -> tuple[np.ndarray, np.ndarray]:
+def _reduced_costs(a: dict[str, Any], y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The computed reduced costs ``r^ = fl(c - A^T y)`` and the radius d of an enclosure
     ``|r - r^| <= d`` of the exact ones (step 1 of the module docstring; ``d_j = 0`` when
-    every product of column j and ``c_j`` is an exact zero)."""
-    AT = A.T.tocsr()
-    rhat = c - AT @ y
-    E = np.abs(c) + abs(AT) @ np.abs(y)
-    nj = np.diff(AT.indptr)
+    every product of column j and ``c_j`` is an exact zero); `a`: :func:`lin_arrays`."""
+    c = a["c"]
+    if "AT" not in a:
+        AT = a["A"].T.tocsr()
+        a["AT"] = AT
+        a["absAT"] = abs(AT)
+        a["patAT"] = sp.csr_matrix(((AT.data != 0).astype(np.float64), AT.indices,
+                                    AT.indptr), shape=AT.shape)
+        a["nj"] = np.diff(AT.indptr)
+    rhat = c - a["AT"] @ y
+    E = np.abs(c) + a["absAT"] @ np.abs(y)
     # products that are not exactly zero (an exact zero needs no underflow term)
-    pj = (AT != 0).astype(np.float64) @ (y != 0).astype(np.float64) + (c != 0)
-    d = np.where(pj > 0, 2.0 * _gamma(nj + 2) * E + (pj + 1) * _TINY, 0.0)
+    pj = a["patAT"] @ (y != 0).astype(np.float64) + (c != 0)
+    d = np.where(pj > 0, 2.0 * _gamma(a["nj"] + 2) * E + (pj + 1) * _TINY, 0.0)
     return rhat, d
 
 
@@ -163,7 +168,7 @@ def safe_lp_bound(lin: _Lin, row_duals: Sequence[float] | np.ndarray, *,
     with np.errstate(all="ignore"):
         rhs = np.where(y > 0, lo, np.where(y < 0, hi, 0.0))
         ty = y * rhs                                     # rounded products
-        rhat, d = _reduced_costs(A, c, y)
+        rhat, d = _reduced_costs(a, y)
         exact0 = d == 0.0               # r^_j is exact (every term an exact zero)
         r_lo = np.where(exact0, rhat, np.nextafter(rhat - d, -np.inf))
         r_hi = np.where(exact0, rhat, np.nextafter(rhat + d, np.inf))
@@ -252,10 +257,10 @@ def objective_shift(lin: _Lin, row_duals: Sequence[float] | np.ndarray, *,
         has an uncertified reduced cost (no shift helps: it would need r_j = 0 exactly).
     """
     a = lin_arrays(lin) if arrays is None else arrays
-    A, lo, hi, lb, ub, c = a["A"], a["lo"], a["hi"], a["lb"], a["ub"], a["c"]
+    lo, hi, lb, ub, c = a["lo"], a["hi"], a["lb"], a["ub"], a["c"]
     y = usable_duals(lo, hi, row_duals)
     with np.errstate(all="ignore"):
-        rhat, d = _reduced_costs(A, c, y)
+        rhat, d = _reduced_costs(a, y)
     fin_lb, fin_ub = np.isfinite(lb), np.isfinite(ub)
     exact0 = d == 0.0
     up = ~fin_ub & ~exact0 & (np.nextafter(rhat - d, -np.inf) < 0.0)
