@@ -26,7 +26,12 @@ from slackopt import Plan, simulate
 from slackopt.io import load_instance
 from slackopt.plan import KEEP
 from slackopt.solvers.milp.backends import lp_relaxation
-from slackopt.solvers.milp.certify import lin_arrays, objective_shift, safe_lp_bound
+from slackopt.solvers.milp.certify import (
+    certifies_infeasible,
+    lin_arrays,
+    objective_shift,
+    safe_lp_bound,
+)
 from slackopt.solvers.milp.checkpoint import checkpoint_bound
 from slackopt.solvers.milp.model import _INF, _Lin
 from slackopt.solvers.milp.timing_bound import timing_bound
@@ -235,3 +240,25 @@ def test_case_timing_bound_above_opt():
     assert step.feasible
     tb, info = timing_bound(big, M, 20.0)
     assert tb is not None and tb <= step.step_time_s, (tb, step.step_time_s, info)
+
+
+def test_certifies_infeasible_farkas():
+    """x0 + x1 >= 3 with x in [0, 1]^2 is infeasible: the ray y = (1) proves it (3 - 1 - 1
+    = 1 > 0); x0 + x1 >= 2 is feasible, and no ray proves otherwise."""
+    lin = _Lin()
+    a, b = lin.var(0, 1), lin.var(0, 1)
+    lin.row([(a, 1.0), (b, 1.0)], lo=3.0)
+    assert certifies_infeasible(lin, [1.0])
+    assert not certifies_infeasible(lin, [-1.0])      # the wrong sign is dropped: 0
+    ok = _Lin()
+    a, b = ok.var(0, 1), ok.var(0, 1)
+    ok.row([(a, 1.0), (b, 1.0)], lo=2.0)
+    for y in (1.0, 2.0, 1e6, 0.5):
+        assert not certifies_infeasible(ok, [y])
+    # a gap of 1e-12 above the box's reach is certified; one of an ulp is within the
+    # a-priori rounding allowance (a few ulps of the terms): not certified, and not wrong
+    for gap, proved in ((1e-12, True), (2.0 ** -51, False)):
+        tight = _Lin()
+        a, b = tight.var(0, 1), tight.var(0, 1)
+        tight.row([(a, 1.0), (b, 1.0)], lo=2.0 + gap)
+        assert certifies_infeasible(tight, [1.0]) is proved
