@@ -28,6 +28,7 @@ from slackopt.plan import KEEP
 from slackopt.solvers.milp.backends import lp_relaxation
 from slackopt.solvers.milp.certify import (
     certifies_infeasible,
+    implied_box,
     lin_arrays,
     objective_shift,
     safe_lp_bound,
@@ -262,3 +263,40 @@ def test_certifies_infeasible_farkas():
         a, b = tight.var(0, 1), tight.var(0, 1)
         tight.row([(a, 1.0), (b, 1.0)], lo=2.0 + gap)
         assert certifies_infeasible(tight, [1.0]) is proved
+
+
+def test_implied_box_contains_every_feasible_point():
+    """Free prefix sums ``z_k = z_{k-1} + sum a x`` (as the time-indexed model states
+    them) and an unbounded variable held by a row: the implied box is finite for them and
+    contains every point built from the box (random x, z from the equalities); the LP
+    bound with the free variables is certified."""
+    rng = np.random.default_rng(5)
+    for _ in range(20):
+        lin = _Lin()
+        n = int(rng.integers(2, 6))
+        xs = [lin.var(float(rng.uniform(-2, 0)), float(rng.uniform(0.5, 3)),
+                      obj=float(rng.normal())) for _ in range(n)]
+        coef = rng.normal(size=(4, n)) * 10.0 ** rng.uniform(-3, 3, size=(4, n))
+        zs, prev = [], None
+        for k in range(4):
+            z = lin.var(-_INF, _INF, obj=float(rng.normal()) * 1e-3)
+            lin.row([(z, 1.0)] + ([(prev, -1.0)] if prev is not None else [])
+                    + [(xs[j], -float(coef[k, j])) for j in range(n)], 0.0, 0.0)
+            zs.append(z)
+            prev = z
+        s = lin.var(0.0, _INF, obj=1.0)         # s >= z_3 - 1: bounded above only by s
+        lin.row([(s, 1.0), (prev, -1.0)], lo=-1.0)
+        a = lin_arrays(lin)
+        lb, ub = implied_box(a)
+        assert np.all(np.isfinite(lb[zs])) and np.all(np.isfinite(ub[zs]))
+        assert ub[s] == _INF and lb[s] == 0.0
+        for _ in range(50):
+            x = [rng.uniform(lin.lb[j], lin.ub[j]) for j in xs]
+            acc = 0.0
+            for k in range(4):
+                acc += float(np.dot(coef[k], x))
+                assert lb[zs[k]] <= acc <= ub[zs[k]]
+        info: dict = {}
+        b, _ = lp_relaxation(lin, 10.0, info=info)
+        assert b is not None and b <= info["lp_objective"], info
+        assert b == pytest.approx(info["lp_objective"], rel=1e-9, abs=1e-9)

@@ -133,8 +133,8 @@ def _reduced_costs(a: dict[str, Any], y: np.ndarray) -> tuple[np.ndarray, np.nda
 
 
 def safe_lp_bound(lin: _Lin, row_duals: Sequence[float] | np.ndarray, *,
-                  arrays: dict[str, Any] | None = None, exact: bool = False
-                  ) -> float | None:
+                  arrays: dict[str, Any] | None = None, exact: bool = False,
+                  implied: bool = True) -> float | None:
     """A lower bound on ``min {obj x : rows, box}`` of `lin` (and so on its MILP
     optimum), from the row multipliers `row_duals`, that rounding cannot make too large.
 
@@ -146,6 +146,10 @@ def safe_lp_bound(lin: _Lin, row_duals: Sequence[float] | np.ndarray, *,
             set to 0 (:func:`usable_duals`).
         arrays: :func:`lin_arrays` of `lin`, if already built.
         exact: compute in rational arithmetic (slow; for tests).
+        implied: when the declared box gives no bound (a reduced cost of uncertain sign
+            against an infinite bound), retry with the finite bounds the rows imply
+            (:func:`implied_box`: a box that contains every feasible point serves as
+            well as the declared one).
 
     Returns:
         The bound in model units (a float at most the exact minimum), or None when the
@@ -164,7 +168,25 @@ def safe_lp_bound(lin: _Lin, row_duals: Sequence[float] | np.ndarray, *,
         raise ValueError(f"{len(row_duals)} duals for {A.shape[0]} rows")
     y = usable_duals(lo, hi, row_duals)
     if exact:
-        return _exact_bound(A, lo, hi, lb, ub, c, y)
+        out = _exact_bound(A, lo, hi, lb, ub, c, y)
+        if out is None and implied:
+            ilb, iub = implied_box(a)
+            out = _exact_bound(A, lo, hi, ilb, iub, c, y)
+        return out
+    out = _fp_bound(a, y, lb, ub)
+    if out is None and implied:
+        # a reduced cost of uncertain sign against an infinite bound: finite bounds that
+        # every point satisfying the rows and the box satisfies (implied_box) serve too
+        ilb, iub = implied_box(a)
+        if not (np.array_equal(ilb, lb) and np.array_equal(iub, ub)):
+            out = _fp_bound(a, y, ilb, iub)
+    return out
+
+
+def _fp_bound(a: dict[str, Any], y: np.ndarray, lb: np.ndarray, ub: np.ndarray
+              ) -> float | None:
+    """Steps 1-3 of the module docstring in floating point with the box [lb, ub]."""
+    lo, hi = a["lo"], a["hi"]
     with np.errstate(all="ignore"):
         rhs = np.where(y > 0, lo, np.where(y < 0, hi, 0.0))
         ty = y * rhs                                     # rounded products
@@ -197,6 +219,90 @@ def safe_lp_bound(lin: _Lin, row_duals: Sequence[float] | np.ndarray, *,
         err = 2.0 * float(_gamma(K + 1)) * S + (K + 2) * _TINY
         out = float(np.nextafter(total - err, -np.inf))
     return out if math.isfinite(out) else None
+
+
+def _outward(x: np.ndarray, up: bool) -> np.ndarray:
+    """`x` moved outward by 1e-14 relative plus 4 * 2^-1022 and one ulp: covers two
+    roundings (a subtraction, a division: at most ``(2u + u^2) |x|``) and underflow."""
+    if up:
+        return np.nextafter(x + np.abs(x) * 1e-14 + 4.0 * _TINY, np.inf)
+    return np.nextafter(x - np.abs(x) * 1e-14 - 4.0 * _TINY, -np.inf)
+
+
+def implied_box(a: dict[str, Any], max_rounds: int = 200) -> tuple[np.ndarray, np.ndarray]:
+    """Finite bounds, where the rows imply them, for the variables whose declared bound is
+    infinite: every x that satisfies the rows and the declared box lies in the returned
+    box (the declared finite bounds are kept as they are). Cached in `a`.
+
+    Rigorous bound propagation (activity-based bound tightening, e.g. Achterberg's thesis,
+    TU Berlin 2007, section 7.2): for row i and a variable j with ``a_ij > 0``,
+    ``x_j <= (hi_i - min_{x_k in box} sum_{k != j} a_ik x_k) / a_ij`` and
+    ``x_j >= (lo_i - max ...) / a_ij`` (sides swapped for ``a_ij < 0``), when that
+    minimum (maximum) is finite. The row's finite activity is a sum of rounded products,
+    enlarged by ``2 gamma_{n_i+2}`` times the sum of their magnitudes plus
+    ``(n_i + 2) 2^-1022`` (as in the module docstring), and the quotient is moved outward
+    by :func:`_outward`; so the computed bound is on the safe side of the exact one. A
+    bound found in one round feeds the next (prefix-sum chains), for at most
+    `max_rounds` rounds or until nothing changes.
+
+    Returns:
+        (lb, ub) float64 arrays.
+    """
+    if "implied" in a:
+        return a["implied"]
+    A = a["A"]
+    lb, ub = a["lb"].copy(), a["ub"].copy()
+    lo, hi = a["lo"], a["hi"]
+    m, n = A.shape
+    nrow = np.diff(A.indptr)
+    rows = np.repeat(np.arange(m), nrow)
+    cols, v = A.indices, A.data
+    pos = v > 0
+    g = 2.0 * _gamma(nrow + 2)
+    tiny = (nrow + 2) * _TINY
+    lo_r, hi_r = lo[rows], hi[rows]
+    with np.errstate(all="ignore"):
+        for _ in range(max_rounds):
+            need = ~np.isfinite(lb) | ~np.isfinite(ub)
+            if not need.any():
+                break
+            lbj, ubj = lb[cols], ub[cols]
+            cmin = v * np.where(pos, lbj, ubj)
+            cmax = v * np.where(pos, ubj, lbj)
+            imin, imax = ~np.isfinite(cmin), ~np.isfinite(cmax)
+            cmin = np.where(imin, 0.0, cmin)
+            cmax = np.where(imax, 0.0, cmax)
+            act_min = np.bincount(rows, weights=cmin, minlength=m)
+            act_max = np.bincount(rows, weights=cmax, minlength=m)
+            n_min = np.bincount(rows, weights=imin, minlength=m)
+            n_max = np.bincount(rows, weights=imax, minlength=m)
+            e_min = g * np.bincount(rows, weights=np.abs(cmin), minlength=m) + tiny
+            e_max = g * np.bincount(rows, weights=np.abs(cmax), minlength=m) + tiny
+            # the other terms' smallest (largest) activity, on the safe side
+            rest_min = np.where(imin, np.where(n_min[rows] == 1, act_min[rows], -np.inf),
+                                np.where(n_min[rows] == 0, act_min[rows] - cmin, -np.inf))
+            rest_max = np.where(imax, np.where(n_max[rows] == 1, act_max[rows], np.inf),
+                                np.where(n_max[rows] == 0, act_max[rows] - cmax, np.inf))
+            rest_min = np.nextafter(rest_min - e_min[rows], -np.inf)
+            rest_max = np.nextafter(rest_max + e_max[rows], np.inf)
+            q_hi = (hi_r - rest_min) / v        # from a x_j <= hi - rest_min
+            q_lo = (lo_r - rest_max) / v        # from a x_j >= lo - rest_max
+            cand_ub = np.where(pos, _outward(q_hi, True), _outward(q_lo, True))
+            cand_lb = np.where(pos, _outward(q_lo, False), _outward(q_hi, False))
+            cand_ub[~np.isfinite(cand_ub)] = np.inf
+            cand_lb[~np.isfinite(cand_lb)] = -np.inf
+            new_ub = np.full(n, np.inf)
+            new_lb = np.full(n, -np.inf)
+            np.minimum.at(new_ub, cols, cand_ub)
+            np.maximum.at(new_lb, cols, cand_lb)
+            fill_ub = ~np.isfinite(ub) & np.isfinite(new_ub)
+            fill_lb = ~np.isfinite(lb) & np.isfinite(new_lb)
+            if not (fill_ub.any() or fill_lb.any()):
+                break
+            ub[fill_ub] = new_ub[fill_ub]
+            lb[fill_lb] = new_lb[fill_lb]
+    a["implied"] = (lb, ub)
+    return lb, ub
 
 
 def _exact_bound(A: sp.csr_matrix, lo: np.ndarray, hi: np.ndarray, lb: np.ndarray,
@@ -235,9 +341,10 @@ def objective_shift(lin: _Lin, row_duals: Sequence[float] | np.ndarray, *,
                     arrays: dict[str, Any] | None = None, margin: float = 1024.0
                     ) -> dict[int, float] | None:
     """Objective changes that let an LP solve's duals certify: for each variable with an
-    infinite bound whose reduced cost is not certified to have the sign that bound needs
-    (:func:`safe_lp_bound` returns None for them), the amount ``e_j > 0`` to subtract from
-    (upper bound infinite) or add to (lower bound infinite) its objective coefficient.
+    infinite bound (declared, and not made finite by :func:`implied_box`) whose reduced
+    cost is not certified to have the sign that bound needs (:func:`safe_lp_bound` returns
+    None for them), the amount ``e_j > 0`` to subtract from (upper bound infinite) or add
+    to (lower bound infinite) its objective coefficient.
 
     Re-solving with ``c_j -+ e_j`` makes the new duals satisfy the shifted dual
     constraint ``r'_j >= 0`` (``<= 0``) up to the solver's tolerance, so the reduced cost
@@ -253,11 +360,13 @@ def objective_shift(lin: _Lin, row_duals: Sequence[float] | np.ndarray, *,
 
     Returns:
         {variable index: signed change to add to its objective coefficient} (empty when
-        the duals certify already), or None when a free variable (both bounds infinite)
-        has an uncertified reduced cost (no shift helps: it would need r_j = 0 exactly).
+        the duals certify already), or None when a free variable (both bounds infinite,
+        declared and implied) has an uncertified reduced cost (no shift helps: it would
+        need r_j = 0 exactly).
     """
     a = lin_arrays(lin) if arrays is None else arrays
-    lo, hi, lb, ub, c = a["lo"], a["hi"], a["lb"], a["ub"], a["c"]
+    lo, hi, c = a["lo"], a["hi"], a["c"]
+    lb, ub = implied_box(a)
     y = usable_duals(lo, hi, row_duals)
     with np.errstate(all="ignore"):
         rhat, d = _reduced_costs(a, y)

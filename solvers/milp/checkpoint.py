@@ -158,11 +158,11 @@ def time_unit(ideal_s: float, copies_s: float) -> float:
     the optimum); in milliseconds GLOP solves it. Most instances keep 1 us or 10 us.
     Units change no bound: every time of the models is divided by the same unit and the
     bound multiplied back."""
-    tu = TIME_UNIT_S
+    e = round(np.log10(TIME_UNIT_S))
     big = max(ideal_s, copies_s, 0.0)
-    while np.isfinite(big) and big / tu > TIME_SCALE_MAX:
-        tu *= 10.0
-    return tu
+    while np.isfinite(big) and big / 10.0 ** e > TIME_SCALE_MAX:
+        e += 1
+    return 10.0 ** e
 
 
 def bound_arrays(inst: Instance, M: int) -> BoundArrays | None:
