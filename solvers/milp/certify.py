@@ -229,7 +229,8 @@ def _outward(x: np.ndarray, up: bool) -> np.ndarray:
     return np.nextafter(x - np.abs(x) * 1e-14 - 4.0 * _TINY, -np.inf)
 
 
-def implied_box(a: dict[str, Any], max_rounds: int = 200) -> tuple[np.ndarray, np.ndarray]:
+def implied_box(a: dict[str, Any], max_rounds: int = 100_000
+                ) -> tuple[np.ndarray, np.ndarray]:
     """Finite bounds, where the rows imply them, for the variables whose declared bound is
     infinite: every x that satisfies the rows and the declared box lies in the returned
     box (the declared finite bounds are kept as they are). Cached in `a`.
@@ -241,9 +242,10 @@ def implied_box(a: dict[str, Any], max_rounds: int = 200) -> tuple[np.ndarray, n
     minimum (maximum) is finite. The row's finite activity is a sum of rounded products,
     enlarged by ``2 gamma_{n_i+2}`` times the sum of their magnitudes plus
     ``(n_i + 2) 2^-1022`` (as in the module docstring), and the quotient is moved outward
-    by :func:`_outward`; so the computed bound is on the safe side of the exact one. A
-    bound found in one round feeds the next (prefix-sum chains), for at most
-    `max_rounds` rounds or until nothing changes.
+    by :func:`_outward`; so the computed bound is on the safe side of the exact one. Each
+    round revisits the rows of the variables that got a bound in the previous one
+    (prefix-sum chains need one round per link; each infinite bound is filled at most
+    once, so there are at most ``2 n`` rounds, and at most `max_rounds`).
 
     Returns:
         (lb, ub) float64 arrays.
@@ -251,42 +253,46 @@ def implied_box(a: dict[str, Any], max_rounds: int = 200) -> tuple[np.ndarray, n
     if "implied" in a:
         return a["implied"]
     A = a["A"]
+    if "AT" not in a:
+        _reduced_costs(a, np.zeros(A.shape[0]))         # builds the cached transposes
+    AT = a["AT"]
     lb, ub = a["lb"].copy(), a["ub"].copy()
     lo, hi = a["lo"], a["hi"]
     m, n = A.shape
-    nrow = np.diff(A.indptr)
-    rows = np.repeat(np.arange(m), nrow)
-    cols, v = A.indices, A.data
-    pos = v > 0
-    g = 2.0 * _gamma(nrow + 2)
-    tiny = (nrow + 2) * _TINY
-    lo_r, hi_r = lo[rows], hi[rows]
+    active = np.arange(m)
     with np.errstate(all="ignore"):
         for _ in range(max_rounds):
-            need = ~np.isfinite(lb) | ~np.isfinite(ub)
-            if not need.any():
+            if active.size == 0:
                 break
+            sub = A[active]
+            nrow = np.diff(sub.indptr)
+            k = active.size
+            rows = np.repeat(np.arange(k), nrow)
+            cols, v = sub.indices, sub.data
+            pos = v > 0
+            g = 2.0 * _gamma(nrow + 2)
+            tiny = (nrow + 2) * _TINY
             lbj, ubj = lb[cols], ub[cols]
             cmin = v * np.where(pos, lbj, ubj)
             cmax = v * np.where(pos, ubj, lbj)
             imin, imax = ~np.isfinite(cmin), ~np.isfinite(cmax)
             cmin = np.where(imin, 0.0, cmin)
             cmax = np.where(imax, 0.0, cmax)
-            act_min = np.bincount(rows, weights=cmin, minlength=m)
-            act_max = np.bincount(rows, weights=cmax, minlength=m)
-            n_min = np.bincount(rows, weights=imin, minlength=m)
-            n_max = np.bincount(rows, weights=imax, minlength=m)
-            e_min = g * np.bincount(rows, weights=np.abs(cmin), minlength=m) + tiny
-            e_max = g * np.bincount(rows, weights=np.abs(cmax), minlength=m) + tiny
+            act_min = np.bincount(rows, weights=cmin, minlength=k)
+            act_max = np.bincount(rows, weights=cmax, minlength=k)
+            n_min = np.bincount(rows, weights=imin, minlength=k)[rows]
+            n_max = np.bincount(rows, weights=imax, minlength=k)[rows]
+            e_min = g * np.bincount(rows, weights=np.abs(cmin), minlength=k) + tiny
+            e_max = g * np.bincount(rows, weights=np.abs(cmax), minlength=k) + tiny
             # the other terms' smallest (largest) activity, on the safe side
-            rest_min = np.where(imin, np.where(n_min[rows] == 1, act_min[rows], -np.inf),
-                                np.where(n_min[rows] == 0, act_min[rows] - cmin, -np.inf))
-            rest_max = np.where(imax, np.where(n_max[rows] == 1, act_max[rows], np.inf),
-                                np.where(n_max[rows] == 0, act_max[rows] - cmax, np.inf))
+            rest_min = np.where(imin, np.where(n_min == 1, act_min[rows], -np.inf),
+                                np.where(n_min == 0, act_min[rows] - cmin, -np.inf))
+            rest_max = np.where(imax, np.where(n_max == 1, act_max[rows], np.inf),
+                                np.where(n_max == 0, act_max[rows] - cmax, np.inf))
             rest_min = np.nextafter(rest_min - e_min[rows], -np.inf)
             rest_max = np.nextafter(rest_max + e_max[rows], np.inf)
-            q_hi = (hi_r - rest_min) / v        # from a x_j <= hi - rest_min
-            q_lo = (lo_r - rest_max) / v        # from a x_j >= lo - rest_max
+            q_hi = (hi[active][rows] - rest_min) / v    # from a x_j <= hi - rest_min
+            q_lo = (lo[active][rows] - rest_max) / v    # from a x_j >= lo - rest_max
             cand_ub = np.where(pos, _outward(q_hi, True), _outward(q_lo, True))
             cand_lb = np.where(pos, _outward(q_lo, False), _outward(q_hi, False))
             cand_ub[~np.isfinite(cand_ub)] = np.inf
@@ -297,10 +303,10 @@ def implied_box(a: dict[str, Any], max_rounds: int = 200) -> tuple[np.ndarray, n
             np.maximum.at(new_lb, cols, cand_lb)
             fill_ub = ~np.isfinite(ub) & np.isfinite(new_ub)
             fill_lb = ~np.isfinite(lb) & np.isfinite(new_lb)
-            if not (fill_ub.any() or fill_lb.any()):
-                break
             ub[fill_ub] = new_ub[fill_ub]
             lb[fill_lb] = new_lb[fill_lb]
+            changed = np.flatnonzero(fill_ub | fill_lb)
+            active = np.unique(AT[changed].indices) if changed.size else changed
     a["implied"] = (lb, ub)
     return lb, ub
 
