@@ -181,9 +181,11 @@ pass that improves nothing (a work limit, ``lns_plans`` simulated plans).
 solvers/milp/timing_bound.py): memory at every op with a keep-all excess, where a swap is
 absent only once its D2H has ended in time on the serial FIFO engine (backward ops too),
 H2D windows from the op to the next reader, rebuilt recipe inputs resident; its LP
-relaxation, then the MILP with binary decisions (SCIP, one thread, the seed, cut off at
-U), whose proven dual bound is a bound for every plan even when the search stops early;
-the plan read from SCIP's best assignment is a candidate. On instances with more than
+relaxation, whose bound is certified from the LP solver's duals (safe dual bound,
+solvers/milp/certify.py: floating point cannot push it above the LP optimum), then the
+MILP with binary decisions (SCIP, one thread, the seed, cut off at U), whose dual bound
+is reported as ``milp_bound_s``, uncertified (SCIP's LPs carry tolerances: issue 22,
+fault 3); the plan read from SCIP's best assignment is a candidate. On instances with more than
 ``MAX_UNITS`` (tensor, op) pairs only the ops with the largest excess are timed.
 (3) The LP relaxation (exact/aggregated tiers; its rounding is a candidate)
 and the MILP warm-started with U: a cutoff row keeps the MILP to plans whose model value

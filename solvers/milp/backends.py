@@ -28,7 +28,8 @@ class _Sol:
     status: str            # "optimal", "feasible", "infeasible", "unknown", "error"
     x: list[float] | None
     objective: float | None
-    bound: float | None    # proven lower bound on the model optimum (model units)
+    bound: float | None    # the solver's dual bound on the model optimum (model units);
+    #                        not certified (its LPs carry floating-point tolerances)
     seconds: float
     message: str = ""
     pool: list[list[float]] = field(default_factory=list)   # other feasible solutions
@@ -328,35 +329,174 @@ def _cbc_bound(text: str) -> float | None:
 _BACKEND_CLASSES = {"scip": _ScipBackend, "highs": _HighsBackend, "pulp": _PulpBackend}
 
 
-def lp_relaxation(lin: _Lin, time_limit_s: float, deadline: float | None = None
+MAX_SHIFTS = 3
+"""Re-solves with a shifted objective (:func:`~.certify.objective_shift`) before an LP
+relaxation is left without a certified bound."""
+
+
+def lp_relaxation(lin: _Lin, time_limit_s: float, deadline: float | None = None, *,
+                  info: dict | None = None) -> tuple[float | None, list[float] | None]:
+    """A certified lower bound on the LP relaxation of `lin` (integrality dropped), so on
+    the MILP's optimum, and the LP solution.
+
+    The LP is solved by GLOP (OR-Tools' simplex; deterministic), and when GLOP proves no
+    optimum, by HiGHS (scipy.optimize.linprog); the bound is not the solver's objective
+    but :func:`~slackopt.solvers.milp.certify.safe_lp_bound` of its duals (Neumaier and
+    Shcherbina 2004: weak duality with rounding errors bounded a priori), which no
+    floating-point error of the solver can push above the true optimum. When the duals
+    leave the sign of a reduced cost on an unbounded variable uncertain, the LP is
+    re-solved (up to MAX_SHIFTS times) with that objective coefficient shifted by a
+    margin (:func:`~slackopt.solvers.milp.certify.objective_shift`), and the bound is
+    computed from the new duals with the true objective.
+
+    Args:
+        lin: the model (model units).
+        time_limit_s: wall-clock limit of the solves (s).
+        deadline: perf_counter time: loading the rows stops with ModelTimeout after it,
+            and the solves get at most the time left.
+        info: if given, filled with ``lp_objective`` (the solver's optimum of the first
+            solve, uncertified, model units, or None), ``lp_bound`` (the certified bound or
+            None), ``lp_solver`` ("glop" or "highs"), ``lp_shifts`` (re-solves) and
+            ``lp_status`` (why there is no bound, if there is none).
+
+    Returns:
+        (certified bound in model units, or None when no solver proved an optimum in time,
+        the LP is infeasible or unbounded, or no certificate was found; the solution of the
+        last solve, or None).
+    """
+    from slackopt.solvers.milp.certify import lin_arrays
+
+    info = {} if info is None else info
+    info.update(lp_objective=None, lp_bound=None, lp_solver=None, lp_shifts=0)
+    t0 = time.perf_counter()
+    end = t0 + float(time_limit_s)
+    if deadline is not None:
+        # GLOP overruns its limit (BERT-Large's aggregated LP: by 9 s of 30): 75%
+        end = min(end, t0 + 0.75 * (deadline - t0))
+    arrays = lin_arrays(lin)
+    bound, x = _glop_certified(lin, arrays, end, deadline, info)
+    if bound is None and end - time.perf_counter() > 0.05:
+        # GLOP proved no optimum, or its duals gave no certificate: HiGHS
+        glop = {k: info[k] for k in ("lp_objective", "lp_status")}
+        x_glop = x
+        bound, x = _highs_certified(lin, arrays, end, info)
+        info["lp_glop"] = glop
+        if x is None:
+            x = x_glop
+    return bound, x
+
+
+def _certify_loop(lin: _Lin, arrays: dict, solve: Any, end: float, info: dict
                   ) -> tuple[float | None, list[float] | None]:
-    """Solve the LP relaxation of `lin` (integrality dropped) with GLOP (OR-Tools'
-    simplex; deterministic). Its optimum is a lower bound on the MILP's. Returns (optimum
-    in model units, or None if not solved to optimality in time; the solution).
-    `deadline` (perf_counter seconds): loading the rows stops with ModelTimeout after
-    it, and the simplex gets at most the time left."""
+    """Solve (``solve(shift) -> (status, objective, duals, x)``, shift: {var: change}),
+    certify the duals, and re-solve with a shifted objective while they do not certify."""
+    from slackopt.solvers.milp.certify import objective_shift, safe_lp_bound
+
+    shift: dict[int, float] = {}
+    st, objv, y, x = solve(shift)
+    if st != "optimal":
+        info["lp_status"] = st
+        return None, None
+    info["lp_objective"] = objv
+    for k in range(MAX_SHIFTS + 1):
+        b = safe_lp_bound(lin, y, arrays=arrays)
+        if b is not None:
+            info.update(lp_bound=b, lp_status="certified")
+            return b, x
+        more = objective_shift(lin, y, arrays=arrays)
+        if k == MAX_SHIFTS or not more or time.perf_counter() > end:
+            break
+        for j, e in more.items():
+            shift[j] = shift.get(j, 0.0) + e
+        info["lp_shifts"] = k + 1
+        st, _, y2, x2 = solve(shift)
+        if st != "optimal":
+            break
+        y, x = y2, x2
+    info["lp_status"] = "no certificate from the duals"
+    return None, x
+
+
+def _glop_certified(lin: _Lin, arrays: dict, end: float, deadline: float | None, info: dict
+                    ) -> tuple[float | None, list[float] | None]:
+    """GLOP's solve of the LP relaxation, certified (:func:`_certify_loop`)."""
     from ortools.linear_solver import pywraplp
 
+    info["lp_solver"] = "glop"
     sv = pywraplp.Solver.CreateSolver("GLOP")
     inf = sv.infinity()
     v = [sv.NumVar(lin.lb[j] if lin.lb[j] > -_INF else -inf,
                    lin.ub[j] if lin.ub[j] < _INF else inf, "") for j in range(lin.n_vars)]
+    cts = []
     for i, (idx, cf, lo, hi) in enumerate(lin.rows):
         check_deadline(deadline, i, "loading the LP relaxation")
         ct = sv.RowConstraint(lo if lo > -_INF else -inf, hi if hi < _INF else inf, "")
         for j, cj in zip(idx, cf, strict=True):
             ct.SetCoefficient(v[j], cj)
+        cts.append(ct)
     obj = sv.Objective()
     for j, cj in enumerate(lin.obj):
         if cj:
             obj.SetCoefficient(v[j], cj)
     obj.SetMinimization()
-    if deadline is not None:
-        # GLOP overruns its limit (BERT-Large's aggregated LP: by 9 s of 30): 75%
-        time_limit_s = min(time_limit_s, 0.75 * (deadline - time.perf_counter()))
-        if time_limit_s <= 0:
-            raise ModelTimeout("loading the LP relaxation took the time left")
-    sv.SetTimeLimit(max(1, int(time_limit_s * 1000)))
-    if sv.Solve() != pywraplp.Solver.OPTIMAL:
-        return None, None
-    return obj.Value(), [x.solution_value() for x in v]
+    if deadline is not None and end - time.perf_counter() <= 0:
+        raise ModelTimeout("loading the LP relaxation took the time left")
+
+    def solve(shift: dict[int, float]) -> tuple[str, float | None, list | None, list | None]:
+        for j, e in shift.items():
+            obj.SetCoefficient(v[j], lin.obj[j] + e)
+        left = end - time.perf_counter()
+        if left <= 0:
+            return "time limit", None, None, None
+        sv.SetTimeLimit(max(1, int(left * 1000)))
+        st = sv.Solve()
+        if st != pywraplp.Solver.OPTIMAL:
+            return f"GLOP status {st}", None, None, None
+        return ("optimal", obj.Value(), [ct.dual_value() for ct in cts],
+                [xv.solution_value() for xv in v])
+
+    return _certify_loop(lin, arrays, solve, end, info)
+
+
+def _highs_certified(lin: _Lin, arrays: dict, end: float, info: dict
+                     ) -> tuple[float | None, list[float] | None]:
+    """HiGHS's solve of the LP relaxation (scipy.optimize.linprog, with duals),
+    certified (:func:`_certify_loop`)."""
+    import numpy as np
+    import scipy.sparse as sp
+    from scipy.optimize import linprog
+
+    info["lp_solver"] = "highs"
+    A, lo, hi = arrays["A"], arrays["lo"], arrays["hi"]
+    eq = np.isfinite(lo) & (lo == hi)
+    up = np.isfinite(hi) & ~eq
+    dn = np.isfinite(lo) & ~eq
+    A_ub = sp.vstack([A[up], -A[dn]]).tocsr()
+    b_ub = np.concatenate([hi[up], -lo[dn]])
+    bounds = [(lb if lb > -_INF else None, ub if ub < _INF else None)
+              for lb, ub in zip(lin.lb, lin.ub, strict=True)]
+    n_up = int(up.sum())
+
+    def solve(shift: dict[int, float]) -> tuple[str, float | None, Any, list | None]:
+        c = arrays["c"].copy()
+        for j, e in shift.items():
+            c[j] += e
+        left = end - time.perf_counter()
+        if left <= 0:
+            return "time limit", None, None, None
+        res = linprog(c, A_ub=A_ub if A_ub.shape[0] else None,
+                      b_ub=b_ub if A_ub.shape[0] else None,
+                      A_eq=A[eq] if eq.any() else None, b_eq=lo[eq] if eq.any() else None,
+                      bounds=bounds, method="highs", options={"time_limit": left})
+        if res.status != 0:
+            return f"HiGHS status {res.status}: {res.message}", None, None, None
+        y = np.zeros(len(lo))
+        if eq.any():
+            y[eq] = res.eqlin.marginals
+        if A_ub.shape[0]:
+            mu = res.ineqlin.marginals          # d objective / d b_ub, <= 0
+            y[up] += mu[:n_up]
+            y[dn] -= mu[n_up:]
+        return "optimal", float(res.fun), y, [float(t) for t in res.x]
+
+    return _certify_loop(lin, arrays, solve, end, info)

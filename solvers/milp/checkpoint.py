@@ -7,7 +7,8 @@ The bound holds for plans run by the barrier-free runtime (``Plan.policy ==
 "barrier_free"``) only: ``on_demand`` and ``layer_barriers`` plans may prefetch during the
 forward pass or allocate buffers by other rules.
 
-The LP (times in microseconds, memory in P / 1e4 bytes; ``w_t = latency + s_t / W`` the
+The LP (times in the unit of :func:`time_unit`, microseconds or a power of ten above,
+memory in P / 1e4 bytes; ``w_t = latency + s_t / W`` the
 shortest a copy of t can last):
 
 - decisions ``xs_t, xr_t`` in [0, 1], ``xs + xr <= 1`` (``xr = 0`` when c_t = inf);
@@ -106,8 +107,9 @@ MAX_THRESHOLDS = 64
 
 @dataclass(frozen=True)
 class BoundArrays:
-    """The instance's arrays in the units of the bound models (times in TIME_UNIT_S,
-    memory in P / MEM_UNITS_PER_P), over the saved positions unless said otherwise.
+    """The instance's arrays in the units of the bound models (times in ``tu`` s, see
+    :func:`time_unit`; memory in P / MEM_UNITS_PER_P), over the saved positions unless
+    said otherwise.
 
     Attributes: ``tu`` time unit (s); ``mu`` memory unit (bytes); ``Mu`` the budget;
     ``s`` sizes (bytes, int64) and ``sm`` (units); ``c`` rebuild times (s, inf if none);
@@ -138,6 +140,31 @@ class BoundArrays:
     rec: list[int]
 
 
+TIME_SCALE_MAX = 1e4
+"""The bound models state times in the power of ten of seconds, at least TIME_UNIT_S,
+that keeps their largest time at most this many units (:func:`time_unit`)."""
+
+
+def time_unit(ideal_s: float, copies_s: float) -> float:
+    """The time unit (s) of the bound models: the smallest power of ten, at least
+    TIME_UNIT_S (1 us), in which both the ideal step `ideal_s` (the op start and end
+    times) and `copies_s`, the shortest time of every saved tensor's copy one after the
+    other (the D2H queue's end when all are swapped: the largest queue time and big-M
+    of the timing MILP), are at most TIME_SCALE_MAX units.
+
+    Why (issue 22, fault 3): one 137 MB tensor on a 50 MB/s link makes a 2.7e6 us copy;
+    in microseconds its FIFO big-M rows held coefficients of 2.7e6 beside 1 and memory
+    rows down to 5e-4, and GLOP called the LP infeasible (and SCIP's LP returned 3.9 times
+    the optimum); in milliseconds GLOP solves it. Most instances keep 1 us or 10 us.
+    Units change no bound: every time of the models is divided by the same unit and the
+    bound multiplied back."""
+    e = round(np.log10(TIME_UNIT_S))
+    big = max(ideal_s, copies_s, 0.0)
+    while np.isfinite(big) and big / 10.0 ** e > TIME_SCALE_MAX:
+        e += 1
+    return 10.0 ** e
+
+
 def bound_arrays(inst: Instance, M: int) -> BoundArrays | None:
     """:class:`BoundArrays` of `inst` under budget `M` (bytes); None when `inst` has
     views (per-view sizes would count a storage twice), no saved tensor, or lacks a
@@ -145,14 +172,14 @@ def bound_arrays(inst: Instance, M: int) -> BoundArrays | None:
     n, nf = inst.n_ops, inst.n_fwd
     if inst.aliased or inst.n_saved == 0 or n == 0 or not (0 < nf < n):
         return None
-    tu = TIME_UNIT_S
     mu = max(1, int(inst.P)) / MEM_UNITS_PER_P
     s = np.asarray(inst.s, dtype=np.int64)
     c = np.asarray(inst.c, dtype=np.float64)
     W = float(inst.link.bytes_per_s)
     lat = float(inst.link.copy_latency_s)
-    end = np.asarray(inst.end_s, dtype=np.float64) / tu
     live = [t for t in range(inst.n_saved) if s[t] > 0]
+    tu = time_unit(float(inst.ideal_time_s), float(np.sum(lat + s[live] / W)))
+    end = np.asarray(inst.end_s, dtype=np.float64) / tu
     return BoundArrays(
         tu=tu, mu=mu, Mu=M / mu, s=s, sm=s / mu, c=c, w=(lat + s / W) / tu,
         r=np.asarray(inst.r, dtype=np.float64) / tu,
@@ -214,9 +241,12 @@ def _rebuilt_before(inst: Instance, lin: _Lin, xr: dict[int, int], c_units: np.n
 def checkpoint_bound(inst: Instance, M: int, time_limit_s: float = 30.0, *,
                      max_checkpoints: int = MAX_CHECKPOINTS,
                      deadline: float | None = None) -> float | None:
-    """A lower bound (s) on the step time of every plan that runs under budget `M`
-    (bytes), from the LP in the module docstring (GLOP); None when the deadline ends
-    building or solving it (see :func:`_checkpoint_bound`)."""
+    """A certified lower bound (s) on the step time of every plan that runs under budget
+    `M` (bytes), from the LP in the module docstring: T* plus a safe dual bound from the
+    duals of GLOP (or HiGHS) (:func:`~slackopt.solvers.milp.backends.lp_relaxation`,
+    Neumaier and Shcherbina 2004), never the solver's objective; None when the deadline
+    ends building or solving it or no certificate is found (see
+    :func:`_checkpoint_bound`)."""
     try:
         return _checkpoint_bound(inst, M, time_limit_s, max_checkpoints, deadline)
     except ModelTimeout:
@@ -236,8 +266,9 @@ def _checkpoint_bound(inst: Instance, M: int, time_limit_s: float, max_checkpoin
         deadline: perf_counter time after which building or solving stops (then None).
 
     Returns:
-        ``T* + LP optimum`` (s), never below T*; or None when the LP is not solved to
-        optimality in time, is infeasible, or the instance has views.
+        ``T* +`` the certified bound on the LP optimum (s), never below T*; or None when
+        the LP is not solved to optimality in time, is infeasible, its duals certify no
+        bound, or the instance has views.
     """
     T_star = float(inst.ideal_time_s)
     n, nf, nS = inst.n_ops, inst.n_fwd, inst.n_saved
@@ -394,6 +425,8 @@ def _checkpoint_bound(inst: Instance, M: int, time_limit_s: float, max_checkpoin
         time_limit_s = min(time_limit_s, deadline - time.perf_counter())
         if time_limit_s <= 0:
             return None
+    # val: certified from the LP solver's duals (lp_relaxation), not its objective; the
+    # 1e-9 shave covers the rounding of the model's data (unit conversions)
     val, _ = lp_relaxation(lin, time_limit_s, deadline=deadline)
     if val is None:
         return None

@@ -67,8 +67,11 @@ def decision_bound(instance: Instance, plan: Plan, budget_bytes: int, *,
         time_limit_s: wall-clock limit for building and solving (s).
 
     Returns:
-        (bound in s, or None if the model or the LP did not finish in time or the LP
-        has no optimum; info: tier, model size, seconds, and why it stopped if it did).
+        (certified bound in s: a safe dual bound from the LP solver's duals
+        (:func:`~slackopt.solvers.milp.backends.lp_relaxation`), or None if the model or
+        the LP did not finish in time, the LP has no optimum, or its duals certify no
+        bound; info: tier, model size, seconds, ``lp_objective_s`` (the LP solver's
+        optimum, uncertified, s), ``lp_status``, and why it stopped if it did).
 
     Source: the module docstring; solvers/milp/__init__.py for the relaxation.
     """
@@ -85,14 +88,20 @@ def decision_bound(instance: Instance, plan: Plan, budget_bytes: int, *,
         for j, v in model.hint(plan.decisions).items():
             lin.lb[j] = lin.ub[j] = v
         info.update(model.info)
+        lpi: dict = {}
         lp, x = lp_relaxation(lin, max(0.05, deadline - time.perf_counter()),
-                              deadline=deadline)
+                              deadline=deadline, info=lpi)
+        info["lp_objective_s"] = (None if lpi.get("lp_objective") is None
+                                  else lpi["lp_objective"] * model.t_unit)
+        info["lp_status"] = f"{lpi.get('lp_status')} ({lpi.get('lp_solver')})"
     except ModelTimeout as e:
         info.update(seconds=time.perf_counter() - t0, stopped=str(e))
         return None, info
     info["seconds"] = time.perf_counter() - t0
     if lp is None:
-        info["stopped"] = "GLOP did not prove an optimum in time (or the model is infeasible)"
+        info["stopped"] = ("no certified LP bound: no optimum in time, the model is "
+                           "infeasible, or the duals certify none")
         return None, info
-    # GLOP's optimum carries its tolerances: shave 1e-9 relative, as the MILP search does
+    # lp is certified from the duals (lp_relaxation); the 1e-9 shave covers the rounding
+    # of the model's data (unit conversions), as the MILP search does
     return lp * model.t_unit * (1.0 - 1e-9), info

@@ -11,7 +11,8 @@ are binary, solved by SCIP, whose proven *dual* bound (best bound) is used, so t
 holds when the search stops early. Its LP relaxation is solved first (a bound even when
 the search does not reach its root in time).
 
-The model (times in microseconds, memory in P / 1e4 bytes; ``w_t = latency + s_t / W``
+The model (times in the unit of :func:`~.checkpoint.time_unit`, microseconds or a power of
+ten above, memory in P / 1e4 bytes; ``w_t = latency + s_t / W``
 the shortest a copy of t can last; S_k, E_k ideal start and end of op k, T_F the ideal
 end of the forward pass; K the ops whose keep-all profile exceeds M):
 
@@ -131,7 +132,7 @@ from slackopt.plan import RECOMP, SWAP
 from slackopt.solver import OPTIMAL_REL_TOL
 from slackopt.solvers.milp.backends import _ScipBackend, lp_relaxation
 from slackopt.solvers.milp.checkpoint import bound_arrays
-from slackopt.solvers.milp.model import _INF, TIME_UNIT_S, ModelTimeout, _Lin
+from slackopt.solvers.milp.model import _INF, ModelTimeout, _Lin
 
 MAX_UNITS = 6_000
 """Every op of K is timed when ``n_saved * |K|`` (absent-able pairs, at most) is at most
@@ -352,7 +353,7 @@ def build_timing_model(inst: Instance, M: int, *, integer: bool = True,
             if j < firstb[t]:
                 lin.row([(zt, w[t]), (delay(j), -1.0), (xr[u], w[t])],
                         hi=float(start[j]) - TF + w[t])
-    info = {"ops_timed": len(K), "absent_vars": n_z, **lin.stats()}
+    info = {"ops_timed": len(K), "absent_vars": n_z, "time_unit_s": tu, **lin.stats()}
     return lin, info
 
 
@@ -388,10 +389,12 @@ def timing_bound(inst: Instance, M: int, time_limit_s: float = 30.0, *,
                  deadline: float | None = None, integer: bool = True, seed: int = 0,
                  upper_s: float | None = None,
                  max_units: int = MAX_UNITS) -> tuple[float | None, dict]:
-    """A lower bound (s) on the step time of every plan that the barrier-free runtime
-    runs under budget `M` (bytes): T* plus SCIP's proven dual bound of the MILP in the
-    module docstring (or the optimum of its LP relaxation, with SCIP, when ``integer``
-    is false or SCIP proves no finite bound).
+    """A certified lower bound (s) on the step time of every plan that the barrier-free
+    runtime runs under budget `M` (bytes): T* plus the certified bound of the LP
+    relaxation of the MILP in the module docstring (:func:`lp_relaxation`: a safe dual
+    bound from the LP solver's duals, Neumaier and Shcherbina 2004). The MILP itself is
+    then solved with SCIP for candidate plans; its proven dual bound is not certified
+    (SCIP's LP solves are not checked) and is reported as ``info["milp_bound_s"]`` only.
 
     Args:
         inst: the instance.
@@ -403,15 +406,20 @@ def timing_bound(inst: Instance, M: int, time_limit_s: float = 30.0, *,
         seed: SCIP's random seed (the bound is valid whatever it is).
         upper_s: the step time (s) of a plan that runs, if one is known: the MILP then
             only looks for assignments below it (every plan is either at least as slow
-            or satisfies the cut model), and the bound is at most `upper_s`
-            (exactly `upper_s` when no assignment is left).
+            or satisfies the cut model); the bound is at most `upper_s`, and
+            ``milp_bound_s`` is `upper_s` when SCIP finds no assignment left.
         max_units: when ``n_saved * |K| > max_units`` (|K|: ops with a keep-all excess
             over M), time only the ``max_units // n_saved`` ops with the largest excess
             (none, and no bound, when that is under ``MIN_OPS``).
 
     Returns:
-        (bound in s or None, info: ``ops_timed``, model size, ``lp_status``, ``status``
-        (the MILP's), ``seconds``, why it stopped, and ``candidates``: the plans read
+        (certified bound in s or None, info: ``ops_timed``, model size, ``lp_status``,
+        ``lp_objective`` (the LP solver's optimum, model units, uncertified),
+        ``lp_bound`` (its certified bound, model units), ``milp_bound_s`` (T* plus
+        SCIP's dual bound of the MILP, or `upper_s` when SCIP proves the model with the
+        cut infeasible: UNCERTIFIED, with ``milp_bound_certified`` False; absent when
+        SCIP proved nothing), ``status`` (the MILP's), ``seconds``, why it stopped, and
+        ``candidates``: the plans read
         from the best assignment of each MILP solve that ended (proven optimal for the
         model; a solve cut by its time limit gives none, so that the list does not
         depend on the limit), in solve order, :func:`_decisions`). The
@@ -446,34 +454,35 @@ def timing_bound(inst: Instance, M: int, time_limit_s: float = 30.0, *,
         return None, info
     lin, minfo = built
     info.update(minfo, candidates=[])
+    tu = float(minfo["time_unit_s"])        # the model's time unit (checkpoint.time_unit)
     val = None
     cut = None
     if upper_s is not None and np.isfinite(upper_s):
-        cut = max(0.0, (float(upper_s) - T_star) / TIME_UNIT_S) * (1.0 + 1e-9)
+        cut = max(0.0, (float(upper_s) - T_star) / tu) * (1.0 + 1e-9)
+    milp_val = None
     try:
         # the LP relaxation first, a bound even when the MILP search ends before its
-        # root: GLOP (GPT-2 XL at 0.1 P: 14 s, SCIP's LP solver 68 s), else SCIP's LP
-        # solver (GLOP stops on the big-M rows of chain63 at 0.7 P as ABNORMAL); then
-        # the MILP with the time left
-        val, _ = lp_relaxation(lin, max(0.05, end - time.perf_counter()), deadline=end)
-        info["lp_status"] = "optimal (glop)" if val is not None else "unsolved (glop)"
-        if val is None and end - time.perf_counter() > 0.1:
-            lp = lin.copy()
-            lp.is_int = [False] * lp.n_vars
-            sol = _BoundScip(lp, threads=1, seed=seed, rel_gap=0.0, deadline=end).solve(
-                max(0.05, end - time.perf_counter()), None)
-            info["lp_status"] = f"{sol.status} (scip)"
-            if sol.status == "optimal":
-                val = sol.objective
+        # root: GLOP (GPT-2 XL at 0.1 P: 14 s, SCIP's LP solver 68 s), else HiGHS (GLOP
+        # stops on the big-M rows of chain63 at 0.7 P as ABNORMAL, and calls the LP of
+        # case timing_bound_above_opt infeasible); the bound is certified from the duals
+        # (lp_relaxation), never the solver's objective
+        lpi: dict = {}
+        val, _ = lp_relaxation(lin, max(0.05, end - time.perf_counter()), deadline=end,
+                               info=lpi)
+        info["lp_status"] = f"{lpi.get('lp_status')} ({lpi.get('lp_solver')})"
+        info["lp_objective"] = lpi.get("lp_objective")
+        info["lp_bound"] = val
         info["lp_seconds"] = round(time.perf_counter() - t0, 3)
         # the MILP (binary xs, xr), then, with the time left, the MILP with binary z
         # too: its best assignment is a plan far more often (on chain31 at 0.9 P the
-        # first one's assignment simulates at 56.5 ms, the second's at its 43.6622 ms)
+        # first one's assignment simulates at 56.5 ms, the second's at its 43.6622 ms).
+        # SCIP's dual bound (and its infeasibility proof under the cut) cannot be
+        # certified from duals: it goes to info["milp_bound_s"] only, never the bound
         for stage, zint in (("status", False), ("status_z", True)):
             if not integer or end - time.perf_counter() <= 0.5:
                 break
-            if zint and cut is not None and val is not None and \
-                    val >= cut * (1.0 - OPTIMAL_REL_TOL):
+            if zint and cut is not None and milp_val is not None and \
+                    milp_val >= cut * (1.0 - OPTIMAL_REL_TOL):
                 break       # the known plan is proven optimal: no plan to look for
             if zint:
                 lin = build_timing_model(inst, M, max_ops=max_ops, z_binary=True,
@@ -484,12 +493,11 @@ def timing_bound(inst: Instance, M: int, time_limit_s: float = 30.0, *,
             sol = be.solve(max(0.05, end - time.perf_counter()), None)
             info[stage] = sol.status
             if sol.status == "infeasible":
-                info.update(seconds=time.perf_counter() - t0)
-                if cut is None:
-                    return None, info   # no plan runs; no bound is stated here
-                return float(upper_s), info    # every plan is at least upper_s
+                if cut is not None:
+                    milp_val = cut      # SCIP says every plan is at least upper_s
+                break
             if sol.bound is not None:
-                val = sol.bound if val is None else max(val, sol.bound)
+                milp_val = sol.bound if milp_val is None else max(milp_val, sol.bound)
             if sol.x is not None and sol.status == "optimal":
                 # only a search that ended: its assignment does not depend on the time
                 # limit (one thread, the seed), so a longer limit returns the same
@@ -500,9 +508,15 @@ def timing_bound(inst: Instance, M: int, time_limit_s: float = 30.0, *,
     except ModelTimeout as e:
         info.update(status=str(e))
     info["seconds"] = time.perf_counter() - t0
+    if milp_val is not None:
+        mb = max(T_star, (T_star / tu + milp_val * (1.0 - 1e-9)) * tu)
+        info["milp_bound_s"] = min(mb, float(upper_s)) if cut is not None else mb
+        info["milp_bound_certified"] = False
     if val is None:
         return None, info
-    b = max(T_star, (T_star / TIME_UNIT_S + val * (1.0 - 1e-9)) * TIME_UNIT_S)
+    # val is certified (model units); the 1e-9 shave covers the rounding of the model's
+    # data (unit conversions of the instance's times)
+    b = max(T_star, (T_star / tu + val * (1.0 - 1e-9)) * tu)
     return (min(b, float(upper_s)) if cut is not None else b), info
 
 
