@@ -38,8 +38,10 @@ Model (the names are the variables):
   (``H``, re-fetches included) and evictions (``E``, counts). A share is the overlap of
   the copy's busy interval with the step divided by the copy's duration. Each engine is
   busy at most ``tau_K``: ``sum_t w_t * share <= tau_K`` with ``w_t = latency + s_t / W``
-  (a copy lasts at least that long; the 10 us latency is included). A D2H starts when
-  its producer ends (it overlaps only the rest of that step); an H2D starts after the
+  (a copy lasts at least that long; the 10 us latency is included). A D2H starts no
+  earlier than the end of its tensor's *ready* op (``Instance.saved_ready_idx``: the
+  producer, or the last op that mutates the tensor in place; the runtime queues the D2H
+  then), so it overlaps only the rest of that step; an H2D starts after the
   forward pass and after the tensor's D2H ended or an eviction; a backward reader needs
   every earlier eviction re-fetched and the H2D ended before it starts; evictions need a
   finished D2H (``E <= (reads - 1) * (F + L)``).
@@ -59,8 +61,10 @@ Model (the names are the variables):
   stream waiting for it, so its whole share of that step lies in the gap) so that a
   tensor is freed when its D2H *ends* and an H2D buffer is allocated in full when it
   *starts*; integer evictions; binary lag and rebuild positions; and the runtime rules
-  R1 the D2H queue is FIFO in production order (chain ``P``); R2 the D2H engine is
-  work-conserving (a queued D2H keeps it busy: ``B``); R3 a D2H lags only if the engine
+  R1 the D2H queue is FIFO in the runtime's queue order, by ready op and then saved
+  position (chain ``P``; not production order: a tensor mutated in place is queued
+  after tensors produced later); R2 the D2H engine is work-conserving (a queued D2H
+  keeps it busy: ``B``); R3 a D2H lags only if the engine
   stays busy with copies queued no later until the tensor's first read; R5 the H2D
   admission rule (a copy the compute stream does not wait for starts only when used + its
   size + the next three tasks' allocations fit in M: ``R`` bounds used from below, and
@@ -83,7 +87,7 @@ for that assignment, so the model's optimum is <= T; the same holds with the dec
 fixed, which the no-good loop below relies on. Row by row:
 
 - Capacity (``sum_t w_t share <= tau_K``, and the rows that place a copy after its
-  producer, before its reader or in a gap): a copy lasts at least ``w = latency + s / W``
+  ready op, before its reader or in a gap): a copy lasts at least ``w = latency + s / W``
   (full rate; the duplex rate only makes it longer), so ``w x share <= overlap``, and
   the overlaps of one engine's copies with a step sum to at most the step.
 - R1 (FIFO): a D2H runs only after every earlier-queued, non-dropped D2H ended. The row
@@ -94,13 +98,13 @@ fixed, which the no-good loop below relies on. Row by row:
   ``overlap = share x duration <= share x dmax`` whatever part of the copy ran at the
   duplex rate. (Costing a forward step's share at ``w`` cut off real traces: a D2H that
   straddles T_F runs at the duplex rate after it: the case milp-bound-above-optimum,
-  now tests/test_milp_bounds.py.) R2: a swapped tensor produced before step K whose D2H
-  has neither ended by the end of K nor lags is queued (a D2H is dropped only once its
-  tensor has no reader left, i.e. only a lagging one) through the whole step, and a
-  queued D2H keeps the engine busy, so the engine is busy >= the step's op time. R3: a
-  lagging tensor's D2H is queued from its production to its first read (at least), and
-  while it waits the engine runs a copy queued no later (FIFO; dropped copies do not
-  run, but then another one at or ahead of it does).
+  now tests/test_milp_bounds.py.) R2: a swapped tensor ready (queued) before step K
+  whose D2H has neither ended by the end of K nor lags is queued (a D2H is dropped only
+  once its tensor has no reader left, i.e. only a lagging one) through the whole step,
+  and a queued D2H keeps the engine busy, so the engine is busy >= the step's op time.
+  R3: a lagging tensor's D2H is queued from the end of its ready op to its first read
+  (at least), and while it waits the engine runs a copy queued no later (FIFO; dropped
+  copies do not run, but then another one at or ahead of it does).
 - R5 (admission) and R6 (a rebuild's H2D inputs): implications of the spec's admission
   rule and of "a reader waits for the H2D to end" for the trace's events; R5 is stated
   only with a lower bound on used memory and only for copies the compute stream is not

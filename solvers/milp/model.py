@@ -111,7 +111,7 @@ class _Lin:
                 if len(out) >= limit:
                     return out
         for i, (idx, cf, lo, hi) in enumerate(self.rows):
-            terms = [c * xs[j] for j, c in zip(idx, cf)]
+            terms = [c * xs[j] for j, c in zip(idx, cf, strict=True)]
             act = math.fsum(terms)
             tol = rel_tol * (1.0 + math.fsum(abs(t) for t in terms))
             if act < lo - tol or act > hi + tol:
@@ -123,7 +123,7 @@ class _Lin:
 
     def objective(self, x: Sequence[float]) -> float:
         """The objective at `x` (model units)."""
-        return math.fsum(c * float(v) for c, v in zip(self.obj, x) if c)
+        return math.fsum(c * float(v) for c, v in zip(self.obj, x, strict=True) if c)
 
     def copy(self) -> _Lin:
         """An independent copy (rows may be added to either without touching the other)."""
@@ -346,6 +346,14 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
     w = np.where(s > 0, (lat + s / W) / tu, 0.0)
     dmax = np.where(s > 0, (lat + s / (W * float(inst.link.duplex_factor))) / tu, 0.0)
     prod = np.asarray(inst.saved_prod_idx, dtype=np.int64).tolist()
+    # ready[t]: the op after which t holds its final forward value (its producer, or its
+    # last in-place mutation); the runtime queues a swap's D2H when that op ends
+    # (slackopt.simulate._engine: Engine._end_task -> on_produced), so every D2H row is
+    # stated from ready, not from prod. The D2H queue is FIFO in the order of the keys
+    # qkey[t] = (ready[t], t): ops end in order, and the tensors ready at one op are
+    # queued in saved-position order (_Static.ready lists them so).
+    ready = np.asarray(inst.saved_ready_idx, dtype=np.int64).tolist()
+    qkey = [(ready[t], t) for t in range(nS)]
     lastf = np.asarray(inst.saved_last_fwd_idx, dtype=np.int64).tolist()
     firstb = np.asarray(inst.saved_first_bwd_idx, dtype=np.int64).tolist()
     lastb = np.asarray(inst.saved_last_bwd_idx, dtype=np.int64).tolist()
@@ -475,8 +483,8 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
     for t in range(nS):
         if s[t] <= 0 or not has_bwd:
             continue
-        Kp = Kof[prod[t]]
-        f_lo = Kp + 1 if prod[t] == groups[Kp][1] else Kp    # starts when the producer ends
+        Kp = Kof[ready[t]]
+        f_lo = Kp + 1 if ready[t] == groups[Kp][1] else Kp   # queued when t is ready
         f_hi = Kof[firstb[t]]
         f_rng[t] = (f_lo, f_hi)
         for K in range(f_lo, f_hi + 1):
@@ -583,11 +591,12 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
     def d2h_share(t: int, K: int, coef: float) -> list[tuple[int, float]]:
         return share(F[t], f_rng[t], K, coef) + share(L[t], l_rng[t], K, coef)
 
-    # ---- FIFO D2H queue: a D2H moves in step K only if every earlier-produced swapped
-    # tensor's D2H has ended by the end of K (chain P_tK over production order; a
-    # non-lagging D2H has ended when Dn = 1, a lagging one when L = 1).
+    # ---- FIFO D2H queue: a D2H moves in step K only if every earlier-queued swapped
+    # tensor's D2H has ended by the end of K (chain P_tK over the queue order qkey =
+    # (ready, saved position), the runtime's; a non-lagging D2H has ended when Dn = 1, a
+    # lagging one when L = 1). Zero-byte tensors are never queued.
     if fifo and has_bwd:
-        order_t = [t for t in range(nS) if s[t] > 0]
+        order_t = sorted((t for t in range(nS) if s[t] > 0), key=lambda t: qkey[t])
         prev_P: dict[int, int] = {}
         for i, t in enumerate(order_t):
             if i > 0:
@@ -623,8 +632,8 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
         return d2h_share(t, K, float(dmax[t]))
 
     # ---- the D2H engine is work-conserving: while a swapped tensor's D2H is queued or
-    # running through a whole step (produced before the step, not ended by its end), the
-    # engine is busy the whole step, so it works >= the step's op time in it.
+    # running through a whole step (ready, i.e. queued, before the step, not ended by its
+    # end), the engine is busy the whole step, so it works >= the step's op time in it.
     if fifo and has_bwd:
         Bv: dict[int, int] = {}
         for t in range(nS):
@@ -632,7 +641,7 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
                 continue
             for K in range(f_rng[t][0], f_rng[t][1] + 1):
                 a, b = groups[K]
-                if prod[t] >= a:
+                if ready[t] >= a:
                     continue
                 if K not in Bv:
                     terms = []
@@ -652,25 +661,23 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
     def read_by(t: int, K: int) -> list[tuple[int, float]]:
         return [(y[u][g], 1.0) for u in deps[t] if rec_ok[u] for g in G[u] if Kof[g] <= K]
 
-    # ---- a lagging D2H keeps the D2H engine busy from its producer's end to its first
-    # backward read, with copies produced no later (FIFO): in each step before that read
-    # those copies work >= the step's op time. The first read is t's first backward reader
-    # or an earlier rebuild that reads it (if one is placed there: the y terms).
-    busy: dict[tuple[int, int], list[int]] = {}
+    # ---- a lagging D2H keeps the D2H engine busy from the end of its ready op (where it
+    # is queued) to its first backward read, with copies queued no later (FIFO, key qkey):
+    # in each step before that read those copies work >= the step's op time. The first
+    # read is t's first backward reader or an earlier rebuild that reads it (if one is
+    # placed there: the y terms).
     for t in range(nS):
         if lag[t] is None:
             continue
-        for K in range(Kof[prod[t]] + 1, Kof[firstb[t]]):
-            busy.setdefault((K, prod[t]), []).append(t)
-    for (K, p), lagged in sorted(busy.items()):
-        terms = []
-        for t2 in range(nS):
-            if s[t2] > 0 and prod[t2] <= p:
-                terms += d2h_busy(t2, K)
-        a, b = groups[K]
-        dK = float(dur[a:b + 1].sum())
-        for t in lagged:
-            lin.row(terms + [(lag[t], -dK)] + [(v, dK) for v, _ in read_by(t, K)], lo=0.0)
+        for K in range(Kof[ready[t]] + 1, Kof[firstb[t]]):
+            terms = []
+            for t2 in range(nS):
+                if s[t2] > 0 and qkey[t2] <= qkey[t]:
+                    terms += d2h_busy(t2, K)
+            a, b = groups[K]
+            dK = float(dur[a:b + 1].sum())
+            lin.row(terms + [(lag[t], -dK)] + [(v, dK) for v, _ in read_by(t, K)], lo=0.0,
+                    name=f"lag_busy_R3[t={t},K={K}]")
 
     # ---- step durations
     tau = []
@@ -696,11 +703,12 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
             for t in d2h_in[K]:
                 terms += d2h_share(t, K, -w[t])
             lin.row(terms, lo=0.0)
-            # a D2H starts when its producer ends: it overlaps only the rest of step K
-            for p in sorted({prod[t] for t in d2h_in[K] if a <= prod[t] < b}):
+            # a D2H starts when it is queued, at the end of its ready op: it overlaps
+            # only the rest of step K
+            for p in sorted({ready[t] for t in d2h_in[K] if a <= ready[t] < b}):
                 terms = [(tau[K], 1.0)]
                 for t in d2h_in[K]:
-                    if p <= prod[t] < b:
+                    if p <= ready[t] < b:
                         terms += d2h_share(t, K, -w[t])
                 lin.row(terms, lo=float(dur[a:p + 1].sum()))
         if h2d_in[K]:
