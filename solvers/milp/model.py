@@ -400,11 +400,11 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
         xs.append(lin.var(0, 1, True, name=f"xs{t}"))
         xr.append(lin.var(0, 1, True, name=f"xr{t}") if rec_ok[t] else None)
         if xr[t] is not None:
-            lin.row([(xs[t], 1.0), (xr[t], 1.0)], hi=1.0)
+            lin.row([(xs[t], 1.0), (xr[t], 1.0)], hi=1.0, name=f"one_decision[t={t}]")
         lag.append(lin.var(0, 1, True, name=f"lag{t}")
                    if (lagging and s[t] > 0 and has_bwd) else None)
         if lag[t] is not None:
-            lin.row([(lag[t], 1.0), (xs[t], -1.0)], hi=0.0)
+            lin.row([(lag[t], 1.0), (xs[t], -1.0)], hi=0.0, name=f"lag_only_swap[t={t}]")
 
     # ---- rebuild placements y[u][g]
     y: list[dict[int, int]] = [{} for _ in range(nS)]
@@ -416,7 +416,8 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
         else:
             for g in G[u]:
                 y[u][g] = lin.var(0, 1, binary_placement, name=f"y{u}_{g}")
-            lin.row([(y[u][g], 1.0) for g in G[u]] + [(xr[u], -1.0)], 0.0, 0.0)
+            lin.row([(y[u][g], 1.0) for g in G[u]] + [(xr[u], -1.0)], 0.0, 0.0,
+                    name=f"y_sum[u={u}]")
 
     # Prefix sums of the placements, ``ycum[u][g] = sum of y[u][g'] for g' <= g`` (one
     # equality row each): 'u rebuilt in a gap before an op <= k' is then one variable, not
@@ -433,7 +434,8 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
             for g in G[u]:
                 cv = lin.var(0.0, 1.0, name=f"yc{u}_{g}")
                 lin.row([(cv, 1.0), (y[u][g], -1.0)] + ([(prev, -1.0)] if prev is not None
-                                                         else []), 0.0, 0.0)
+                                                         else []), 0.0, 0.0,
+                        name=f"ycum_def[u={u},g={g}]")
                 ycum[u][g] = prev = cv
 
     def Y(u: int, k: int) -> list[tuple[int, float]]:
@@ -455,13 +457,13 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
                     continue
                 # gap(u) <= gap(v) when both are recomp: Y_u(g) - Y_v(g) >= xr_u - 1
                 lin.row(Y(u, g) + [(tv, -cf) for tv, cf in Y(v, g)] + [(xr[u], -1.0)],
-                        lo=-1.0)
+                        lo=-1.0, name=f"gap_input_first[u={u},v={v},g={g}]")
         for g in G[u]:
             if g == firstb[u]:
                 continue
             # ... and no earlier than needed: a recomp dependent is rebuilt there
             sup = [(y[v][g], -1.0) for v in deps[u] if rec_ok[v] and g in y[v]]
-            lin.row([(y[u][g], 1.0)] + sup, hi=0.0)
+            lin.row([(y[u][g], 1.0)] + sup, hi=0.0, name=f"gap_when_needed[u={u},g={g}]")
 
     # ---- copies (cumulative shares through the end of each step)
     def cum(D: dict[int, int], rng: tuple[int, int], K: int) -> int | None:
@@ -505,31 +507,39 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
         if integral_copies:
             for K in range(f_lo, f_hi + 1):
                 Dn[t][K] = lin.var(0, 1, True, name=f"D{t}_{K}")
-                lin.row([(Dn[t][K], 1.0), (F[t][K], -1.0)], hi=0.0)
-            lin.row([(Dn[t][f_hi], 1.0), (F[t][f_hi], -1.0)], 0.0, 0.0)
+                lin.row([(Dn[t][K], 1.0), (F[t][K], -1.0)], hi=0.0,
+                        name=f"D_le_F[t={t},K={K}]")
+            lin.row([(Dn[t][f_hi], 1.0), (F[t][f_hi], -1.0)], 0.0, 0.0,
+                    name=f"D_at_first_read[t={t}]")
             for K in range(h_rng[t][0], h_rng[t][1] + 1):
                 Sg[t][K] = lin.var(0, max(1, n_reads[t]), True, name=f"S{t}_{K}")
-                lin.row([(H[t][K], 1.0), (Sg[t][K], -1.0)], hi=0.0)
+                lin.row([(H[t][K], 1.0), (Sg[t][K], -1.0)], hi=0.0,
+                        name=f"H_le_S[t={t},K={K}]")
         else:
             Dn[t], Sg[t] = F[t], H[t]
-        mono = [(F[t], f_rng[t]), (L[t], l_rng[t]), (H[t], h_rng[t]), (E[t], e_rng[t])]
+        mono = [("F", F[t], f_rng[t]), ("L", L[t], l_rng[t]), ("H", H[t], h_rng[t]),
+                ("E", E[t], e_rng[t])]
         if integral_copies:
-            mono += [(Dn[t], f_rng[t]), (Sg[t], h_rng[t])]
-        for D, (lo, hi) in mono:
+            mono += [("D", Dn[t], f_rng[t]), ("S", Sg[t], h_rng[t])]
+        for nm, D, (lo, hi) in mono:
             for K in range(lo + 1, hi + 1):
-                lin.row([(D[K], 1.0), (D[K - 1], -1.0)], lo=0.0)
+                lin.row([(D[K], 1.0), (D[K - 1], -1.0)], lo=0.0,
+                        name=f"monotone_{nm}[t={t},K={K}]")
         l_tot = [(L[t][l_rng[t][1]], 1.0)] if L[t] else []
         if lag[t] is not None:
-            lin.row([(F[t][f_hi], 1.0), (xs[t], -1.0), (lag[t], 1.0)], 0.0, 0.0)
+            lin.row([(F[t][f_hi], 1.0), (xs[t], -1.0), (lag[t], 1.0)], 0.0, 0.0,
+                    name=f"d2h_total_lag[t={t}]")
             if l_tot:
-                lin.row(l_tot + [(lag[t], -1.0)], hi=0.0)
+                lin.row(l_tot + [(lag[t], -1.0)], hi=0.0, name=f"L_total[t={t}]")
         else:
-            lin.row([(F[t][f_hi], 1.0), (xs[t], -1.0)] + l_tot, hi=0.0)
+            lin.row([(F[t][f_hi], 1.0), (xs[t], -1.0)] + l_tot, hi=0.0,
+                    name=f"d2h_total[t={t}]")
         for K in range(e_rng[t][0], e_rng[t][1] + 1):
             # an eviction needs a finished D2H: E <= (reads - 1) * (F + L)
             r = max(1, n_reads[t] - 1)
             lin.row([(E[t][K], 1.0), (cum(F[t], f_rng[t], K), -r),
-                     (cum(L[t], l_rng[t], K), -r)], hi=0.0)
+                     (cum(L[t], l_rng[t], K), -r)], hi=0.0,
+                    name=f"evict_after_d2h[t={t},K={K}]")
 
     def Hv(t: int, K: int) -> int | None:
         return cum(H[t], h_rng[t], K)
@@ -558,16 +568,18 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
             continue
         for K in range(h_rng[t][0], h_rng[t][1] + 1):
             # an H2D starts after the D2H ended, or after an eviction: S <= D + E
-            lin.row([(Sv(t, K), 1.0), (Dv(t, K), -1.0), (Ev(t, K), -1.0)], hi=0.0)
+            lin.row([(Sv(t, K), 1.0), (Dv(t, K), -1.0), (Ev(t, K), -1.0)], hi=0.0,
+                    name=f"h2d_after_d2h[t={t},K={K}]")
         for K in range(e_rng[t][0], e_rng[t][1] + 1):
             # residency >= 0: E <= xs - D + S
             lin.row([(Ev(t, K), 1.0), (xs[t], -1.0), (Dv(t, K), 1.0), (Sv(t, K), -1.0)],
-                    hi=0.0)
+                    hi=0.0, name=f"evict_resident[t={t},K={K}]")
         # a backward reader r: fetched (after the D2H, and after each earlier eviction)
         for r in rdb[t]:
             K = Kof[r]
             Ep = Ev(t, K) if single[K] else Ev(t, K - 1)
-            lin.row([(Hv(t, K), 1.0), (Dv(t, K), -1.0), (Ep, -1.0)], lo=0.0)
+            lin.row([(Hv(t, K), 1.0), (Dv(t, K), -1.0), (Ep, -1.0)], lo=0.0,
+                    name=f"reader_fetched[t={t},r={r}]")
         # a rebuild that reads swapped t before t's first backward reader
         for u in deps[t]:
             if not rec_ok[u]:
@@ -577,7 +589,8 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
                     continue
                 K = Kof[g]
                 lin.row([(Hv(t, K), 1.0), (Dv(t, K), -1.0), (Ev(t, K - 1), -1.0),
-                         (y[u][g], -1.0)], lo=-1.0)
+                         (y[u][g], -1.0)], lo=-1.0,
+                        name=f"rebuild_read_fetched[t={t},u={u},g={g}]")
 
     def share(D: dict[int, int], rng: tuple[int, int], K: int,
               coef: float) -> list[tuple[int, float]]:
@@ -603,7 +616,8 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
                 for K in range(f_rng[t][0], max(f_rng[t][1], l_rng[t][1]) + 1):
                     rowt = [(cum(F[t], f_rng[t], K), 1.0), (Lv(t, K), 1.0)]
                     Pk = prev_P.get(K)
-                    lin.row(rowt + ([(Pk, -1.0)] if Pk is not None else []), hi=0.0)
+                    lin.row(rowt + ([(Pk, -1.0)] if Pk is not None else []), hi=0.0,
+                            name=f"fifo_R1[t={t},K={K}]")
             if i == len(order_t) - 1:
                 break
             nxt = order_t[i + 1:]
@@ -616,10 +630,10 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
                 # never ends and does not hold up later copies)
                 row = [(Pv, 1.0), (Dv(t, K), -1.0), (xs[t], 1.0)]
                 row += [(lag[t], -1.0)] if lag[t] is not None else [(Lv(t, K), -1.0)]
-                lin.row(row, hi=1.0)
+                lin.row(row, hi=1.0, name=f"fifo_P_ended[t={t},K={K}]")
                 if i > 0:
                     lin.row([(Pv, 1.0)] + ([(prev_P[K], -1.0)] if K in prev_P else []),
-                            hi=0.0)
+                            hi=0.0, name=f"fifo_P_chain[t={t},K={K}]")
                 cur[K] = Pv
             prev_P = cur
 
@@ -649,12 +663,13 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
                         if s[t2] > 0:
                             terms += d2h_busy(t2, K)
                     Bv[K] = lin.var(0, _INF, name=f"B{K}")
-                    lin.row([(Bv[K], 1.0)] + [(v, -cf) for v, cf in terms], 0.0, 0.0)
+                    lin.row([(Bv[K], 1.0)] + [(v, -cf) for v, cf in terms], 0.0, 0.0,
+                            name=f"busy_B_def[K={K}]")
                 dK = float(dur[a:b + 1].sum())
                 row = [(Bv[K], 1.0), (xs[t], -dK), (Dv(t, K), dK)]
                 if lag[t] is not None:
                     row.append((lag[t], dK))
-                lin.row(row, lo=0.0)
+                lin.row(row, lo=0.0, name=f"busy_R2[t={t},K={K}]")
 
     # rebuild reads of t placed in a gap of step <= K (they end the window in which t
     # has not been read yet)
@@ -697,12 +712,13 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
     for K, (a, b) in enumerate(groups):
         base = float(dur[a:b + 1].sum())
         if reb_in[K]:
-            lin.row([(tau[K], 1.0)] + [(y[u][g], -cu[u]) for u, g in reb_in[K]], lo=base)
+            lin.row([(tau[K], 1.0)] + [(y[u][g], -cu[u]) for u, g in reb_in[K]], lo=base,
+                    name=f"tau_rebuilds[K={K}]")
         if d2h_in[K]:
             terms = [(tau[K], 1.0)]
             for t in d2h_in[K]:
                 terms += d2h_share(t, K, -w[t])
-            lin.row(terms, lo=0.0)
+            lin.row(terms, lo=0.0, name=f"d2h_capacity[K={K}]")
             # a D2H starts when it is queued, at the end of its ready op: it overlaps
             # only the rest of step K
             for p in sorted({ready[t] for t in d2h_in[K] if a <= ready[t] < b}):
@@ -710,12 +726,13 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
                 for t in d2h_in[K]:
                     if p <= ready[t] < b:
                         terms += d2h_share(t, K, -w[t])
-                lin.row(terms, lo=float(dur[a:p + 1].sum()))
+                lin.row(terms, lo=float(dur[a:p + 1].sum()),
+                        name=f"d2h_after_ready[K={K},p={p}]")
         if h2d_in[K]:
             terms = [(tau[K], 1.0)]
             for t in h2d_in[K]:
                 terms += share(H[t], h_rng[t], K, -w[t])
-            lin.row(terms, lo=0.0)
+            lin.row(terms, lo=0.0, name=f"h2d_capacity[K={K}]")
             if single[K]:
                 # an H2D for a reader of op a ends before op a starts
                 rd = [t for t in h2d_in[K] if a in rdb[t]]
@@ -723,7 +740,7 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
                     terms = [(tau[K], 1.0)]
                     for t in rd:
                         terms += share(H[t], h_rng[t], K, -w[t])
-                    lin.row(terms, lo=float(dur[a]))
+                    lin.row(terms, lo=float(dur[a]), name=f"h2d_before_reader[K={K}]")
                 # ... and one for a rebuild in the gap before op a ends before the rebuild
                 # starts: w h <= tau - dur - c_u y + w (1 - y)
                 for u, g in reb_in[K]:
@@ -732,7 +749,8 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
                             continue
                         terms = [(tau[K], 1.0), (y[u][g], -cu[u] - w[t])]
                         terms += share(H[t], h_rng[t], K, -w[t])
-                        lin.row(terms, lo=float(dur[a]) - w[t])
+                        lin.row(terms, lo=float(dur[a]) - w[t],
+                                name=f"h2d_before_rebuild_R6[t={t},u={u},g={g}]")
             else:
                 # H2D shares in K for tensors last read inside K end before that read
                 for k in sorted({lastb[t] for t in h2d_in[K]
@@ -741,7 +759,8 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
                     for t in h2d_in[K]:
                         if a <= lastb[t] <= k and not late_rebuild_read[t]:
                             terms += share(H[t], h_rng[t], K, -w[t])
-                    lin.row(terms, lo=float(dur[k:b + 1].sum()))
+                    lin.row(terms, lo=float(dur[k:b + 1].sum()),
+                            name=f"h2d_before_last_read[K={K},k={k}]")
 
     # gamma: a D2H that ends in the gap before op a_K (step K a single op)
     if integral_copies:
@@ -754,10 +773,11 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
                     continue
                 gv = lin.var(0, 1, True, name=f"g{t}_{K}")
                 gm[t][K] = gv
-                lin.row([(gv, 1.0), (Dv(t, K), -1.0), (Dv(t, K - 1), 1.0)], hi=0.0)
+                lin.row([(gv, 1.0), (Dv(t, K), -1.0), (Dv(t, K - 1), 1.0)], hi=0.0,
+                        name=f"gamma_ends[t={t},K={K}]")
                 a = groups[K][0]
                 lin.row([(tau[K], 1.0), (gv, -w[t])] + share(F[t], f_rng[t], K, -w[t]),
-                        lo=float(dur[a]) - w[t])
+                        lo=float(dur[a]) - w[t], name=f"gamma_in_gap[t={t},K={K}]")
 
     # ---- memory
     floor = model_floor(inst)
@@ -801,7 +821,7 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
                     cst, tm = expr(t, a, *at(a))
                     const += cst
                     terms += tm
-                lin.row(terms, hi=Mu - const)
+                lin.row(terms, hi=Mu - const, name=f"mem_op_end[k={a}]")
                 if integral_copies:
                     # at the start of op a: a D2H that ended in the gap before it (gamma)
                     # already freed its tensor; H2D copies started in that gap are not
@@ -824,7 +844,7 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
                         terms += [(Dv(t, K - 1), -st), (gam(t, K), -st)]
                         if a >= nf:
                             terms += [(Sv(t, K - 1), st), (Ev(t, K), -st)]
-                    lin.row(terms, hi=Mu - const)
+                    lin.row(terms, hi=Mu - const, name=f"mem_op_start[k={a}]")
                 continue
             bwd = a >= nf
             passive: list[int] = []
@@ -846,9 +866,10 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
                 cst, tm = expr(t, b if not bwd else a, K, K - 1, K)
                 zc += cst
                 zterms += tm
-            Z = lin.var(-_INF, _INF) if zterms else None
+            Z = lin.var(-_INF, _INF, name=f"Z{K}") if zterms else None
             if Z is not None:
-                lin.row([(Z, 1.0)] + [(v, -cf) for v, cf in zterms], 0.0, 0.0)
+                lin.row([(Z, 1.0)] + [(v, -cf) for v, cf in zterms], 0.0, 0.0,
+                        name=f"mem_passive_def[K={K}]")
             for k in range(a, b + 1):
                 const = float(static[k]) / mu + zc
                 terms = [(Z, 1.0)] if Z is not None else []
@@ -856,7 +877,7 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
                     cst, tm = expr(t, k, *at(k))
                     const += cst
                     terms += tm
-                lin.row(terms, hi=Mu - const)
+                lin.row(terms, hi=Mu - const, name=f"mem_op_end[k={k}]")
 
         # H2D admission: an H2D the compute stream is not waiting for starts only if
         # used + its size + the next three tasks' allocations fit in M; used >= R_K, the
@@ -883,10 +904,13 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
                 for K in range(lo, hi + 1):
                     pv = lin.var(0, 1, True, name=f"phi{t}_{K}")
                     phi[t][K] = pv
-                    lin.row([(pv, 1.0), (Sg[t][K], -1.0)], hi=0.0)
-                    lin.row([(pv, cap), (Sg[t][K], -1.0)], lo=0.0)
+                    lin.row([(pv, 1.0), (Sg[t][K], -1.0)], hi=0.0,
+                            name=f"phi_le_S[t={t},K={K}]")
+                    lin.row([(pv, cap), (Sg[t][K], -1.0)], lo=0.0,
+                            name=f"phi_ge_S[t={t},K={K}]")
                     if K > lo:
-                        lin.row([(pv, 1.0), (phi[t][K - 1], -1.0)], lo=0.0)
+                        lin.row([(pv, 1.0), (phi[t][K - 1], -1.0)], lo=0.0,
+                                name=f"monotone_phi[t={t},K={K}]")
             reb_reads: dict[tuple[int, int], list[int]] = {}
             for u in range(nS):
                 if not rec_ok[u]:
@@ -915,7 +939,8 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
                         terms += [(xs[t], st), (Dv(t, K), -st), (Sv(t, K - 1), st),
                                   (Ev(t, K), -st)]
                 R = lin.var(-_INF, _INF, name=f"R{k}")
-                lin.row([(R, 1.0)] + [(v, -cf) for v, cf in terms], 0.0, 0.0)
+                lin.row([(R, 1.0)] + [(v, -cf) for v, cf in terms], 0.0, 0.0,
+                        name=f"admission_R_def[k={k}]")
                 # Starting in the gap before op k: used >= R and the next three tasks are
                 # ops k, k+1, k+2 unless rebuilds come first; while op k runs: used >= R +
                 # op k's allocation and the next tasks start at op k+1. Both are >=
@@ -934,7 +959,7 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
                         row.append((phi[t][K - 1], -coef))
                     row += [(yv, -coef) for yv in reb_reads.get((t, K), [])]
                     row += [(yv, -cf) for yv, cf in ydisp]
-                    lin.row(row, hi=Mu - const)
+                    lin.row(row, hi=Mu - const, name=f"admission_R5[t={t},k={k}]")
 
         # rebuild instants: Q[g] = saved bytes alive across gap g (kept, rebuilt earlier)
         gaps = sorted({g for u in range(nS) for g in G[u]})
@@ -955,8 +980,9 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
                     elif lastb[t] >= g2:
                         # placements of t in [g, g2 - 1] leave Q going backwards in time
                         terms += [(y[t][gg], -sm[t]) for gg in G[t] if g <= gg < g2]
-                q = lin.var(-_INF, _INF)
-                lin.row([(q, 1.0)] + [(v, -cf) for v, cf in terms], 0.0, 0.0)
+                q = lin.var(-_INF, _INF, name=f"Q{g}")
+                lin.row([(q, 1.0)] + [(v, -cf) for v, cf in terms], 0.0, 0.0,
+                        name=f"rebuild_Q_def[g={g}]")
                 Qc[g], Qv[g] = cst, q
                 nxt_c, nxt_v = cst, q
             for u in range(nS):
@@ -964,7 +990,7 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
                     gap_static = float(static[g] - s_alloc[g] - ws[g]) / mu
                     terms = [(Qv[g], 1.0), (y[u][g], (s[u] + extra[u]) / mu)]
                     for t in ins[u]:
-                        om = lin.var(0.0, 1.0)
+                        om = lin.var(0.0, 1.0, name=f"om{u}_{g}_{t}")
                         # om >= y_ug - (keep_t + rebuilt before g)  [if t alive across g]
                         rowt = [(om, 1.0), (y[u][g], -1.0)]
                         lo = 0.0
@@ -972,9 +998,10 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
                             rowt += [(xs[t], -1.0), (xr[t], -1.0)]
                             rowt += [(v, 1.0) for v, _ in Y(t, g - 1)]
                             lo = -1.0
-                        lin.row(rowt, lo=lo)
+                        lin.row(rowt, lo=lo, name=f"rebuild_input_def[u={u},g={g},t={t}]")
                         terms.append((om, sm[t]))
-                    lin.row(terms, hi=Mu - gap_static - Qc[g])
+                    lin.row(terms, hi=Mu - gap_static - Qc[g],
+                            name=f"mem_rebuild_start[u={u},g={g}]")
     info.update(lin.stats())
     info["options"] = {"lagging": lagging, "binary_placement": binary_placement,
                        "integral_copies": integral_copies, "fifo": fifo,
