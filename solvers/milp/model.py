@@ -110,16 +110,43 @@ class _Lin:
                             "lo": self.lb[j], "hi": self.ub[j]})
                 if len(out) >= limit:
                     return out
-        for i, (idx, cf, lo, hi) in enumerate(self.rows):
-            terms = [c * xs[j] for j, c in zip(idx, cf, strict=True)]
-            act = math.fsum(terms)
-            tol = rel_tol * (1.0 + math.fsum(abs(t) for t in terms))
-            if act < lo - tol or act > hi + tol:
-                out.append({"row": i, "name": self.row_names[i] or f"row{i}", "value": act,
+        # screen every row at once (numpy), then confirm each candidate with exact sums
+        rid, col, coef, lo_a, hi_a = self._arrays()
+        xa = np.asarray(xs, dtype=np.float64)
+        terms = coef * xa[col] if col.size else np.zeros(0)
+        nr = len(self.rows)
+        act = np.bincount(rid, weights=terms, minlength=nr)
+        mag = np.bincount(rid, weights=np.abs(terms), minlength=nr)
+        slack = 2.0 * rel_tol * (1.0 + mag)
+        with np.errstate(invalid="ignore"):
+            cand = np.flatnonzero((act < lo_a - slack) | (act > hi_a + slack)
+                                  | ~np.isfinite(act))
+        for i in cand.tolist():
+            idx, cf, lo, hi = self.rows[i]
+            tv = [c * xs[j] for j, c in zip(idx, cf, strict=True)]
+            a = math.fsum(tv)
+            tol = rel_tol * (1.0 + math.fsum(abs(t) for t in tv))
+            if a < lo - tol or a > hi + tol or not math.isfinite(a):
+                out.append({"row": i, "name": self.row_names[i] or f"row{i}", "value": a,
                             "lo": lo, "hi": hi})
                 if len(out) >= limit:
                     break
         return out
+
+    def _arrays(self) -> tuple[np.ndarray, ...]:
+        """The rows as flat arrays (row id, column, coefficient per nonzero; lo, hi per
+        row), cached until a row is added."""
+        cache = getattr(self, "_arr", None)
+        if cache is not None and cache[0] == len(self.rows):
+            return cache[1]
+        rid = np.fromiter((i for i, r in enumerate(self.rows) for _ in r[0]), dtype=np.int64)
+        col = np.fromiter((j for r in self.rows for j in r[0]), dtype=np.int64)
+        coef = np.fromiter((c for r in self.rows for c in r[1]), dtype=np.float64)
+        lo = np.array([r[2] for r in self.rows], dtype=np.float64)
+        hi = np.array([r[3] for r in self.rows], dtype=np.float64)
+        arrs = (rid, col, coef, lo, hi)
+        self._arr = (len(self.rows), arrs)
+        return arrs
 
     def objective(self, x: Sequence[float]) -> float:
         """The objective at `x` (model units)."""
@@ -149,6 +176,9 @@ class _Model:
     tier: str
     t_unit: float = TIME_UNIT_S
     info: dict[str, Any] = field(default_factory=dict)
+    vmap: dict[str, Any] = field(default_factory=dict)
+    """The variable families by name (see the end of :func:`build_model`), read by
+    :func:`slackopt.solvers.milp.model_point.point_from_trace`."""
 
     def decode(self, x: Sequence[float]) -> np.ndarray:
         dec = np.full(len(self.xs), KEEP, dtype=np.int8)
@@ -305,7 +335,9 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
         binary_placement: binary rebuild placements.
         integral_copies: copy *events* are integral: a tensor is freed when its D2H ends,
             an H2D buffer is allocated in full when the copy starts.
-        fifo: D2H copies run in production order.
+        fifo: D2H copies run one at a time in the runtime's queue order (ready op, then
+            saved position), the engine is work-conserving, a D2H lags only behind
+            copies queued no later (R1-R3); turns `lagging` on.
         admission: the H2D admission rule (used + size + next three tasks' allocations).
         integer_evictions: eviction counts are integers (a tensor is evicted whole).
         cumulative_placement: state "rebuilt before op k" through prefix-sum variables
@@ -325,6 +357,11 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
     binary_placement = full if binary_placement is None else bool(binary_placement)
     integral_copies = full if integral_copies is None else bool(integral_copies)
     fifo = full if fifo is None else bool(fifo)
+    # R1-R3 exempt a lagging D2H (a dropped one holds up no later copy, one that ends
+    # after its tensor's first read is not "queued" after it): they need the lag
+    # indicators, so fifo turns lagging on (without them, a dropped D2H would hold up the
+    # queue in R1, and R2 would count a lagging D2H as queued after it ended).
+    lagging = lagging or fifo
     admission = full if admission is None else bool(admission)
     integer_evictions = full if integer_evictions is None else bool(integer_evictions)
     cumulative_placement = (tier == "aggregated" if cumulative_placement is None
@@ -377,6 +414,12 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
     single = [a == b for a, b in groups]
     has_bwd = 0 < nf < n
     KB0 = Kof[nf] if has_bwd else nG        # first backward step: starts at T_F
+
+    # Auxiliary variables, by how a point of the model fixes them once the others are set
+    # (solvers/milp/model_point.py): "def" = defined by one equality row (``*_def``),
+    # "max" = the largest value its own upper rows allow (the FIFO chain P), "min" = the
+    # smallest value its defining lower rows allow (om).
+    aux: dict[str, list[int]] = {"def": [], "max": [], "min": []}
 
     # ---- rebuild candidates: G[u] = ops g such that u may be rebuilt in the gap before g
     G = _rebuild_gaps(prod, rec_ok, deps, firstb)
@@ -433,6 +476,7 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
             prev = None
             for g in G[u]:
                 cv = lin.var(0.0, 1.0, name=f"yc{u}_{g}")
+                aux["def"].append(cv)
                 lin.row([(cv, 1.0), (y[u][g], -1.0)] + ([(prev, -1.0)] if prev is not None
                                                          else []), 0.0, 0.0,
                         name=f"ycum_def[u={u},g={g}]")
@@ -500,8 +544,13 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
             for K in range(e_rng[t][0], e_rng[t][1] + 1):
                 E[t][K] = lin.var(0, max(1, n_reads[t] - 1), integer_evictions,
                                   name=f"E{t}_{K}")
-        if multi[t] or lag[t] is not None:
-            l_rng[t] = (f_lo, max(f_hi, e_rng[t][1]))
+        if multi[t] or lag[t] is not None or fifo:
+            # A lagging D2H already in flight when its tensor's last reader ends runs to
+            # its end (only a queued one is dropped), into any later step; the rows that
+            # need busy time from below (R2, R3: fifo) must see that share, so with fifo
+            # L spans every later step. Without fifo no row reads L from below, and a
+            # share left out only loosens the capacity rows.
+            l_rng[t] = (f_lo, nG - 1 if fifo else max(f_hi, e_rng[t][1]))
             for K in range(l_rng[t][0], l_rng[t][1] + 1):
                 L[t][K] = lin.var(0, 1, name=f"L{t}_{K}")
         if integral_copies:
@@ -626,6 +675,7 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
             cur: dict[int, int] = {}
             for K in range(k_lo, k_hi + 1):
                 Pv = lin.var(0, 1, name=f"P{t}_{K}")
+                aux["max"].append(Pv)
                 # P <= 1 - xs + D (+ 1 when t lags: its D2H may be dropped, then it
                 # never ends and does not hold up later copies)
                 row = [(Pv, 1.0), (Dv(t, K), -1.0), (xs[t], 1.0)]
@@ -663,6 +713,7 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
                         if s[t2] > 0:
                             terms += d2h_busy(t2, K)
                     Bv[K] = lin.var(0, _INF, name=f"B{K}")
+                    aux["def"].append(Bv[K])
                     lin.row([(Bv[K], 1.0)] + [(v, -cf) for v, cf in terms], 0.0, 0.0,
                             name=f"busy_B_def[K={K}]")
                 dK = float(dur[a:b + 1].sum())
@@ -780,6 +831,7 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
                         lo=float(dur[a]) - w[t], name=f"gamma_in_gap[t={t},K={K}]")
 
     # ---- memory
+    phi: list[dict[int, int]] = [{} for _ in range(nS)]   # first H2D started (R5)
     floor = model_floor(inst)
     info: dict[str, Any] = {"steps": len(groups)}
     if M is not None and n > 0:
@@ -868,6 +920,8 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
                 zterms += tm
             Z = lin.var(-_INF, _INF, name=f"Z{K}") if zterms else None
             if Z is not None:
+                aux["def"].append(Z)
+            if Z is not None:
                 lin.row([(Z, 1.0)] + [(v, -cf) for v, cf in zterms], 0.0, 0.0,
                         name=f"mem_passive_def[K={K}]")
             for k in range(a, b + 1):
@@ -892,7 +946,6 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
             for u in range(nS):
                 for g in G[u]:
                     y_at.setdefault(g, []).append((u, y[u][g]))
-            phi: list[dict[int, int]] = [{} for _ in range(nS)]
             for t in range(nS):
                 if s[t] <= 0:
                     continue
@@ -939,6 +992,7 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
                         terms += [(xs[t], st), (Dv(t, K), -st), (Sv(t, K - 1), st),
                                   (Ev(t, K), -st)]
                 R = lin.var(-_INF, _INF, name=f"R{k}")
+                aux["def"].append(R)
                 lin.row([(R, 1.0)] + [(v, -cf) for v, cf in terms], 0.0, 0.0,
                         name=f"admission_R_def[k={k}]")
                 # Starting in the gap before op k: used >= R and the next three tasks are
@@ -981,6 +1035,7 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
                         # placements of t in [g, g2 - 1] leave Q going backwards in time
                         terms += [(y[t][gg], -sm[t]) for gg in G[t] if g <= gg < g2]
                 q = lin.var(-_INF, _INF, name=f"Q{g}")
+                aux["def"].append(q)
                 lin.row([(q, 1.0)] + [(v, -cf) for v, cf in terms], 0.0, 0.0,
                         name=f"rebuild_Q_def[g={g}]")
                 Qc[g], Qv[g] = cst, q
@@ -991,6 +1046,7 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
                     terms = [(Qv[g], 1.0), (y[u][g], (s[u] + extra[u]) / mu)]
                     for t in ins[u]:
                         om = lin.var(0.0, 1.0, name=f"om{u}_{g}_{t}")
+                        aux["min"].append(om)
                         # om >= y_ug - (keep_t + rebuilt before g)  [if t alive across g]
                         rowt = [(om, 1.0), (y[u][g], -1.0)]
                         lo = 0.0
@@ -1007,5 +1063,10 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
                        "integral_copies": integral_copies, "fifo": fifo,
                        "admission": admission,
                        "integer_evictions": integer_evictions}
+    # The variable families, for mapping a simulated trace to a point of the model
+    # (solvers/milp/model_point.py): per saved position t, dicts step K -> variable.
+    vmap = {"xs": xs, "xr": xr, "lag": lag, "y": y, "F": F, "L": L, "H": H, "E": E,
+            "Dn": Dn, "Sg": Sg, "gamma": gm, "phi": phi, "tau": tau, "aux": aux,
+            "integral_copies": integral_copies}
     return _Model(lin=lin, xs=xs, xr=xr, floor_bytes=floor, groups=groups, tier=tier,
-                  info=info)
+                  info=info, vmap=vmap)
