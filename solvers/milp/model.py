@@ -526,6 +526,15 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
     l_rng: list[tuple[int, int]] = [(0, -1)] * nS
     h_rng: list[tuple[int, int]] = [(0, -1)] * nS
     e_rng: list[tuple[int, int]] = [(0, -1)] * nS
+    # later_read[t]: the latest step of the first backward read of a copy queued after t
+    # (the D2H queue order qkey; -1 if none)
+    later_read = [-1] * nS
+    if has_bwd:
+        run = -1
+        for t in sorted(range(nS), key=lambda t: qkey[t], reverse=True):
+            later_read[t] = run
+            if s[t] > 0:
+                run = max(run, Kof[firstb[t]])
     for t in range(nS):
         if s[t] <= 0 or not has_bwd:
             continue
@@ -546,11 +555,16 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
                                   name=f"E{t}_{K}")
         if multi[t] or lag[t] is not None or fifo:
             # A lagging D2H already in flight when its tensor's last reader ends runs to
-            # its end (only a queued one is dropped), into any later step; the rows that
-            # need busy time from below (R2, R3: fifo) must see that share, so with fifo
-            # L spans every later step. Without fifo no row reads L from below, and a
-            # share left out only loosens the capacity rows.
-            l_rng[t] = (f_lo, nG - 1 if fifo else max(f_hi, e_rng[t][1]))
+            # its end (only a queued one is dropped), into any later step. The rows that
+            # need busy time from below (R2, R3: fifo) must see that share in the steps
+            # where they may need it: up to the first backward read of a copy queued
+            # after t (R2 and R3 of that copy; t's own rows end at its first read).
+            # Without fifo no row reads L from below, and a share left out only loosens
+            # the capacity rows.
+            hi_l = max(f_hi, e_rng[t][1])
+            if fifo:
+                hi_l = max(hi_l, later_read[t])
+            l_rng[t] = (f_lo, hi_l)
             for K in range(l_rng[t][0], l_rng[t][1] + 1):
                 L[t][K] = lin.var(0, 1, name=f"L{t}_{K}")
         if integral_copies:
@@ -728,20 +742,26 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
         return [(y[u][g], 1.0) for u in deps[t] if rec_ok[u] for g in G[u] if Kof[g] <= K]
 
     # ---- a lagging D2H keeps the D2H engine busy from the end of its ready op (where it
-    # is queued) to its first backward read, with copies queued no later (FIFO, key qkey):
-    # in each step before that read those copies work >= the step's op time. The first
-    # read is t's first backward reader or an earlier rebuild that reads it (if one is
-    # placed there: the y terms).
+    # is queued) to its first backward read, with copies queued no later (FIFO): in each
+    # step before that read those copies work >= the step's op time. The first read is
+    # t's first backward reader or an earlier rebuild that reads it (if one is placed
+    # there: the y terms). The rows of one step share the busy terms of every copy ready
+    # no later than t (a superset of those queued no later: the tensors ready at the same
+    # op but queued after t are counted too, which only admits more).
+    busy: dict[tuple[int, int], list[int]] = {}
     for t in range(nS):
         if lag[t] is None:
             continue
         for K in range(Kof[ready[t]] + 1, Kof[firstb[t]]):
-            terms = []
-            for t2 in range(nS):
-                if s[t2] > 0 and qkey[t2] <= qkey[t]:
-                    terms += d2h_busy(t2, K)
-            a, b = groups[K]
-            dK = float(dur[a:b + 1].sum())
+            busy.setdefault((K, ready[t]), []).append(t)
+    for (K, p), lagged in sorted(busy.items()):
+        terms = []
+        for t2 in range(nS):
+            if s[t2] > 0 and ready[t2] <= p:
+                terms += d2h_busy(t2, K)
+        a, b = groups[K]
+        dK = float(dur[a:b + 1].sum())
+        for t in lagged:
             lin.row(terms + [(lag[t], -dK)] + [(v, dK) for v, _ in read_by(t, K)], lo=0.0,
                     name=f"lag_busy_R3[t={t},K={K}]")
 
