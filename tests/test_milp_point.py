@@ -49,9 +49,11 @@ CONFIGS = {
     "aggregated_all_on": dict(tier="aggregated", lagging=True, binary_placement=True,
                               integral_copies=True, fifo=True, admission=True,
                               integer_evictions=True),
+    "exact_fifo": dict(tier="exact", fifo=True),
 }
-"""The model tiers at their defaults (the full tier has every switch on), and the
-aggregated steps with every switch on."""
+"""The model tiers at their defaults (the full tier has every switch on), the aggregated
+steps with every switch on, and the exact tier with the FIFO rows but fractional copies
+(fifo without an explicit lagging)."""
 CASES = {"full_tier_fifo_inplace": 26_172_517, "full_tier_cuts_off_optimum": 25_974_030,
          "exact_tier_cuts_off_optimum": None}
 """Issue 22's cases (tests/data/milp_soundness/<name>.json) -> budget (bytes; None: the
@@ -65,8 +67,9 @@ def rich_instance(seed: int) -> tuple[Instance, int]:
     in-place mutation (``mutated_by``: the D2H is queued when the tensor is ready),
     recipes that read another output of their own op or earlier saved tensors (chains),
     multi-op recipes with rebuild-only ops and transient bytes, never_recompute ops,
-    views of a saved base, workspaces, gradient temporaries, zero-byte and 1e4x larger
-    tensors, links from 50 MB/s to 1 TB/s with duplex factors and latency, sometimes a
+    views of a saved base, workspaces (forward, backward and rebuild-only ops, so recipes
+    have workspace too), gradient temporaries, zero-byte and 1e4x larger tensors, links
+    from 50 MB/s to 1 TB/s with duplex factors and latency, sometimes a
     host pinned-memory limit; and a budget between the model floor and P.
     Returns (instance, M)."""
     rng = np.random.default_rng(seed)
@@ -77,11 +80,13 @@ def rich_instance(seed: int) -> tuple[Instance, int]:
     us = 1e-6
     nf, nb = int(rng.integers(3, 7)), int(rng.integers(2, 8))
     ops = [Op(f"f{i}", "fwd", float(rng.integers(20, 3000)) * us,
+              workspace_bytes=pick([0, 0, 0, 0, 300_000]),
               never_recompute=bool(rng.random() < 0.1)) for i in range(nf)]
     ops += [Op(f"b{i}", "bwd", float(rng.integers(20, 3000)) * us,
                workspace_bytes=pick([0, 0, 0, 200_000, 1_500_000])) for i in range(nb)]
     n_rb = int(rng.integers(0, 3))
-    ops += [Op(f"r{i}", "rebuild", float(rng.integers(5, 500)) * us) for i in range(n_rb)]
+    ops += [Op(f"r{i}", "rebuild", float(rng.integers(5, 500)) * us,
+               workspace_bytes=pick([0, 100_000])) for i in range(n_rb)]
     fwd = [o.name for o in ops[:nf]]
     bwd = [o.name for o in ops[nf:nf + nb]]
     tensors: list[Tensor] = []
