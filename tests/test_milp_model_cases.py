@@ -81,3 +81,24 @@ def test_full_tier_with_the_optimum_fixed_is_below_it(case, backend):
     assert sol.objective is not None, (case, backend, sol.status, sol.message)
     value = sol.objective * m.t_unit
     assert value <= opt * (1 + REL_TOL), (case, backend, value, opt)
+
+
+@pytest.mark.parametrize("tier", ["full", "exact", "aggregated"])
+def test_d2h_shares_start_when_the_tensor_is_ready(tier):
+    """The tightness side of the fault-2 fix: a D2H has no share before its tensor is ready
+    (its last in-place mutation ended), in every tier; on full_tier_fifo_inplace a3 is
+    produced by f1 and mutated by f3, so its D2H shares start after f3, not after f1."""
+    inst, M, _, _ = case_optimum("full_tier_fifo_inplace")
+    m = build_model(inst, M, tier=tier)
+    ready = inst.saved_ready_idx.tolist()
+    mutated = 0
+    for t in range(inst.n_saved):
+        steps = sorted(set(m.vmap["F"][t]) | set(m.vmap["L"][t]))
+        if not steps:
+            continue
+        a, b = m.groups[steps[0]]
+        # the first step with a share starts after the ready op, or holds it (not last)
+        assert a > ready[t] or a <= ready[t] < b, (tier, inst.saved_names[t], steps[0])
+        if ready[t] > inst.saved_prod_idx[t]:
+            mutated += 1
+    assert mutated >= 1

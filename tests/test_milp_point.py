@@ -68,7 +68,8 @@ def rich_instance(seed: int) -> tuple[Instance, int]:
     recipes that read another output of their own op or earlier saved tensors (chains),
     multi-op recipes with rebuild-only ops and transient bytes, never_recompute ops,
     views of a saved base, workspaces (forward, backward and rebuild-only ops, so recipes
-    have workspace too), gradient temporaries, zero-byte and 1e4x larger tensors, links
+    have workspace too), layers of 1-3 ops (the aggregated tier's steps), gradient
+    temporaries, zero-byte and 1e4x larger tensors, links
     from 50 MB/s to 1 TB/s with duplex factors and latency, sometimes a
     host pinned-memory limit; and a budget between the model floor and P.
     Returns (instance, M)."""
@@ -79,10 +80,11 @@ def rich_instance(seed: int) -> tuple[Instance, int]:
 
     us = 1e-6
     nf, nb = int(rng.integers(3, 7)), int(rng.integers(2, 8))
-    ops = [Op(f"f{i}", "fwd", float(rng.integers(20, 3000)) * us,
+    per = int(rng.integers(1, 4))            # ops per layer: the aggregated tier's steps
+    ops = [Op(f"f{i}", "fwd", float(rng.integers(20, 3000)) * us, layer=i // per,
               workspace_bytes=pick([0, 0, 0, 0, 300_000]),
               never_recompute=bool(rng.random() < 0.1)) for i in range(nf)]
-    ops += [Op(f"b{i}", "bwd", float(rng.integers(20, 3000)) * us,
+    ops += [Op(f"b{i}", "bwd", float(rng.integers(20, 3000)) * us, layer=(nb - 1 - i) // per,
                workspace_bytes=pick([0, 0, 0, 200_000, 1_500_000])) for i in range(nb)]
     n_rb = int(rng.integers(0, 3))
     ops += [Op(f"r{i}", "rebuild", float(rng.integers(5, 500)) * us,
