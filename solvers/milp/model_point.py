@@ -198,8 +198,7 @@ def point_from_trace(model: _Model, inst: Instance, plan: Plan, M: int,
             ev.append((t_start[k], 2, -1))
         ev.sort()
         cur = "fwd" if lags else None
-        served: set = set()
-        counted_fetch: list[int] = []
+        served: set[int | str] = set()       # the copies that served a read
         counted_evict: list[float] = []
         for when, kind, i in ev:
             if kind == 0:                # eviction of the current copy
