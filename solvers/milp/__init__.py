@@ -38,8 +38,10 @@ Model (the names are the variables):
   (``H``, re-fetches included) and evictions (``E``, counts). A share is the overlap of
   the copy's busy interval with the step divided by the copy's duration. Each engine is
   busy at most ``tau_K``: ``sum_t w_t * share <= tau_K`` with ``w_t = latency + s_t / W``
-  (a copy lasts at least that long; the 10 us latency is included). A D2H starts when
-  its producer ends (it overlaps only the rest of that step); an H2D starts after the
+  (a copy lasts at least that long; the 10 us latency is included). A D2H starts no
+  earlier than the end of its tensor's *ready* op (``Instance.saved_ready_idx``: the
+  producer, or the last op that mutates the tensor in place; the runtime queues the D2H
+  then), so it overlaps only the rest of that step; an H2D starts after the
   forward pass and after the tensor's D2H ended or an eviction; a backward reader needs
   every earlier eviction re-fetched and the H2D ended before it starts; evictions need a
   finished D2H (``E <= (reads - 1) * (F + L)``).
@@ -59,8 +61,10 @@ Model (the names are the variables):
   stream waiting for it, so its whole share of that step lies in the gap) so that a
   tensor is freed when its D2H *ends* and an H2D buffer is allocated in full when it
   *starts*; integer evictions; binary lag and rebuild positions; and the runtime rules
-  R1 the D2H queue is FIFO in production order (chain ``P``); R2 the D2H engine is
-  work-conserving (a queued D2H keeps it busy: ``B``); R3 a D2H lags only if the engine
+  R1 the D2H queue is FIFO in the runtime's queue order, by ready op and then saved
+  position (chain ``P``; not production order: a tensor mutated in place is queued
+  after tensors produced later); R2 the D2H engine is work-conserving (a queued D2H
+  keeps it busy: ``B``); R3 a D2H lags only if the engine
   stays busy with copies queued no later until the tensor's first read; R5 the H2D
   admission rule (a copy the compute stream does not wait for starts only when used + its
   size + the next three tasks' allocations fit in M: ``R`` bounds used from below, and
@@ -72,35 +76,47 @@ Model (the names are the variables):
 
 Why the optimum is a lower bound on the simulated step time of every plan: take any plan
 the evaluator runs to the end and its trace. Set the decisions, rebuild positions and lag
-indicators to what the trace shows (a swap lags if its D2H had not ended at its first
-backward read; a D2H the runtime dropped never ended, so its swap lags), ``tau_K`` to the
-trace's step intervals (they sum to T), each share to the overlap of the copy's busy
-interval with the step divided by the copy's whole duration (shares sum to 1 over a copy
-that ran, to 0 over a dropped one; for an H2D, fetches that were evicted before the
-tensor's first read are left out), ``E`` to the evictions after the first read (at most
-one between two reads), and the event indicators to the trace's events. Every row holds
-for that assignment, so the model's optimum is <= T; the same holds with the decisions
-fixed, which the no-good loop below relies on. Row by row:
+indicators to what the trace shows (a swap lags if its first backward read finds the
+device copy, i.e. no H2D of it started before that read: its D2H had not ended, or the
+runtime dropped it), ``tau_K`` to the trace's step intervals (they sum to T), each share
+to the overlap of the copy's busy interval with the step divided by the copy's whole
+duration (shares sum to 1 over a copy that ran, to 0 over a dropped one; a D2H still in
+flight when the last task ends, which the trace does not record, started when the
+engine was free of the copies queued before it; its duration is taken as max(w, T -
+start), within [w, dmax]; for an H2D only fetches that served a read count, so fetches
+evicted before their next read are left out), ``E`` to the evictions of a copy that
+served a read (at most one between two reads), and the event indicators to the trace's
+events (an event at a step boundary belongs to the later step, except a copy that ends
+there). Every row holds for that assignment, so the model's optimum is <= T; the same
+holds with the decisions fixed, which the no-good loop below relies on. The mapping is
+:func:`~slackopt.solvers.milp.model_point.point_from_trace`; every row has a family name
+(``fifo_R1[t=..,K=..]``), and tests/test_milp_point.py checks every row for every plan of
+small random instances and the cases of issue 22, in every tier. Row by row:
 
 - Capacity (``sum_t w_t share <= tau_K``, and the rows that place a copy after its
-  producer, before its reader or in a gap): a copy lasts at least ``w = latency + s / W``
+  ready op, before its reader or in a gap): a copy lasts at least ``w = latency + s / W``
   (full rate; the duplex rate only makes it longer), so ``w x share <= overlap``, and
   the overlaps of one engine's copies with a step sum to at most the step.
-- R1 (FIFO): a D2H runs only after every earlier-queued, non-dropped D2H ended. The row
-  exempts every tensor that lags (whether its D2H is dropped or only late), so it states
-  a weaker implication than the runtime's.
+- R1 (FIFO): a D2H runs only after every earlier-queued, non-dropped D2H ended; the queue
+  order is the runtime's (``Engine._end_task`` queues the tensors ready at an op, in
+  saved-position order, when the op ends). The row exempts every tensor that lags
+  (whether its D2H is dropped or only late), so it states a weaker implication than the
+  runtime's; it needs the lag indicators, so ``fifo`` turns ``lagging`` on.
 - R2 (work-conserving) and R3 (lagging): these need busy time from *below*, so a share is
   costed at the longest a copy can last, ``dmax = latency + s / (duplex W)``:
   ``overlap = share x duration <= share x dmax`` whatever part of the copy ran at the
   duplex rate. (Costing a forward step's share at ``w`` cut off real traces: a D2H that
   straddles T_F runs at the duplex rate after it: the case milp-bound-above-optimum,
-  now tests/test_milp_bounds.py.) R2: a swapped tensor produced before step K whose D2H
-  has neither ended by the end of K nor lags is queued (a D2H is dropped only once its
-  tensor has no reader left, i.e. only a lagging one) through the whole step, and a
-  queued D2H keeps the engine busy, so the engine is busy >= the step's op time. R3: a
-  lagging tensor's D2H is queued from its production to its first read (at least), and
-  while it waits the engine runs a copy queued no later (FIFO; dropped copies do not
-  run, but then another one at or ahead of it does).
+  now tests/test_milp_bounds.py.) R2: a swapped tensor ready (queued) before step K
+  whose D2H has neither ended by the end of K nor lags is queued (a D2H is dropped only
+  once its tensor has no reader left, i.e. only a lagging one) through the whole step,
+  and a queued D2H keeps the engine busy, so the engine is busy >= the step's op time.
+  R3: a lagging tensor's D2H is queued from the end of its ready op to its first read
+  (at least), and while it waits the engine runs a copy queued no later (FIFO; dropped
+  copies do not run, but then another one at or ahead of it does). The busy time counts
+  a lagging copy's share in every step it runs: one in flight when its tensor's last
+  reader ends is not dropped and runs to its end, so with ``fifo`` the ``L`` shares span
+  every later step.
 - R5 (admission) and R6 (a rebuild's H2D inputs): implications of the spec's admission
   rule and of "a reader waits for the H2D to end" for the trace's events; R5 is stated
   only with a lower bound on used memory and only for copies the compute stream is not
@@ -138,7 +154,10 @@ traces, never fewer, so the bound stays valid):
 
 The property test (tests/test_milp_bounds.py) checks ``lower_bound_s <=`` the enumerated
 optimum on random small instances for every tier, both backends, with and without local
-search; the model with the optimum's decisions fixed is checked the same way.
+search; the model with the optimum's decisions fixed is checked the same way, and on the
+cases of issue 22 with SCIP, HiGHS and CBC (tests/test_milp_model_cases.py). The
+plan-by-plan check (tests/test_milp_point.py) is the stronger one: it checks the argument
+above for every plan, row by row, not only the optimum's value.
 
 Search (solvers/milp/search.py), in phases whose results are only ever improved: the
 incumbent U is the fastest plan simulated so far

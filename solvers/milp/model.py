@@ -110,20 +110,47 @@ class _Lin:
                             "lo": self.lb[j], "hi": self.ub[j]})
                 if len(out) >= limit:
                     return out
-        for i, (idx, cf, lo, hi) in enumerate(self.rows):
-            terms = [c * xs[j] for j, c in zip(idx, cf)]
-            act = math.fsum(terms)
-            tol = rel_tol * (1.0 + math.fsum(abs(t) for t in terms))
-            if act < lo - tol or act > hi + tol:
-                out.append({"row": i, "name": self.row_names[i] or f"row{i}", "value": act,
+        # screen every row at once (numpy), then confirm each candidate with exact sums
+        rid, col, coef, lo_a, hi_a = self._arrays()
+        xa = np.asarray(xs, dtype=np.float64)
+        terms = coef * xa[col] if col.size else np.zeros(0)
+        nr = len(self.rows)
+        act = np.bincount(rid, weights=terms, minlength=nr)
+        mag = np.bincount(rid, weights=np.abs(terms), minlength=nr)
+        slack = 2.0 * rel_tol * (1.0 + mag)
+        with np.errstate(invalid="ignore"):
+            cand = np.flatnonzero((act < lo_a - slack) | (act > hi_a + slack)
+                                  | ~np.isfinite(act))
+        for i in cand.tolist():
+            idx, cf, lo, hi = self.rows[i]
+            tv = [c * xs[j] for j, c in zip(idx, cf, strict=True)]
+            a = math.fsum(tv)
+            tol = rel_tol * (1.0 + math.fsum(abs(t) for t in tv))
+            if a < lo - tol or a > hi + tol or not math.isfinite(a):
+                out.append({"row": i, "name": self.row_names[i] or f"row{i}", "value": a,
                             "lo": lo, "hi": hi})
                 if len(out) >= limit:
                     break
         return out
 
+    def _arrays(self) -> tuple[np.ndarray, ...]:
+        """The rows as flat arrays (row id, column, coefficient per nonzero; lo, hi per
+        row), cached until a row is added."""
+        cache = getattr(self, "_arr", None)
+        if cache is not None and cache[0] == len(self.rows):
+            return cache[1]
+        rid = np.fromiter((i for i, r in enumerate(self.rows) for _ in r[0]), dtype=np.int64)
+        col = np.fromiter((j for r in self.rows for j in r[0]), dtype=np.int64)
+        coef = np.fromiter((c for r in self.rows for c in r[1]), dtype=np.float64)
+        lo = np.array([r[2] for r in self.rows], dtype=np.float64)
+        hi = np.array([r[3] for r in self.rows], dtype=np.float64)
+        arrs = (rid, col, coef, lo, hi)
+        self._arr = (len(self.rows), arrs)
+        return arrs
+
     def objective(self, x: Sequence[float]) -> float:
         """The objective at `x` (model units)."""
-        return math.fsum(c * float(v) for c, v in zip(self.obj, x) if c)
+        return math.fsum(c * float(v) for c, v in zip(self.obj, x, strict=True) if c)
 
     def copy(self) -> _Lin:
         """An independent copy (rows may be added to either without touching the other)."""
@@ -149,6 +176,9 @@ class _Model:
     tier: str
     t_unit: float = TIME_UNIT_S
     info: dict[str, Any] = field(default_factory=dict)
+    vmap: dict[str, Any] = field(default_factory=dict)
+    """The variable families by name (see the end of :func:`build_model`), read by
+    :func:`slackopt.solvers.milp.model_point.point_from_trace`."""
 
     def decode(self, x: Sequence[float]) -> np.ndarray:
         dec = np.full(len(self.xs), KEEP, dtype=np.int8)
@@ -305,7 +335,9 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
         binary_placement: binary rebuild placements.
         integral_copies: copy *events* are integral: a tensor is freed when its D2H ends,
             an H2D buffer is allocated in full when the copy starts.
-        fifo: D2H copies run in production order.
+        fifo: D2H copies run one at a time in the runtime's queue order (ready op, then
+            saved position), the engine is work-conserving, a D2H lags only behind
+            copies queued no later (R1-R3); turns `lagging` on.
         admission: the H2D admission rule (used + size + next three tasks' allocations).
         integer_evictions: eviction counts are integers (a tensor is evicted whole).
         cumulative_placement: state "rebuilt before op k" through prefix-sum variables
@@ -325,6 +357,11 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
     binary_placement = full if binary_placement is None else bool(binary_placement)
     integral_copies = full if integral_copies is None else bool(integral_copies)
     fifo = full if fifo is None else bool(fifo)
+    # R1-R3 exempt a lagging D2H (a dropped one holds up no later copy, one that ends
+    # after its tensor's first read is not "queued" after it): they need the lag
+    # indicators, so fifo turns lagging on (without them, a dropped D2H would hold up the
+    # queue in R1, and R2 would count a lagging D2H as queued after it ended).
+    lagging = lagging or fifo
     admission = full if admission is None else bool(admission)
     integer_evictions = full if integer_evictions is None else bool(integer_evictions)
     cumulative_placement = (tier == "aggregated" if cumulative_placement is None
@@ -346,6 +383,14 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
     w = np.where(s > 0, (lat + s / W) / tu, 0.0)
     dmax = np.where(s > 0, (lat + s / (W * float(inst.link.duplex_factor))) / tu, 0.0)
     prod = np.asarray(inst.saved_prod_idx, dtype=np.int64).tolist()
+    # ready[t]: the op after which t holds its final forward value (its producer, or its
+    # last in-place mutation); the runtime queues a swap's D2H when that op ends
+    # (slackopt.simulate._engine: Engine._end_task -> on_produced), so every D2H row is
+    # stated from ready, not from prod. The D2H queue is FIFO in the order of the keys
+    # qkey[t] = (ready[t], t): ops end in order, and the tensors ready at one op are
+    # queued in saved-position order (_Static.ready lists them so).
+    ready = np.asarray(inst.saved_ready_idx, dtype=np.int64).tolist()
+    qkey = [(ready[t], t) for t in range(nS)]
     lastf = np.asarray(inst.saved_last_fwd_idx, dtype=np.int64).tolist()
     firstb = np.asarray(inst.saved_first_bwd_idx, dtype=np.int64).tolist()
     lastb = np.asarray(inst.saved_last_bwd_idx, dtype=np.int64).tolist()
@@ -370,6 +415,12 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
     has_bwd = 0 < nf < n
     KB0 = Kof[nf] if has_bwd else nG        # first backward step: starts at T_F
 
+    # Auxiliary variables, by how a point of the model fixes them once the others are set
+    # (solvers/milp/model_point.py): "def" = defined by one equality row (``*_def``),
+    # "max" = the largest value its own upper rows allow (the FIFO chain P), "min" = the
+    # smallest value its defining lower rows allow (om).
+    aux: dict[str, list[int]] = {"def": [], "max": [], "min": []}
+
     # ---- rebuild candidates: G[u] = ops g such that u may be rebuilt in the gap before g
     G = _rebuild_gaps(prod, rec_ok, deps, firstb)
     gmin = []           # earliest possible backward read (reader op, or a rebuild reading t)
@@ -392,11 +443,11 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
         xs.append(lin.var(0, 1, True, name=f"xs{t}"))
         xr.append(lin.var(0, 1, True, name=f"xr{t}") if rec_ok[t] else None)
         if xr[t] is not None:
-            lin.row([(xs[t], 1.0), (xr[t], 1.0)], hi=1.0)
+            lin.row([(xs[t], 1.0), (xr[t], 1.0)], hi=1.0, name=f"one_decision[t={t}]")
         lag.append(lin.var(0, 1, True, name=f"lag{t}")
                    if (lagging and s[t] > 0 and has_bwd) else None)
         if lag[t] is not None:
-            lin.row([(lag[t], 1.0), (xs[t], -1.0)], hi=0.0)
+            lin.row([(lag[t], 1.0), (xs[t], -1.0)], hi=0.0, name=f"lag_only_swap[t={t}]")
 
     # ---- rebuild placements y[u][g]
     y: list[dict[int, int]] = [{} for _ in range(nS)]
@@ -408,7 +459,8 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
         else:
             for g in G[u]:
                 y[u][g] = lin.var(0, 1, binary_placement, name=f"y{u}_{g}")
-            lin.row([(y[u][g], 1.0) for g in G[u]] + [(xr[u], -1.0)], 0.0, 0.0)
+            lin.row([(y[u][g], 1.0) for g in G[u]] + [(xr[u], -1.0)], 0.0, 0.0,
+                    name=f"y_sum[u={u}]")
 
     # Prefix sums of the placements, ``ycum[u][g] = sum of y[u][g'] for g' <= g`` (one
     # equality row each): 'u rebuilt in a gap before an op <= k' is then one variable, not
@@ -424,8 +476,10 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
             prev = None
             for g in G[u]:
                 cv = lin.var(0.0, 1.0, name=f"yc{u}_{g}")
+                aux["def"].append(cv)
                 lin.row([(cv, 1.0), (y[u][g], -1.0)] + ([(prev, -1.0)] if prev is not None
-                                                         else []), 0.0, 0.0)
+                                                         else []), 0.0, 0.0,
+                        name=f"ycum_def[u={u},g={g}]")
                 ycum[u][g] = prev = cv
 
     def Y(u: int, k: int) -> list[tuple[int, float]]:
@@ -447,13 +501,13 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
                     continue
                 # gap(u) <= gap(v) when both are recomp: Y_u(g) - Y_v(g) >= xr_u - 1
                 lin.row(Y(u, g) + [(tv, -cf) for tv, cf in Y(v, g)] + [(xr[u], -1.0)],
-                        lo=-1.0)
+                        lo=-1.0, name=f"gap_input_first[u={u},v={v},g={g}]")
         for g in G[u]:
             if g == firstb[u]:
                 continue
             # ... and no earlier than needed: a recomp dependent is rebuilt there
             sup = [(y[v][g], -1.0) for v in deps[u] if rec_ok[v] and g in y[v]]
-            lin.row([(y[u][g], 1.0)] + sup, hi=0.0)
+            lin.row([(y[u][g], 1.0)] + sup, hi=0.0, name=f"gap_when_needed[u={u},g={g}]")
 
     # ---- copies (cumulative shares through the end of each step)
     def cum(D: dict[int, int], rng: tuple[int, int], K: int) -> int | None:
@@ -472,11 +526,20 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
     l_rng: list[tuple[int, int]] = [(0, -1)] * nS
     h_rng: list[tuple[int, int]] = [(0, -1)] * nS
     e_rng: list[tuple[int, int]] = [(0, -1)] * nS
+    # later_read[t]: the latest step of the first backward read of a copy queued after t
+    # (the D2H queue order qkey; -1 if none)
+    later_read = [-1] * nS
+    if has_bwd:
+        run = -1
+        for t in sorted(range(nS), key=lambda t: qkey[t], reverse=True):
+            later_read[t] = run
+            if s[t] > 0:
+                run = max(run, Kof[firstb[t]])
     for t in range(nS):
         if s[t] <= 0 or not has_bwd:
             continue
-        Kp = Kof[prod[t]]
-        f_lo = Kp + 1 if prod[t] == groups[Kp][1] else Kp    # starts when the producer ends
+        Kp = Kof[ready[t]]
+        f_lo = Kp + 1 if ready[t] == groups[Kp][1] else Kp   # queued when t is ready
         f_hi = Kof[firstb[t]]
         f_rng[t] = (f_lo, f_hi)
         for K in range(f_lo, f_hi + 1):
@@ -490,38 +553,56 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
             for K in range(e_rng[t][0], e_rng[t][1] + 1):
                 E[t][K] = lin.var(0, max(1, n_reads[t] - 1), integer_evictions,
                                   name=f"E{t}_{K}")
-        if multi[t] or lag[t] is not None:
-            l_rng[t] = (f_lo, max(f_hi, e_rng[t][1]))
+        if multi[t] or lag[t] is not None or fifo:
+            # A lagging D2H already in flight when its tensor's last reader ends runs to
+            # its end (only a queued one is dropped), into any later step. The rows that
+            # need busy time from below (R2, R3: fifo) must see that share in the steps
+            # where they may need it: up to the first backward read of a copy queued
+            # after t (R2 and R3 of that copy; t's own rows end at its first read).
+            # Without fifo no row reads L from below, and a share left out only loosens
+            # the capacity rows.
+            hi_l = max(f_hi, e_rng[t][1])
+            if fifo:
+                hi_l = max(hi_l, later_read[t])
+            l_rng[t] = (f_lo, hi_l)
             for K in range(l_rng[t][0], l_rng[t][1] + 1):
                 L[t][K] = lin.var(0, 1, name=f"L{t}_{K}")
         if integral_copies:
             for K in range(f_lo, f_hi + 1):
                 Dn[t][K] = lin.var(0, 1, True, name=f"D{t}_{K}")
-                lin.row([(Dn[t][K], 1.0), (F[t][K], -1.0)], hi=0.0)
-            lin.row([(Dn[t][f_hi], 1.0), (F[t][f_hi], -1.0)], 0.0, 0.0)
+                lin.row([(Dn[t][K], 1.0), (F[t][K], -1.0)], hi=0.0,
+                        name=f"D_le_F[t={t},K={K}]")
+            lin.row([(Dn[t][f_hi], 1.0), (F[t][f_hi], -1.0)], 0.0, 0.0,
+                    name=f"D_at_first_read[t={t}]")
             for K in range(h_rng[t][0], h_rng[t][1] + 1):
                 Sg[t][K] = lin.var(0, max(1, n_reads[t]), True, name=f"S{t}_{K}")
-                lin.row([(H[t][K], 1.0), (Sg[t][K], -1.0)], hi=0.0)
+                lin.row([(H[t][K], 1.0), (Sg[t][K], -1.0)], hi=0.0,
+                        name=f"H_le_S[t={t},K={K}]")
         else:
             Dn[t], Sg[t] = F[t], H[t]
-        mono = [(F[t], f_rng[t]), (L[t], l_rng[t]), (H[t], h_rng[t]), (E[t], e_rng[t])]
+        mono = [("F", F[t], f_rng[t]), ("L", L[t], l_rng[t]), ("H", H[t], h_rng[t]),
+                ("E", E[t], e_rng[t])]
         if integral_copies:
-            mono += [(Dn[t], f_rng[t]), (Sg[t], h_rng[t])]
-        for D, (lo, hi) in mono:
+            mono += [("D", Dn[t], f_rng[t]), ("S", Sg[t], h_rng[t])]
+        for nm, D, (lo, hi) in mono:
             for K in range(lo + 1, hi + 1):
-                lin.row([(D[K], 1.0), (D[K - 1], -1.0)], lo=0.0)
+                lin.row([(D[K], 1.0), (D[K - 1], -1.0)], lo=0.0,
+                        name=f"monotone_{nm}[t={t},K={K}]")
         l_tot = [(L[t][l_rng[t][1]], 1.0)] if L[t] else []
         if lag[t] is not None:
-            lin.row([(F[t][f_hi], 1.0), (xs[t], -1.0), (lag[t], 1.0)], 0.0, 0.0)
+            lin.row([(F[t][f_hi], 1.0), (xs[t], -1.0), (lag[t], 1.0)], 0.0, 0.0,
+                    name=f"d2h_total_lag[t={t}]")
             if l_tot:
-                lin.row(l_tot + [(lag[t], -1.0)], hi=0.0)
+                lin.row(l_tot + [(lag[t], -1.0)], hi=0.0, name=f"L_total[t={t}]")
         else:
-            lin.row([(F[t][f_hi], 1.0), (xs[t], -1.0)] + l_tot, hi=0.0)
+            lin.row([(F[t][f_hi], 1.0), (xs[t], -1.0)] + l_tot, hi=0.0,
+                    name=f"d2h_total[t={t}]")
         for K in range(e_rng[t][0], e_rng[t][1] + 1):
             # an eviction needs a finished D2H: E <= (reads - 1) * (F + L)
             r = max(1, n_reads[t] - 1)
             lin.row([(E[t][K], 1.0), (cum(F[t], f_rng[t], K), -r),
-                     (cum(L[t], l_rng[t], K), -r)], hi=0.0)
+                     (cum(L[t], l_rng[t], K), -r)], hi=0.0,
+                    name=f"evict_after_d2h[t={t},K={K}]")
 
     def Hv(t: int, K: int) -> int | None:
         return cum(H[t], h_rng[t], K)
@@ -550,16 +631,18 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
             continue
         for K in range(h_rng[t][0], h_rng[t][1] + 1):
             # an H2D starts after the D2H ended, or after an eviction: S <= D + E
-            lin.row([(Sv(t, K), 1.0), (Dv(t, K), -1.0), (Ev(t, K), -1.0)], hi=0.0)
+            lin.row([(Sv(t, K), 1.0), (Dv(t, K), -1.0), (Ev(t, K), -1.0)], hi=0.0,
+                    name=f"h2d_after_d2h[t={t},K={K}]")
         for K in range(e_rng[t][0], e_rng[t][1] + 1):
             # residency >= 0: E <= xs - D + S
             lin.row([(Ev(t, K), 1.0), (xs[t], -1.0), (Dv(t, K), 1.0), (Sv(t, K), -1.0)],
-                    hi=0.0)
+                    hi=0.0, name=f"evict_resident[t={t},K={K}]")
         # a backward reader r: fetched (after the D2H, and after each earlier eviction)
         for r in rdb[t]:
             K = Kof[r]
             Ep = Ev(t, K) if single[K] else Ev(t, K - 1)
-            lin.row([(Hv(t, K), 1.0), (Dv(t, K), -1.0), (Ep, -1.0)], lo=0.0)
+            lin.row([(Hv(t, K), 1.0), (Dv(t, K), -1.0), (Ep, -1.0)], lo=0.0,
+                    name=f"reader_fetched[t={t},r={r}]")
         # a rebuild that reads swapped t before t's first backward reader
         for u in deps[t]:
             if not rec_ok[u]:
@@ -569,7 +652,8 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
                     continue
                 K = Kof[g]
                 lin.row([(Hv(t, K), 1.0), (Dv(t, K), -1.0), (Ev(t, K - 1), -1.0),
-                         (y[u][g], -1.0)], lo=-1.0)
+                         (y[u][g], -1.0)], lo=-1.0,
+                        name=f"rebuild_read_fetched[t={t},u={u},g={g}]")
 
     def share(D: dict[int, int], rng: tuple[int, int], K: int,
               coef: float) -> list[tuple[int, float]]:
@@ -583,18 +667,20 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
     def d2h_share(t: int, K: int, coef: float) -> list[tuple[int, float]]:
         return share(F[t], f_rng[t], K, coef) + share(L[t], l_rng[t], K, coef)
 
-    # ---- FIFO D2H queue: a D2H moves in step K only if every earlier-produced swapped
-    # tensor's D2H has ended by the end of K (chain P_tK over production order; a
-    # non-lagging D2H has ended when Dn = 1, a lagging one when L = 1).
+    # ---- FIFO D2H queue: a D2H moves in step K only if every earlier-queued swapped
+    # tensor's D2H has ended by the end of K (chain P_tK over the queue order qkey =
+    # (ready, saved position), the runtime's; a non-lagging D2H has ended when Dn = 1, a
+    # lagging one when L = 1). Zero-byte tensors are never queued.
     if fifo and has_bwd:
-        order_t = [t for t in range(nS) if s[t] > 0]
+        order_t = sorted((t for t in range(nS) if s[t] > 0), key=lambda t: qkey[t])
         prev_P: dict[int, int] = {}
         for i, t in enumerate(order_t):
             if i > 0:
                 for K in range(f_rng[t][0], max(f_rng[t][1], l_rng[t][1]) + 1):
                     rowt = [(cum(F[t], f_rng[t], K), 1.0), (Lv(t, K), 1.0)]
                     Pk = prev_P.get(K)
-                    lin.row(rowt + ([(Pk, -1.0)] if Pk is not None else []), hi=0.0)
+                    lin.row(rowt + ([(Pk, -1.0)] if Pk is not None else []), hi=0.0,
+                            name=f"fifo_R1[t={t},K={K}]")
             if i == len(order_t) - 1:
                 break
             nxt = order_t[i + 1:]
@@ -603,14 +689,15 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
             cur: dict[int, int] = {}
             for K in range(k_lo, k_hi + 1):
                 Pv = lin.var(0, 1, name=f"P{t}_{K}")
+                aux["max"].append(Pv)
                 # P <= 1 - xs + D (+ 1 when t lags: its D2H may be dropped, then it
                 # never ends and does not hold up later copies)
                 row = [(Pv, 1.0), (Dv(t, K), -1.0), (xs[t], 1.0)]
                 row += [(lag[t], -1.0)] if lag[t] is not None else [(Lv(t, K), -1.0)]
-                lin.row(row, hi=1.0)
+                lin.row(row, hi=1.0, name=f"fifo_P_ended[t={t},K={K}]")
                 if i > 0:
                     lin.row([(Pv, 1.0)] + ([(prev_P[K], -1.0)] if K in prev_P else []),
-                            hi=0.0)
+                            hi=0.0, name=f"fifo_P_chain[t={t},K={K}]")
                 cur[K] = Pv
             prev_P = cur
 
@@ -623,8 +710,8 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
         return d2h_share(t, K, float(dmax[t]))
 
     # ---- the D2H engine is work-conserving: while a swapped tensor's D2H is queued or
-    # running through a whole step (produced before the step, not ended by its end), the
-    # engine is busy the whole step, so it works >= the step's op time in it.
+    # running through a whole step (ready, i.e. queued, before the step, not ended by its
+    # end), the engine is busy the whole step, so it works >= the step's op time in it.
     if fifo and has_bwd:
         Bv: dict[int, int] = {}
         for t in range(nS):
@@ -632,7 +719,7 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
                 continue
             for K in range(f_rng[t][0], f_rng[t][1] + 1):
                 a, b = groups[K]
-                if prod[t] >= a:
+                if ready[t] >= a:
                     continue
                 if K not in Bv:
                     terms = []
@@ -640,37 +727,43 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
                         if s[t2] > 0:
                             terms += d2h_busy(t2, K)
                     Bv[K] = lin.var(0, _INF, name=f"B{K}")
-                    lin.row([(Bv[K], 1.0)] + [(v, -cf) for v, cf in terms], 0.0, 0.0)
+                    aux["def"].append(Bv[K])
+                    lin.row([(Bv[K], 1.0)] + [(v, -cf) for v, cf in terms], 0.0, 0.0,
+                            name=f"busy_B_def[K={K}]")
                 dK = float(dur[a:b + 1].sum())
                 row = [(Bv[K], 1.0), (xs[t], -dK), (Dv(t, K), dK)]
                 if lag[t] is not None:
                     row.append((lag[t], dK))
-                lin.row(row, lo=0.0)
+                lin.row(row, lo=0.0, name=f"busy_R2[t={t},K={K}]")
 
     # rebuild reads of t placed in a gap of step <= K (they end the window in which t
     # has not been read yet)
     def read_by(t: int, K: int) -> list[tuple[int, float]]:
         return [(y[u][g], 1.0) for u in deps[t] if rec_ok[u] for g in G[u] if Kof[g] <= K]
 
-    # ---- a lagging D2H keeps the D2H engine busy from its producer's end to its first
-    # backward read, with copies produced no later (FIFO): in each step before that read
-    # those copies work >= the step's op time. The first read is t's first backward reader
-    # or an earlier rebuild that reads it (if one is placed there: the y terms).
+    # ---- a lagging D2H keeps the D2H engine busy from the end of its ready op (where it
+    # is queued) to its first backward read, with copies queued no later (FIFO): in each
+    # step before that read those copies work >= the step's op time. The first read is
+    # t's first backward reader or an earlier rebuild that reads it (if one is placed
+    # there: the y terms). The rows of one step share the busy terms of every copy ready
+    # no later than t (a superset of those queued no later: the tensors ready at the same
+    # op but queued after t are counted too, which only admits more).
     busy: dict[tuple[int, int], list[int]] = {}
     for t in range(nS):
         if lag[t] is None:
             continue
-        for K in range(Kof[prod[t]] + 1, Kof[firstb[t]]):
-            busy.setdefault((K, prod[t]), []).append(t)
+        for K in range(Kof[ready[t]] + 1, Kof[firstb[t]]):
+            busy.setdefault((K, ready[t]), []).append(t)
     for (K, p), lagged in sorted(busy.items()):
         terms = []
         for t2 in range(nS):
-            if s[t2] > 0 and prod[t2] <= p:
+            if s[t2] > 0 and ready[t2] <= p:
                 terms += d2h_busy(t2, K)
         a, b = groups[K]
         dK = float(dur[a:b + 1].sum())
         for t in lagged:
-            lin.row(terms + [(lag[t], -dK)] + [(v, dK) for v, _ in read_by(t, K)], lo=0.0)
+            lin.row(terms + [(lag[t], -dK)] + [(v, dK) for v, _ in read_by(t, K)], lo=0.0,
+                    name=f"lag_busy_R3[t={t},K={K}]")
 
     # ---- step durations
     tau = []
@@ -690,24 +783,27 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
     for K, (a, b) in enumerate(groups):
         base = float(dur[a:b + 1].sum())
         if reb_in[K]:
-            lin.row([(tau[K], 1.0)] + [(y[u][g], -cu[u]) for u, g in reb_in[K]], lo=base)
+            lin.row([(tau[K], 1.0)] + [(y[u][g], -cu[u]) for u, g in reb_in[K]], lo=base,
+                    name=f"tau_rebuilds[K={K}]")
         if d2h_in[K]:
             terms = [(tau[K], 1.0)]
             for t in d2h_in[K]:
                 terms += d2h_share(t, K, -w[t])
-            lin.row(terms, lo=0.0)
-            # a D2H starts when its producer ends: it overlaps only the rest of step K
-            for p in sorted({prod[t] for t in d2h_in[K] if a <= prod[t] < b}):
+            lin.row(terms, lo=0.0, name=f"d2h_capacity[K={K}]")
+            # a D2H starts when it is queued, at the end of its ready op: it overlaps
+            # only the rest of step K
+            for p in sorted({ready[t] for t in d2h_in[K] if a <= ready[t] < b}):
                 terms = [(tau[K], 1.0)]
                 for t in d2h_in[K]:
-                    if p <= prod[t] < b:
+                    if p <= ready[t] < b:
                         terms += d2h_share(t, K, -w[t])
-                lin.row(terms, lo=float(dur[a:p + 1].sum()))
+                lin.row(terms, lo=float(dur[a:p + 1].sum()),
+                        name=f"d2h_after_ready[K={K},p={p}]")
         if h2d_in[K]:
             terms = [(tau[K], 1.0)]
             for t in h2d_in[K]:
                 terms += share(H[t], h_rng[t], K, -w[t])
-            lin.row(terms, lo=0.0)
+            lin.row(terms, lo=0.0, name=f"h2d_capacity[K={K}]")
             if single[K]:
                 # an H2D for a reader of op a ends before op a starts
                 rd = [t for t in h2d_in[K] if a in rdb[t]]
@@ -715,7 +811,7 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
                     terms = [(tau[K], 1.0)]
                     for t in rd:
                         terms += share(H[t], h_rng[t], K, -w[t])
-                    lin.row(terms, lo=float(dur[a]))
+                    lin.row(terms, lo=float(dur[a]), name=f"h2d_before_reader[K={K}]")
                 # ... and one for a rebuild in the gap before op a ends before the rebuild
                 # starts: w h <= tau - dur - c_u y + w (1 - y)
                 for u, g in reb_in[K]:
@@ -724,7 +820,8 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
                             continue
                         terms = [(tau[K], 1.0), (y[u][g], -cu[u] - w[t])]
                         terms += share(H[t], h_rng[t], K, -w[t])
-                        lin.row(terms, lo=float(dur[a]) - w[t])
+                        lin.row(terms, lo=float(dur[a]) - w[t],
+                                name=f"h2d_before_rebuild_R6[t={t},u={u},g={g}]")
             else:
                 # H2D shares in K for tensors last read inside K end before that read
                 for k in sorted({lastb[t] for t in h2d_in[K]
@@ -733,7 +830,8 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
                     for t in h2d_in[K]:
                         if a <= lastb[t] <= k and not late_rebuild_read[t]:
                             terms += share(H[t], h_rng[t], K, -w[t])
-                    lin.row(terms, lo=float(dur[k:b + 1].sum()))
+                    lin.row(terms, lo=float(dur[k:b + 1].sum()),
+                            name=f"h2d_before_last_read[K={K},k={k}]")
 
     # gamma: a D2H that ends in the gap before op a_K (step K a single op)
     if integral_copies:
@@ -746,12 +844,14 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
                     continue
                 gv = lin.var(0, 1, True, name=f"g{t}_{K}")
                 gm[t][K] = gv
-                lin.row([(gv, 1.0), (Dv(t, K), -1.0), (Dv(t, K - 1), 1.0)], hi=0.0)
+                lin.row([(gv, 1.0), (Dv(t, K), -1.0), (Dv(t, K - 1), 1.0)], hi=0.0,
+                        name=f"gamma_ends[t={t},K={K}]")
                 a = groups[K][0]
                 lin.row([(tau[K], 1.0), (gv, -w[t])] + share(F[t], f_rng[t], K, -w[t]),
-                        lo=float(dur[a]) - w[t])
+                        lo=float(dur[a]) - w[t], name=f"gamma_in_gap[t={t},K={K}]")
 
     # ---- memory
+    phi: list[dict[int, int]] = [{} for _ in range(nS)]   # first H2D started (R5)
     floor = model_floor(inst)
     info: dict[str, Any] = {"steps": len(groups)}
     if M is not None and n > 0:
@@ -793,7 +893,7 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
                     cst, tm = expr(t, a, *at(a))
                     const += cst
                     terms += tm
-                lin.row(terms, hi=Mu - const)
+                lin.row(terms, hi=Mu - const, name=f"mem_op_end[k={a}]")
                 if integral_copies:
                     # at the start of op a: a D2H that ended in the gap before it (gamma)
                     # already freed its tensor; H2D copies started in that gap are not
@@ -816,7 +916,7 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
                         terms += [(Dv(t, K - 1), -st), (gam(t, K), -st)]
                         if a >= nf:
                             terms += [(Sv(t, K - 1), st), (Ev(t, K), -st)]
-                    lin.row(terms, hi=Mu - const)
+                    lin.row(terms, hi=Mu - const, name=f"mem_op_start[k={a}]")
                 continue
             bwd = a >= nf
             passive: list[int] = []
@@ -838,9 +938,12 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
                 cst, tm = expr(t, b if not bwd else a, K, K - 1, K)
                 zc += cst
                 zterms += tm
-            Z = lin.var(-_INF, _INF) if zterms else None
+            Z = lin.var(-_INF, _INF, name=f"Z{K}") if zterms else None
             if Z is not None:
-                lin.row([(Z, 1.0)] + [(v, -cf) for v, cf in zterms], 0.0, 0.0)
+                aux["def"].append(Z)
+            if Z is not None:
+                lin.row([(Z, 1.0)] + [(v, -cf) for v, cf in zterms], 0.0, 0.0,
+                        name=f"mem_passive_def[K={K}]")
             for k in range(a, b + 1):
                 const = float(static[k]) / mu + zc
                 terms = [(Z, 1.0)] if Z is not None else []
@@ -848,7 +951,7 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
                     cst, tm = expr(t, k, *at(k))
                     const += cst
                     terms += tm
-                lin.row(terms, hi=Mu - const)
+                lin.row(terms, hi=Mu - const, name=f"mem_op_end[k={k}]")
 
         # H2D admission: an H2D the compute stream is not waiting for starts only if
         # used + its size + the next three tasks' allocations fit in M; used >= R_K, the
@@ -863,7 +966,6 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
             for u in range(nS):
                 for g in G[u]:
                     y_at.setdefault(g, []).append((u, y[u][g]))
-            phi: list[dict[int, int]] = [{} for _ in range(nS)]
             for t in range(nS):
                 if s[t] <= 0:
                     continue
@@ -875,10 +977,13 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
                 for K in range(lo, hi + 1):
                     pv = lin.var(0, 1, True, name=f"phi{t}_{K}")
                     phi[t][K] = pv
-                    lin.row([(pv, 1.0), (Sg[t][K], -1.0)], hi=0.0)
-                    lin.row([(pv, cap), (Sg[t][K], -1.0)], lo=0.0)
+                    lin.row([(pv, 1.0), (Sg[t][K], -1.0)], hi=0.0,
+                            name=f"phi_le_S[t={t},K={K}]")
+                    lin.row([(pv, cap), (Sg[t][K], -1.0)], lo=0.0,
+                            name=f"phi_ge_S[t={t},K={K}]")
                     if K > lo:
-                        lin.row([(pv, 1.0), (phi[t][K - 1], -1.0)], lo=0.0)
+                        lin.row([(pv, 1.0), (phi[t][K - 1], -1.0)], lo=0.0,
+                                name=f"monotone_phi[t={t},K={K}]")
             reb_reads: dict[tuple[int, int], list[int]] = {}
             for u in range(nS):
                 if not rec_ok[u]:
@@ -907,7 +1012,9 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
                         terms += [(xs[t], st), (Dv(t, K), -st), (Sv(t, K - 1), st),
                                   (Ev(t, K), -st)]
                 R = lin.var(-_INF, _INF, name=f"R{k}")
-                lin.row([(R, 1.0)] + [(v, -cf) for v, cf in terms], 0.0, 0.0)
+                aux["def"].append(R)
+                lin.row([(R, 1.0)] + [(v, -cf) for v, cf in terms], 0.0, 0.0,
+                        name=f"admission_R_def[k={k}]")
                 # Starting in the gap before op k: used >= R and the next three tasks are
                 # ops k, k+1, k+2 unless rebuilds come first; while op k runs: used >= R +
                 # op k's allocation and the next tasks start at op k+1. Both are >=
@@ -926,7 +1033,7 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
                         row.append((phi[t][K - 1], -coef))
                     row += [(yv, -coef) for yv in reb_reads.get((t, K), [])]
                     row += [(yv, -cf) for yv, cf in ydisp]
-                    lin.row(row, hi=Mu - const)
+                    lin.row(row, hi=Mu - const, name=f"admission_R5[t={t},k={k}]")
 
         # rebuild instants: Q[g] = saved bytes alive across gap g (kept, rebuilt earlier)
         gaps = sorted({g for u in range(nS) for g in G[u]})
@@ -947,8 +1054,10 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
                     elif lastb[t] >= g2:
                         # placements of t in [g, g2 - 1] leave Q going backwards in time
                         terms += [(y[t][gg], -sm[t]) for gg in G[t] if g <= gg < g2]
-                q = lin.var(-_INF, _INF)
-                lin.row([(q, 1.0)] + [(v, -cf) for v, cf in terms], 0.0, 0.0)
+                q = lin.var(-_INF, _INF, name=f"Q{g}")
+                aux["def"].append(q)
+                lin.row([(q, 1.0)] + [(v, -cf) for v, cf in terms], 0.0, 0.0,
+                        name=f"rebuild_Q_def[g={g}]")
                 Qc[g], Qv[g] = cst, q
                 nxt_c, nxt_v = cst, q
             for u in range(nS):
@@ -956,7 +1065,8 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
                     gap_static = float(static[g] - s_alloc[g] - ws[g]) / mu
                     terms = [(Qv[g], 1.0), (y[u][g], (s[u] + extra[u]) / mu)]
                     for t in ins[u]:
-                        om = lin.var(0.0, 1.0)
+                        om = lin.var(0.0, 1.0, name=f"om{u}_{g}_{t}")
+                        aux["min"].append(om)
                         # om >= y_ug - (keep_t + rebuilt before g)  [if t alive across g]
                         rowt = [(om, 1.0), (y[u][g], -1.0)]
                         lo = 0.0
@@ -964,13 +1074,19 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
                             rowt += [(xs[t], -1.0), (xr[t], -1.0)]
                             rowt += [(v, 1.0) for v, _ in Y(t, g - 1)]
                             lo = -1.0
-                        lin.row(rowt, lo=lo)
+                        lin.row(rowt, lo=lo, name=f"rebuild_input_def[u={u},g={g},t={t}]")
                         terms.append((om, sm[t]))
-                    lin.row(terms, hi=Mu - gap_static - Qc[g])
+                    lin.row(terms, hi=Mu - gap_static - Qc[g],
+                            name=f"mem_rebuild_start[u={u},g={g}]")
     info.update(lin.stats())
     info["options"] = {"lagging": lagging, "binary_placement": binary_placement,
                        "integral_copies": integral_copies, "fifo": fifo,
                        "admission": admission,
                        "integer_evictions": integer_evictions}
+    # The variable families, for mapping a simulated trace to a point of the model
+    # (solvers/milp/model_point.py): per saved position t, dicts step K -> variable.
+    vmap = {"xs": xs, "xr": xr, "lag": lag, "y": y, "F": F, "L": L, "H": H, "E": E,
+            "Dn": Dn, "Sg": Sg, "gamma": gm, "phi": phi, "tau": tau, "aux": aux,
+            "integral_copies": integral_copies}
     return _Model(lin=lin, xs=xs, xr=xr, floor_bytes=floor, groups=groups, tier=tier,
-                  info=info)
+                  info=info, vmap=vmap)
