@@ -329,7 +329,8 @@ def instances(draw: st.DrawFn, max_saved: int = 6, max_ops: int = 14) -> Instanc
         raise ValueError(f"instances: max_saved >= 0 and max_ops >= 2, got {max_saved}, "
                          f"{max_ops}")
     nf = draw(st.integers(1, min(7, max_ops - 1)))
-    nb = 0 if draw(st.integers(0, 24)) == 0 else draw(st.integers(1, max_ops - nf))
+    nb = 0 if draw(st.integers(0, 24)) == 0 else draw(st.integers(min(nf, max_ops - nf),
+                                                                  max_ops - nf))
     n = nf + nb
 
     def dur() -> float:
@@ -364,8 +365,9 @@ def instances(draw: st.DrawFn, max_saved: int = 6, max_ops: int = 14) -> Instanc
         return sorted(draw(st.lists(st.sampled_from(xs), min_size=k, max_size=k,
                                     unique=True)))
 
-    def bwd_readers(lo: int = 1) -> list[int]:
-        return subset(bwd, lo, 3)
+    def bwd_readers() -> list[int]:
+        # one reader mostly (several readers of one op make every plan hold them together)
+        return subset(bwd, 1, 1 if draw(st.integers(0, 2)) else 3)
 
     def new_rebuild_op(regen: bool = False) -> str:
         name = f"r{len(rebuild_ops)}"
@@ -417,7 +419,7 @@ def instances(draw: st.DrawFn, max_saved: int = 6, max_ops: int = 14) -> Instanc
             room[0] -= 2
         for _ in range(n_out):
             saved = bool(bwd) and room[0] > 0 and (all_saved or draw(st.integers(0, 9)) < 6)
-            fr = subset(later, 0, 3)
+            fr = subset(later, 0, 3) if not saved or draw(st.booleans()) else []
             s = _Spec(new_name("t"), p, fr + (bwd_readers() if saved else []), saved)
             if saved:
                 room[0] -= 1
@@ -499,7 +501,7 @@ def budgets(inst: Instance) -> st.SearchStrategy[int]:
         raise ValueError(f"model floor {lo} above P {hi} on {inst!r}")
     fracs = st.sampled_from([0.1, 0.25, 0.4, 0.55, 0.7, 0.85, 0.95]).map(
         lambda f: lo + int(f * (hi - lo)))
-    return st.one_of(st.just(lo), st.just(hi), fracs, st.integers(lo, hi))
+    return st.one_of(fracs, st.integers(lo, hi), st.just(lo), st.just(hi))
 
 
 __all__ = ["CONSTRUCTS", "budgets", "constructs", "instances"]
