@@ -22,10 +22,10 @@ from slackopt.io import instance_from_dict, instance_to_dict, load_instance, sav
 from slackopt.plan import Plan
 from slackopt.simulate import simulate
 
-CHECK_EXAMPLES = 100
+CHECK_EXAMPLES = 80
 """Instances checked for validity, round trip and invariant 1 (about 3 s)."""
-COVERAGE_EXAMPLES = 200
-"""Instances of the coverage sample (about 5 s); every construct is drawn 10 times or more
+COVERAGE_EXAMPLES = 300
+"""Instances of the coverage sample (about 6 s); every construct is drawn 20 times or more
 in it today, so a change that stops drawing one shows here."""
 
 _SETTINGS = dict(deadline=None, derandomize=True, database=None,
