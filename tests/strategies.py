@@ -14,7 +14,14 @@ capture, in-place mutation, host pinned-memory limit), ``slackopt/hardware.py`` 
 ``slackopt/io.py`` (the JSON instance format: the same fields, plus ``meta``). Not
 generated, because the language has no such construct: per-direction bandwidths (the
 semantics in spec/semantics.md speak of W_d2h and W_h2d, but :class:`slackopt.Link` has one
-``bytes_per_s`` for both directions).
+``bytes_per_s`` for both directions). Accepted by the loader but not generated: views of
+backward-pass tensors (never saved), a view with its own ``mutated_by``, a recipe declared
+only by a view when its base declares none, ``random``/``never_recompute`` flags on backward
+ops (they mean nothing there), an instance without ops, rebuild-only ops of duration 0,
+values beyond the drawn ranges (links below 50 MB/s or above 1 TB/s, tensors above 9e9 B,
+op times above 3 ms, latencies above 2 ms), and recipes of unsaved tensors that name ops
+or tensors that do not exist (the loader does not check recipes of unsaved tensors; taken
+here for a loader fault, not a construct).
 
 Sizes: by default at most 6 saved tensors (``max_saved``), so that a test can enumerate
 all 3^n plans; views of one storage are separate saved tensors here and one saved unit in
