@@ -300,3 +300,24 @@ def test_implied_box_contains_every_feasible_point():
         b, _ = lp_relaxation(lin, 10.0, info=info)
         assert b is not None and b <= info["lp_objective"], info
         assert b == pytest.approx(info["lp_objective"], rel=1e-9, abs=1e-9)
+
+
+def test_seconds_below_never_rounds_above_the_exact_value():
+    """A certified value in model units becomes seconds without rounding up: the case a
+    test caught, T* / tu * tu one ulp above T* (0.020620000000000003 > 0.02062), and
+    random values checked against exact rational arithmetic."""
+    import random
+    from fractions import Fraction
+
+    from slackopt.solvers.milp.certify import DATA_SHAVE, seconds_below
+
+    assert seconds_below(0.02062, 0.0, 1e-5) <= 0.02062
+    rnd = random.Random(3)
+    for _ in range(2000):
+        off, units = rnd.uniform(0, 1), rnd.uniform(-1e4, 1e4)
+        unit = 10.0 ** rnd.randint(-7, -2)
+        got = seconds_below(off, units, unit)
+        factor = 1 - DATA_SHAVE if units > 0 else 1 + DATA_SHAVE
+        exact = Fraction(off) + Fraction(units) * Fraction(factor) * Fraction(unit)
+        assert Fraction(got) <= exact
+        assert got >= off + units * unit - 1e-6 * abs(units * unit) - 1e-15

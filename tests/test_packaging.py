@@ -46,8 +46,9 @@ def test_entry_points_name_slackopt_solvers_and_load() -> None:
         assert cls.__module__.startswith("slackopt.solvers."), cls
 
 
-def test_torch_extra_brings_scipy_for_the_ilp_knapsack() -> None:
-    """torch-knapsack method=ilp runs PyTorch's ilp_knapsack, which imports scipy."""
-    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
-        "optional-dependencies"]
-    assert any(req.split(">")[0].strip() == "scipy" for req in extras["torch"])
+def test_scipy_is_a_core_dependency() -> None:
+    """The milp's certified LP bounds (solvers/milp/certify.py) need scipy, and so does
+    torch-knapsack method=ilp (PyTorch's ilp_knapsack): a core dependency, which the
+    [torch] extra therefore need not repeat."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert any(req.split(">")[0].strip() == "scipy" for req in project["dependencies"])

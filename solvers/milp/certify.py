@@ -423,3 +423,30 @@ def certifies_infeasible(lin: _Lin, ray: Sequence[float] | np.ndarray, *,
     a0 = dict(a, c=np.zeros_like(a["c"]))
     b = safe_lp_bound(lin, ray, arrays=a0)
     return b is not None and b > 0.0
+
+
+DATA_SHAVE = 1e-9
+"""Relative margin taken off a certified model value before it is reported in seconds.
+The safe dual bound is exact for the model as stored in floating point; the model's data
+(durations and bytes divided by the time and memory units) carry one rounding each,
+relative 2^-53, so the stored model may be tighter than the exact one by that much per
+coefficient. 1e-9 covers it with a wide margin (it is not an a-priori bound)."""
+
+
+def seconds_below(offset_s: float, units: float, unit_s: float) -> float:
+    """A float at most ``offset_s + units * (1 - DATA_SHAVE) * unit_s`` in exact
+    arithmetic, never below ``offset_s - |units| * unit_s``: the certified model value
+    `units` (model time units of `unit_s` seconds each) plus a constant `offset_s` (s),
+    as a bound in seconds. Each rounded operation is followed by a step of one ulp toward
+    -inf, so round-to-nearest cannot lift the result above the exact value.
+
+    Raises:
+        ValueError: a non-finite argument.
+    """
+    if not (math.isfinite(offset_s) and math.isfinite(units) and math.isfinite(unit_s)):
+        raise ValueError("seconds_below needs finite arguments")
+    down = -math.inf
+    v = math.nextafter(units * (1.0 - DATA_SHAVE) if units > 0 else units * (1.0 + DATA_SHAVE),
+                       down)
+    v = math.nextafter(v * unit_s, down)
+    return math.nextafter(offset_s + v, down)

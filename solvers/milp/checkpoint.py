@@ -94,6 +94,7 @@ import numpy as np
 
 from slackopt.instance import Instance
 from slackopt.solvers.milp.backends import lp_relaxation
+from slackopt.solvers.milp.certify import seconds_below
 from slackopt.solvers.milp.model import _INF, MEM_UNITS_PER_P, TIME_UNIT_S, ModelTimeout, _Lin
 
 MAX_CHECKPOINTS = 4
@@ -425,9 +426,8 @@ def _checkpoint_bound(inst: Instance, M: int, time_limit_s: float, max_checkpoin
         time_limit_s = min(time_limit_s, deadline - time.perf_counter())
         if time_limit_s <= 0:
             return None
-    # val: certified from the LP solver's duals (lp_relaxation), not its objective; the
-    # 1e-9 shave covers the rounding of the model's data (unit conversions)
+    # val: certified from the LP solver's duals (lp_relaxation), not its objective
     val, _ = lp_relaxation(lin, time_limit_s, deadline=deadline)
     if val is None:
         return None
-    return max(T_star, (T_star / tu + val * (1.0 - 1e-9)) * tu)
+    return max(T_star, seconds_below(T_star, val, tu))

@@ -49,6 +49,7 @@ import time
 from slackopt.instance import Instance
 from slackopt.plan import Plan
 from slackopt.solvers.milp.backends import lp_relaxation
+from slackopt.solvers.milp.certify import seconds_below
 from slackopt.solvers.milp.model import ModelTimeout, build_model
 
 EXACT_MAX_OPS = 320
@@ -102,6 +103,5 @@ def decision_bound(instance: Instance, plan: Plan, budget_bytes: int, *,
         info["stopped"] = ("no certified LP bound: no optimum in time, the model is "
                            "infeasible, or the duals certify none")
         return None, info
-    # lp is certified from the duals (lp_relaxation); the 1e-9 shave covers the rounding
-    # of the model's data (unit conversions), as the MILP search does
-    return lp * model.t_unit * (1.0 - 1e-9), info
+    # lp is certified from the duals (lp_relaxation), in the model's time units
+    return seconds_below(0.0, lp, model.t_unit), info

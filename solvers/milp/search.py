@@ -19,6 +19,7 @@ from slackopt.simulate import simulate
 from slackopt.solver import OPTIMAL_REL_TOL
 from slackopt.solverbase import BaseSolver, Outcome, Param, Run, warm_up_instance
 from slackopt.solvers.milp.backends import _BACKEND_CLASSES, BACKENDS, lp_relaxation
+from slackopt.solvers.milp.certify import seconds_below
 from slackopt.solvers.milp.checkpoint import checkpoint_bound
 from slackopt.solvers.milp.enumerate import deficit_bound, enumerate_optimum
 from slackopt.solvers.milp.incumbent import recompute_only_incumbent
@@ -770,8 +771,8 @@ def _model_lp(solver: MILP, st: _Search, model: Any) -> None:
         lp = xlp = None
     entry: dict[str, Any] = {"iteration": "lp", "seconds": round(time.perf_counter() - tl, 4)}
     if lp is not None:
-        entry["bound_s"] = lp * model.t_unit
-        st.bound("model_lp", lp * model.t_unit)
+        entry["bound_s"] = seconds_below(0.0, lp, model.t_unit)
+        st.bound("model_lp", entry["bound_s"])
     if xlp is not None:
         val = st.inc.consider(model.decode(xlp), "lp_rounding")
         entry["simulated_s"] = None if val == _INF else val
