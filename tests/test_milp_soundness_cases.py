@@ -58,6 +58,12 @@ CASES = {
     "timing_bound_above_opt": ("timing_bound_above_opt", 146_632_682, None),
     "timing_bound_above_opt_big": ("timing_bound_above_opt_big", 146_632_682,
                                    "timing_bound_above_opt"),
+    # found by tests/strategies.py (budget in the file's meta): an in-place mutation that
+    # delays a D2H past its first backward reader (full tier priced the reader waiting);
+    # a binding host limit where no seed ran (timeout without a plan)
+    "found_1": ("found_1", None, None),
+    "found_2": ("found_2", None, None),
+    "found_3": ("found_3", None, None),
 }
 VARIANTS = {
     "default": {},
@@ -77,6 +83,8 @@ def case(name: str) -> tuple[Instance, int, float]:
     src, M, base = CASES[name]
     if name not in _INST:
         _INST[name] = src() if callable(src) else load_instance(DATA / f"{src}.json")
+    if M is None:
+        M = int(_INST[name].meta["budget_bytes"])
     key = base or name
     if key not in _OPT:
         inst = _INST[name] if base is None else load_instance(DATA / f"{base}.json")
@@ -85,7 +93,8 @@ def case(name: str) -> tuple[Instance, int, float]:
 
 
 FULL_TIER_CASES = ("rebuild_gaps_same_producer", "full_tier_cuts_off_optimum",
-                   "full_tier_fifo_inplace", "timing_bound_above_opt")
+                   "full_tier_fifo_inplace", "timing_bound_above_opt", "found_1", "found_2",
+                   "found_3")
 """The cases with at most 10 saved tensors, the full tier's size."""
 
 
