@@ -40,7 +40,9 @@ the evaluator runs to the end. Set ``xs, xr`` to its decisions, ``Sf`` to its fo
 stall, ``Sb`` to its backward stall (so ``T - T* = Sf + Sb + sum c_t xr_t``, the
 evaluator's exact split), ``z_tk = 1`` iff t is a swap whose device copy was freed by the
 end of forward op k (in the run), ``z_tj = 1`` iff t is a swap with no device copy at the
-start of backward op j, ``h_t = max z``. Every row holds:
+start of backward op j, ``h_t = max z`` (:func:`checkpoint_point` builds this point from
+a run's trace; tests/test_bound_point.py checks every row on every plan of small
+instances). Every row holds:
 
 - Rebuild time before op j: the runtime runs each rebuild right before the first
   backward op that reads the tensor, after the rebuilds of its recomp recipe inputs
@@ -92,8 +94,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from slackopt.instance import Instance
+from slackopt.plan import RECOMP, SWAP
 from slackopt.solvers.milp.backends import lp_relaxation
 from slackopt.solvers.milp.model import _INF, MEM_UNITS_PER_P, TIME_UNIT_S, ModelTimeout, _Lin
+from slackopt.solvers.milp.runpoint import RunView, complete_point, decided
 
 MAX_CHECKPOINTS = 4
 """Forward checkpoints with D2H timing (those with the largest keep-all excess over M),
@@ -204,7 +208,8 @@ def _rebuilt_before(inst: Instance, lin: _Lin, xr: dict[int, int], c_units: np.n
         if new:
             cur = lin.var(0, _INF, name=f"R{j}")
             lin.row([(cur, 1.0)] + ([(prev, -1.0)] if prev is not None else [])
-                    + [(xr[t], -float(c_units[t])) for t in new], 0.0, 0.0)
+                    + [(xr[t], -float(c_units[t])) for t in new], 0.0, 0.0,
+                    name=f"rebuilt_before[{j}]")
             prev = cur
         if prev is not None:
             out[j] = [(prev, 1.0)]
@@ -240,6 +245,35 @@ def _checkpoint_bound(inst: Instance, M: int, time_limit_s: float, max_checkpoin
         optimality in time, is infeasible, or the instance has views.
     """
     T_star = float(inst.ideal_time_s)
+    tu = TIME_UNIT_S
+    lin = build_checkpoint_model(inst, M, max_checkpoints=max_checkpoints, deadline=deadline)
+    if lin is None:
+        return None
+    if deadline is not None:
+        time_limit_s = min(time_limit_s, deadline - time.perf_counter())
+        if time_limit_s <= 0:
+            return None
+    val, _ = lp_relaxation(lin, time_limit_s, deadline=deadline)
+    if val is None:
+        return None
+    return max(T_star, (T_star / tu + val * (1.0 - 1e-9)) * tu)
+
+
+def build_checkpoint_model(inst: Instance, M: int, *, max_checkpoints: int = MAX_CHECKPOINTS,
+                           deadline: float | None = None) -> _Lin | None:
+    """The LP of the module docstring (its rows named by family, ``"fwd_mem[k]"``), in
+    the units of :class:`BoundArrays`; its objective is the extra time over T*.
+
+    Args:
+        inst: the instance (no views).
+        M: budget (bytes).
+        max_checkpoints: forward (and backward) ops whose memory row gets D2H timing.
+        deadline: perf_counter time after which building stops with ModelTimeout.
+
+    Returns:
+        The model, or None when the instance has views, no saved tensor, or lacks a
+        forward or a backward pass.
+    """
     n, nf, nS = inst.n_ops, inst.n_fwd, inst.n_saved
     a = bound_arrays(inst, M)
     if a is None:
@@ -253,7 +287,7 @@ def _checkpoint_bound(inst: Instance, M: int, time_limit_s: float, max_checkpoin
     xs = {t: lin.var(0, 1, name=f"xs{t}") for t in live}
     xr = {t: lin.var(0, 1, name=f"xr{t}") for t in rec}
     for t in rec:
-        lin.row([(xs[t], 1.0), (xr[t], 1.0)], hi=1.0)
+        lin.row([(xs[t], 1.0), (xr[t], 1.0)], hi=1.0, name=f"one_decision[{t}]")
     Sf = lin.var(0, _INF, obj=1.0, name="Sf")
     Sb = lin.var(0, _INF, obj=1.0, name="Sb")
     for t in rec:
@@ -275,7 +309,7 @@ def _checkpoint_bound(inst: Instance, M: int, time_limit_s: float, max_checkpoin
             if lastf[t] < k:
                 terms += [(xs[t], -sm[t])] + gone(t)
         if terms or const > Mu:
-            lin.row(terms, hi=Mu - const)
+            lin.row(terms, hi=Mu - const, name=f"fwd_mem[{k}]")
 
     def d2h_rows(k: int, z: dict[int, int], end: float, slack: list[tuple[int, float]]
                  ) -> None:
@@ -289,17 +323,19 @@ def _checkpoint_bound(inst: Instance, M: int, time_limit_s: float, max_checkpoin
             thetas = [thetas[i] for i in sorted(set(idx.tolist()))]
         q = None
         i = 0
-        for th in thetas:
+        for n_th, th in enumerate(thetas):
             grp = []
             while i < len(order) and r[order[i]] >= th:
                 grp.append(order[i])
                 i += 1
             if grp or q is None:
-                qn = lin.var(0, _INF)
+                qn = lin.var(0, _INF, name=f"d2h_sum{k}_{n_th}")
                 lin.row([(qn, 1.0)] + ([(q, -1.0)] if q is not None else [])
-                        + [(z[t], -w[t]) for t in grp], 0.0, 0.0)
+                        + [(z[t], -w[t]) for t in grp], 0.0, 0.0,
+                        name=f"d2h_sum[{k},{n_th}]")
                 q = qn
-            lin.row([(q, 1.0)] + [(v, -a) for v, a in slack], hi=end - th)
+            lin.row([(q, 1.0)] + [(v, -a) for v, a in slack], hi=end - th,
+                    name=f"d2h_window[{k},{n_th}]")
 
     # checkpoints: the forward ops with the largest keep-all excess over M
     keep = np.asarray(inst.keep_all_profile, dtype=np.float64)[:nf] / mu
@@ -313,8 +349,8 @@ def _checkpoint_bound(inst: Instance, M: int, time_limit_s: float, max_checkpoin
         z = {}
         for t in elig:
             z[t] = lin.var(0, 1, name=f"z{t}_{k}")
-            lin.row([(z[t], 1.0), (xs[t], -1.0)], hi=0.0)
-            lin.row([(h[t], 1.0), (z[t], -1.0)], lo=0.0)
+            lin.row([(z[t], 1.0), (xs[t], -1.0)], hi=0.0, name=f"absent_swap[{t},{k}]")
+            lin.row([(h[t], 1.0), (z[t], -1.0)], lo=0.0, name=f"h2d_needed[{t},{k}]")
         const = float(static[k])
         terms = []
         for t in live:
@@ -325,7 +361,7 @@ def _checkpoint_bound(inst: Instance, M: int, time_limit_s: float, max_checkpoin
                 terms += gone(t)
                 if t in z:
                     terms.append((z[t], -sm[t]))
-        lin.row(terms, hi=Mu - const)
+        lin.row(terms, hi=Mu - const, name=f"ckpt_mem[{k}]")
         d2h_rows(k, z, float(end[k]), [(Sf, 1.0)])
 
     # backward checkpoints: the backward ops with the largest keep-all excess over M;
@@ -346,11 +382,11 @@ def _checkpoint_bound(inst: Instance, M: int, time_limit_s: float, max_checkpoin
                 terms.append((xr[t], sm[t]))
             if j not in readers[t]:
                 z[t] = lin.var(0, 1, name=f"z{t}_{j}")
-                lin.row([(z[t], 1.0), (xs[t], -1.0)], hi=0.0)
+                lin.row([(z[t], 1.0), (xs[t], -1.0)], hi=0.0, name=f"absent_swap[{t},{j}]")
                 if j < firstb[t]:
-                    lin.row([(h[t], 1.0), (z[t], -1.0)], lo=0.0)
+                    lin.row([(h[t], 1.0), (z[t], -1.0)], lo=0.0, name=f"h2d_needed[{t},{j}]")
                 terms.append((z[t], -sm[t]))
-        lin.row(terms, hi=Mu - const)
+        lin.row(terms, hi=Mu - const, name=f"bwd_ckpt_mem[{j}]")
         if z:
             d2h_rows(j, z, float(start[j]), [(Sf, 1.0), (Sb, 1.0)] + Rb.get(j, []))
 
@@ -360,12 +396,12 @@ def _checkpoint_bound(inst: Instance, M: int, time_limit_s: float, max_checkpoin
         by_first.setdefault(int(firstb[t]), []).append(t)
     p = None
     for j in sorted(by_first):
-        pn = lin.var(0, _INF)
+        pn = lin.var(0, _INF, name=f"h2d_sum{j}")
         lin.row([(pn, 1.0)] + ([(p, -1.0)] if p is not None else [])
-                + [(h[t], -w[t]) for t in by_first[j]], 0.0, 0.0)
+                + [(h[t], -w[t]) for t in by_first[j]], 0.0, 0.0, name=f"h2d_sum[{j}]")
         p = pn
         lin.row([(p, 1.0), (Sb, -1.0)] + [(v, -a) for v, a in Rb.get(j, [])],
-                hi=float(start[j]) - TF)
+                hi=float(start[j]) - TF, name=f"h2d_window[{j}]")
 
     # backward memory
     reads_by: dict[int, list[int]] = {}
@@ -388,13 +424,55 @@ def _checkpoint_bound(inst: Instance, M: int, time_limit_s: float, max_checkpoin
             if t in rd:
                 terms.append((xs[t], sm[t]))
         if terms or const > Mu:
-            lin.row(terms, hi=Mu - const)
+            lin.row(terms, hi=Mu - const, name=f"bwd_mem[{j}]")
+    return lin
 
-    if deadline is not None:
-        time_limit_s = min(time_limit_s, deadline - time.perf_counter())
-        if time_limit_s <= 0:
-            return None
-    val, _ = lp_relaxation(lin, time_limit_s, deadline=deadline)
-    if val is None:
-        return None
-    return max(T_star, (T_star / tu + val * (1.0 - 1e-9)) * tu)
+
+def checkpoint_point(inst: Instance, M: int, lin: _Lin, run: RunView) -> list[float]:
+    """The point of the checkpoint LP `lin` (:func:`build_checkpoint_model` of `inst`, `M`)
+    that the run `run` of a plan gives, as the module docstring's argument assigns it:
+    ``xs, xr`` its decisions, ``Sf`` its forward stall, ``Sb`` its backward stall,
+    ``z_tk = 1`` (forward checkpoint k) iff t is a swap whose device copy was freed by the
+    real end of op k, ``z_tj = 1`` (backward checkpoint j) iff t is a swap holding no
+    device memory (no device copy, no H2D buffer) at the real start of op j, ``h_t`` the
+    largest z of t that has an ``h2d_needed`` row, and the running sums from their
+    defining rows. Times in TIME_UNIT_S.
+
+    Args:
+        inst: the instance (no views; ``run.inst``).
+        M: budget (bytes) the model was built for.
+        lin: the model.
+        run: the run (:func:`slackopt.solvers.milp.runpoint.read_run`).
+
+    Returns:
+        One value per variable of `lin`; its objective is ``(T - T*) / TIME_UNIT_S``
+        of the run. The soundness test (tests/test_bound_point.py) checks that it
+        satisfies every row, for every plan of small instances.
+    """
+    tu = TIME_UNIT_S
+    nf = inst.n_fwd
+    firstb = inst.saved_first_bwd_idx
+    dec = run.dec
+    vals: dict[str, float] = {"Sf": run.stall_fwd / tu, "Sb": run.stall_bwd / tu}
+    h: dict[int, float] = {}
+    for nm in lin.names:
+        if nm.startswith("xs"):
+            vals[nm] = decided(dec, int(nm[2:]), SWAP)
+        elif nm.startswith("xr"):
+            vals[nm] = decided(dec, int(nm[2:]), RECOMP)
+        elif nm.startswith("z"):
+            t, k = (int(v) for v in nm[1:].split("_"))
+            if dec[t] != SWAP:
+                z = 0.0
+            elif k < nf:
+                f = run.freed_in_forward(t)
+                z = 1.0 if f is not None and f <= run.end[run.op_task[k]] else 0.0
+            else:
+                z = 0.0 if run.occupied(t, run.op_task[k]) else 1.0
+            vals[nm] = z
+            if k < nf or k < firstb[t]:
+                h[t] = max(h.get(t, 0.0), z)
+    for nm in lin.names:
+        if nm.startswith("h") and nm[1:].isdigit():
+            vals[nm] = h.get(int(nm[1:]), 0.0)
+    return complete_point(lin, vals)
