@@ -11,11 +11,12 @@ The LP (times in microseconds, memory in P / 1e4 bytes; ``w_t = latency + s_t / 
 shortest a copy of t can last):
 
 - decisions ``xs_t, xr_t`` in [0, 1], ``xs + xr <= 1`` (``xr = 0`` when c_t = inf);
-  ``Sf >= 0`` the forward stall, ``Sb >= 0`` the backward stall; objective
+  ``Sf >= 0`` the forward stall, ``Sb >= 0`` the backward stall (and the rebuilds of
+  tensors without bytes, which get no decision); objective
   ``min Sf + Sb + sum_t c_t xr_t``; the bound is ``T* + optimum``.
 - ``R_j`` (backward op j) = ``sum c_t xr_t`` over the rebuildable tensors that a backward
-  op up to j reads and, recursively, their rebuildable recipe inputs (the rebuilds that
-  can run before op j starts).
+  op up to j reads and, recursively, their rebuildable recipe inputs, with or without
+  bytes (the rebuilds that can run before op j starts).
 - Forward op k, every k: ``static_k + sum_{prod_t <= k} s_t res_t <= M`` with
   ``res_t = 1`` if ``k <= lastfwd_t``, else ``1 - xr_t - xs_t`` (a swap counted as freed
   at once).
@@ -37,19 +38,25 @@ shortest a copy of t can last):
 
 Why it is a relaxation (../shared/spec/semantics.md, barrier-free runtime): take any plan
 the evaluator runs to the end. Set ``xs, xr`` to its decisions, ``Sf`` to its forward
-stall, ``Sb`` to its backward stall (so ``T - T* = Sf + Sb + sum c_t xr_t``, the
-evaluator's exact split), ``z_tk = 1`` iff t is a swap whose device copy was freed by the
-end of forward op k (in the run), ``z_tj = 1`` iff t is a swap with no device copy at the
-start of backward op j, ``h_t = max z`` (:func:`checkpoint_point` builds this point from
-a run's trace; tests/test_bound_point.py checks every row on every plan of small
-instances). Every row holds:
+stall, ``Sb`` to its backward stall plus the rebuild time of its recomp tensors of zero
+bytes (those have no ``xr``; so ``T - T* = Sf + Sb + sum c_t xr_t``, the evaluator's
+exact split), ``z_tk = 1`` iff t is a swap whose device copy was freed by the end of
+forward op k (in the run), ``z_tj = 1`` iff t is a swap holding no device memory (no
+device copy, no H2D buffer) at the start of backward op j, ``h_t = max z``
+(:func:`checkpoint_point` builds this point from a run's trace; tests/test_bound_point.py
+checks every row on every plan of small instances). Every row holds:
 
 - Rebuild time before op j: the runtime runs each rebuild right before the first
   backward op that reads the tensor, after the rebuilds of its recomp recipe inputs
   (slackopt/simulate/_tasks.py), so the rebuilds that end before op j starts are
-  rebuilds of tensors in the closure that ``R_j`` sums: their time is at most ``R_j``.
-  Op j starts at ``S_j`` plus the stalls and rebuilds before it:
-  ``<= S_j + Sf + Sb + R_j``.
+  rebuilds of tensors in the closure that ``R_j`` sums (the closure passes through
+  recomp inputs of zero bytes: a zero-byte recomp tensor rebuilt before op j runs the
+  rebuilds of its own recomp inputs first): the time of those with bytes is at most
+  ``R_j``, that of the zero-byte ones is in ``Sb``. Op j starts at ``S_j`` plus the
+  stalls and rebuilds before it: ``<= S_j + Sf + Sb + R_j``. (With ``Sb`` the backward
+  stall alone, a zero-byte recomp tensor rebuilt before op j broke the backward D2H
+  and the H2D rows, and so did a closure that stopped at it: tests/test_bound_point.py,
+  ``zero_byte_rebuild_time`` and ``zero_byte_rebuild_closure``.)
 - Memory (forward): the non-saved bytes and workspace live during op k
   (``static_profile``) and every saved tensor produced by then are resident at the end
   of op k except a recomp tensor whose last forward reader has ended, or a swap whose
@@ -88,6 +95,7 @@ sizes per view would count a storage twice).
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 
@@ -175,7 +183,9 @@ def _rebuilt_before(inst: Instance, lin: _Lin, xr: dict[int, int], c_units: np.n
                     ) -> dict[int, list[tuple[int, float]]]:
     """Per backward op j, the terms of an upper bound on the rebuild time spent before op
     j starts: ``R_j = sum c_t xr_t`` over the rebuildable tensors that a backward op up to
-    j reads and, recursively, their rebuildable recipe inputs.
+    j reads and, recursively, their rebuildable recipe inputs (through rebuildable
+    tensors of zero bytes too, which have no ``xr``: the rebuild of one runs the rebuilds
+    of its recomp inputs; their own time is in ``Sb``).
 
     The runtime puts each rebuild right before the first backward op that reads the
     tensor, after the rebuilds of its recomp recipe inputs (slackopt/simulate/_tasks.py,
@@ -189,8 +199,12 @@ def _rebuilt_before(inst: Instance, lin: _Lin, xr: dict[int, int], c_units: np.n
     nf, n = inst.n_fwd, inst.n_ops
     firstb = np.asarray(inst.saved_first_bwd_idx, dtype=np.int64)
     rins = inst.recipe_inputs
+    # every rebuildable tensor, with bytes or not: a zero-byte recomp tensor has no xr
+    # (its rebuild time is in Sb, module docstring) but its rebuild runs the rebuilds of
+    # its recomp recipe inputs first, so the closure goes through it
+    rebuildable = np.isfinite(np.asarray(inst.c, dtype=np.float64))
     by_first: dict[int, list[int]] = {}
-    for t in xr:
+    for t in np.flatnonzero(rebuildable).tolist():
         by_first.setdefault(int(firstb[t]), []).append(t)
     seen: set[int] = set()
     out: dict[int, list[tuple[int, float]]] = {}
@@ -200,10 +214,11 @@ def _rebuilt_before(inst: Instance, lin: _Lin, xr: dict[int, int], c_units: np.n
         stack = list(by_first.get(j, []))
         while stack:
             t = stack.pop()
-            if t in seen or t not in xr:
+            if t in seen or not rebuildable[t]:
                 continue
             seen.add(t)
-            new.append(t)
+            if t in xr:
+                new.append(t)
             stack.extend(int(u) for u in rins[t])
         if new:
             cur = lin.var(0, _INF, name=f"R{j}")
@@ -431,7 +446,8 @@ def build_checkpoint_model(inst: Instance, M: int, *, max_checkpoints: int = MAX
 def checkpoint_point(inst: Instance, M: int, lin: _Lin, run: RunView) -> list[float]:
     """The point of the checkpoint LP `lin` (:func:`build_checkpoint_model` of `inst`, `M`)
     that the run `run` of a plan gives, as the module docstring's argument assigns it:
-    ``xs, xr`` its decisions, ``Sf`` its forward stall, ``Sb`` its backward stall,
+    ``xs, xr`` its decisions, ``Sf`` its forward stall, ``Sb`` its backward stall plus
+    the rebuild time of its recomp tensors without bytes,
     ``z_tk = 1`` (forward checkpoint k) iff t is a swap whose device copy was freed by the
     real end of op k, ``z_tj = 1`` (backward checkpoint j) iff t is a swap holding no
     device memory (no device copy, no H2D buffer) at the real start of op j, ``h_t`` the
@@ -453,7 +469,10 @@ def checkpoint_point(inst: Instance, M: int, lin: _Lin, run: RunView) -> list[fl
     nf = inst.n_fwd
     firstb = inst.saved_first_bwd_idx
     dec = run.dec
-    vals: dict[str, float] = {"Sf": run.stall_fwd / tu, "Sb": run.stall_bwd / tu}
+    # Sb: the backward stall plus the rebuilds of recomp tensors without bytes (no xr)
+    zero = [t for t in range(inst.n_saved) if dec[t] == RECOMP and inst.s[t] == 0]
+    sb = run.stall_bwd + math.fsum(float(inst.c[t]) for t in zero)
+    vals: dict[str, float] = {"Sf": run.stall_fwd / tu, "Sb": sb / tu}
     h: dict[int, float] = {}
     for nm in lin.names:
         if nm.startswith("xs"):
