@@ -37,7 +37,10 @@ end of the forward pass; K the ops whose keep-all profile exceeds M):
   before that, in the backward pass, a recomp tensor rebuilt before k because the
   recipe of a recomp tensor u rebuilt by then reads it counts ``a_tk`` =
   ``xr_t AND OR_u R_uk`` (``R_uk = xr_u`` when firstbwd_u <= k, else ``a_uk``),
-  linearised exactly: ``a <= xr_t``, ``a <= sum_u R_uk``, ``a >= xr_t + R_uk - 1``.
+  linearised exactly: ``a <= xr_t``, ``a <= sum_u R_uk``, ``a >= xr_t + R_uk - 1``;
+  u ranges over the readers with bytes, and where a rebuildable reader without bytes
+  (no decision variable) may be rebuilt by k (its first backward reader is at or before
+  k, or, recursively, one of its readers may be), ``a <= sum_u R_uk`` is left out.
 - Backward delay: ``B_j >= 0`` for backward op j, with ``Xb >= B_j + sum c_t (xr_t -
   a_tj)`` over the recomp tensors with firstbwd_t > j (those not rebuilt before j).
 - D2H at k in K, for each threshold theta among the ready times of the absent-able
@@ -74,8 +77,11 @@ in the backward pass (the backward pass starts at the real end of the forward pa
   last reader, here a backward op at or after its own first backward reader > k), so a
   recomp input t of u is resident at k: ``a >= xr_t + R_uk - 1``; conversely a recomp
   t with firstbwd_t > k is rebuilt before k only for such a u (its first need), so
-  ``a <= xr_t`` and ``a <= sum_u R_uk``. Memory never exceeds M; everything else
-  resident only adds to the left side.
+  ``a <= xr_t`` and ``a <= sum_u R_uk`` -- unless that u has no bytes: a zero-byte
+  recomp tensor has no xr, but its rebuild runs those of its recomp inputs first (with
+  the row over the readers with bytes only, ``bwd_delay`` charged such an early rebuild
+  again after k: tests/test_bound_point.py, ``zero_byte_early_rebuild``). Memory never
+  exceeds M; everything else resident only adds to the left side.
 - Monotone z: in the forward pass a freed device copy comes back only by an H2D, and
   no H2D starts before the real end of the forward pass.
 - Backward delay: a rebuild runs in the gap before its first need, firstbwd_t or the
@@ -173,7 +179,7 @@ def build_timing_model(inst: Instance, M: int, *, integer: bool = True,
     w, r, start, TF = a_.w, a_.r, a_.start, a_.TF
     prod, lastf, ready, firstb, lastb = a_.prod, a_.lastf, a_.ready, a_.firstb, a_.lastb
     static, live, rec = a_.static, a_.live, a_.rec
-    s_, xr_ok = a_.s, set(rec)
+    s_ = a_.s
     keep = np.asarray(inst.keep_all_profile, dtype=np.int64) / mu
     bwd_readers = [sorted({int(j) for j in inst.saved_reader_idx[t].tolist() if j >= nf})
                    for t in range(nS)]
@@ -188,7 +194,15 @@ def build_timing_model(inst: Instance, M: int, *, integer: bool = True,
         for t in inst.recipe_inputs[u]:
             if t != u and s_[t] > 0:
                 rb_readers.setdefault(int(t), []).append(u)
-    readers_of = {t: us for t, us in rb_readers.items() if t in xr_ok}
+    # ... and for the rebuilt-early indicators: every rebuildable reader, with bytes or
+    # not (a recomp tensor of zero bytes has no xr but its rebuild runs those of its
+    # recomp inputs first)
+    rebuildable = np.isfinite(c)
+    readers_any: dict[int, list[int]] = {}
+    for u in np.flatnonzero(rebuildable).tolist():
+        for t in inst.recipe_inputs[u]:
+            if t != u:
+                readers_any.setdefault(int(t), []).append(int(u))
 
     lin = _Lin(deadline)
     xs = {t: lin.var(0, 1, integer, name=f"xs{t}") for t in live}
@@ -205,10 +219,13 @@ def build_timing_model(inst: Instance, M: int, *, integer: bool = True,
     def early(j: int) -> dict[int, int]:
         """``a_tj`` for backward op j: t recomp and rebuilt before op j starts although its
         first backward reader comes later (a recomp tensor whose recipe reads t was
-        rebuilt by then): ``a = xr_t AND OR_u R_uj``, linearised exactly."""
+        rebuilt by then): ``a = xr_t AND OR_u R_uj``, linearised exactly; where a
+        zero-byte rebuildable reader (no xr) may have been rebuilt by then, only
+        ``a <= xr_t`` and the rows of the readers with bytes."""
         if j in early_cache:
             return early_cache[j]
         a: dict[int, int] = {}
+        maybe: set[int] = set()     # zero-byte tensors that may be rebuilt before j
         done: set[int] = set()
 
         def visit(t: int) -> None:
@@ -216,25 +233,34 @@ def build_timing_model(inst: Instance, M: int, *, integer: bool = True,
                 return
             done.add(t)
             by = []
-            for u in readers_of.get(t, []):
-                if firstb[u] <= j:
-                    by.append(xr[u])
-                else:
+            free = False        # a zero-byte reader may have rebuilt t before j
+            for u in readers_any.get(t, []):
+                if firstb[u] > j:
                     visit(u)
-                    if u in a:
+                if u in xr:
+                    if firstb[u] <= j:
+                        by.append(xr[u])
+                    elif u in a:
                         by.append(a[u])
-            if by:
+                elif s_[u] == 0 and (firstb[u] <= j or u in maybe):
+                    free = True
+            if t not in xr:
+                if s_[t] == 0 and (by or free):
+                    maybe.add(t)
+                return
+            if by or free:
                 a[t] = lin.var(0, 1, name=f"a{t}_{j}")
                 lin.row([(a[t], 1.0), (xr[t], -1.0)], hi=0.0, name=f"early_recomp[{t},{j}]")
-                lin.row([(a[t], 1.0)] + [(v, -1.0) for v in by], hi=0.0,
-                        name=f"early_by_reader[{t},{j}]")
+                if not free:
+                    lin.row([(a[t], 1.0)] + [(v, -1.0) for v in by], hi=0.0,
+                            name=f"early_by_reader[{t},{j}]")
                 for v in by:
                     lin.row([(a[t], 1.0), (xr[t], -1.0), (v, -1.0)], lo=-1.0,
                             name=f"early_if_reader[{t},{j}]")
 
-        for t in rec:
+        for t in np.flatnonzero(rebuildable).tolist():
             if firstb[t] > j:
-                visit(t)
+                visit(int(t))
         early_cache[j] = a
         return a
 
