@@ -12,11 +12,12 @@ memory in P / 1e4 bytes; ``w_t = latency + s_t / W`` the
 shortest a copy of t can last):
 
 - decisions ``xs_t, xr_t`` in [0, 1], ``xs + xr <= 1`` (``xr = 0`` when c_t = inf);
-  ``Sf >= 0`` the forward stall, ``Sb >= 0`` the backward stall; objective
+  ``Sf >= 0`` the forward stall, ``Sb >= 0`` the backward stall (and the rebuilds of
+  tensors without bytes, which get no decision); objective
   ``min Sf + Sb + sum_t c_t xr_t``; the bound is ``T* + optimum``.
 - ``R_j`` (backward op j) = ``sum c_t xr_t`` over the rebuildable tensors that a backward
-  op up to j reads and, recursively, their rebuildable recipe inputs (the rebuilds that
-  can run before op j starts).
+  op up to j reads and, recursively, their rebuildable recipe inputs, with or without
+  bytes (the rebuilds that can run before op j starts).
 - Forward op k, every k: ``static_k + sum_{prod_t <= k} s_t res_t <= M`` with
   ``res_t = 1`` if ``k <= lastfwd_t``, else ``1 - xr_t - xs_t`` (a swap counted as freed
   at once).
@@ -38,17 +39,25 @@ shortest a copy of t can last):
 
 Why it is a relaxation (../shared/spec/semantics.md, barrier-free runtime): take any plan
 the evaluator runs to the end. Set ``xs, xr`` to its decisions, ``Sf`` to its forward
-stall, ``Sb`` to its backward stall (so ``T - T* = Sf + Sb + sum c_t xr_t``, the
-evaluator's exact split), ``z_tk = 1`` iff t is a swap whose device copy was freed by the
-end of forward op k (in the run), ``z_tj = 1`` iff t is a swap with no device copy at the
-start of backward op j, ``h_t = max z``. Every row holds:
+stall, ``Sb`` to its backward stall plus the rebuild time of its recomp tensors of zero
+bytes (those have no ``xr``; so ``T - T* = Sf + Sb + sum c_t xr_t``, the evaluator's
+exact split), ``z_tk = 1`` iff t is a swap whose device copy was freed by the end of
+forward op k (in the run), ``z_tj = 1`` iff t is a swap holding no device memory (no
+device copy, no H2D buffer) at the start of backward op j, ``h_t = max z``
+(:func:`checkpoint_point` builds this point from a run's trace; tests/test_bound_point.py
+checks every row on every plan of small instances). Every row holds:
 
 - Rebuild time before op j: the runtime runs each rebuild right before the first
   backward op that reads the tensor, after the rebuilds of its recomp recipe inputs
   (slackopt/simulate/_tasks.py), so the rebuilds that end before op j starts are
-  rebuilds of tensors in the closure that ``R_j`` sums: their time is at most ``R_j``.
-  Op j starts at ``S_j`` plus the stalls and rebuilds before it:
-  ``<= S_j + Sf + Sb + R_j``.
+  rebuilds of tensors in the closure that ``R_j`` sums (the closure passes through
+  recomp inputs of zero bytes: a zero-byte recomp tensor rebuilt before op j runs the
+  rebuilds of its own recomp inputs first): the time of those with bytes is at most
+  ``R_j``, that of the zero-byte ones is in ``Sb``. Op j starts at ``S_j`` plus the
+  stalls and rebuilds before it: ``<= S_j + Sf + Sb + R_j``. (With ``Sb`` the backward
+  stall alone, a zero-byte recomp tensor rebuilt before op j broke the backward D2H
+  and the H2D rows, and so did a closure that stopped at it: tests/test_bound_point.py,
+  ``zero_byte_rebuild_time`` and ``zero_byte_rebuild_closure``.)
 - Memory (forward): the non-saved bytes and workspace live during op k
   (``static_profile``) and every saved tensor produced by then are resident at the end
   of op k except a recomp tensor whose last forward reader has ended, or a swap whose
@@ -87,15 +96,18 @@ sizes per view would count a storage twice).
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 
 import numpy as np
 
 from slackopt.instance import Instance
+from slackopt.plan import RECOMP, SWAP
 from slackopt.solvers.milp.backends import lp_relaxation
 from slackopt.solvers.milp.certify import seconds_below
 from slackopt.solvers.milp.model import _INF, MEM_UNITS_PER_P, TIME_UNIT_S, ModelTimeout, _Lin
+from slackopt.solvers.milp.runpoint import RunView, complete_point, decided
 
 MAX_CHECKPOINTS = 4
 """Forward checkpoints with D2H timing (those with the largest keep-all excess over M),
@@ -199,7 +211,9 @@ def _rebuilt_before(inst: Instance, lin: _Lin, xr: dict[int, int], c_units: np.n
                     ) -> dict[int, list[tuple[int, float]]]:
     """Per backward op j, the terms of an upper bound on the rebuild time spent before op
     j starts: ``R_j = sum c_t xr_t`` over the rebuildable tensors that a backward op up to
-    j reads and, recursively, their rebuildable recipe inputs.
+    j reads and, recursively, their rebuildable recipe inputs (through rebuildable
+    tensors of zero bytes too, which have no ``xr``: the rebuild of one runs the rebuilds
+    of its recomp inputs; their own time is in ``Sb``).
 
     The runtime puts each rebuild right before the first backward op that reads the
     tensor, after the rebuilds of its recomp recipe inputs (slackopt/simulate/_tasks.py,
@@ -213,8 +227,12 @@ def _rebuilt_before(inst: Instance, lin: _Lin, xr: dict[int, int], c_units: np.n
     nf, n = inst.n_fwd, inst.n_ops
     firstb = np.asarray(inst.saved_first_bwd_idx, dtype=np.int64)
     rins = inst.recipe_inputs
+    # every rebuildable tensor, with bytes or not: a zero-byte recomp tensor has no xr
+    # (its rebuild time is in Sb, module docstring) but its rebuild runs the rebuilds of
+    # its recomp recipe inputs first, so the closure goes through it
+    rebuildable = np.isfinite(np.asarray(inst.c, dtype=np.float64))
     by_first: dict[int, list[int]] = {}
-    for t in xr:
+    for t in np.flatnonzero(rebuildable).tolist():
         by_first.setdefault(int(firstb[t]), []).append(t)
     seen: set[int] = set()
     out: dict[int, list[tuple[int, float]]] = {}
@@ -224,15 +242,17 @@ def _rebuilt_before(inst: Instance, lin: _Lin, xr: dict[int, int], c_units: np.n
         stack = list(by_first.get(j, []))
         while stack:
             t = stack.pop()
-            if t in seen or t not in xr:
+            if t in seen or not rebuildable[t]:
                 continue
             seen.add(t)
-            new.append(t)
+            if t in xr:
+                new.append(t)
             stack.extend(int(u) for u in rins[t])
         if new:
             cur = lin.var(0, _INF, name=f"R{j}")
             lin.row([(cur, 1.0)] + ([(prev, -1.0)] if prev is not None else [])
-                    + [(xr[t], -float(c_units[t])) for t in new], 0.0, 0.0)
+                    + [(xr[t], -float(c_units[t])) for t in new], 0.0, 0.0,
+                    name=f"rebuilt_before[{j}]")
             prev = cur
         if prev is not None:
             out[j] = [(prev, 1.0)]
@@ -272,6 +292,36 @@ def _checkpoint_bound(inst: Instance, M: int, time_limit_s: float, max_checkpoin
         bound, or the instance has views.
     """
     T_star = float(inst.ideal_time_s)
+    lin = build_checkpoint_model(inst, M, max_checkpoints=max_checkpoints, deadline=deadline)
+    if lin is None:
+        return None
+    tu = bound_arrays(inst, M).tu       # the model's time unit (time_unit)
+    if deadline is not None:
+        time_limit_s = min(time_limit_s, deadline - time.perf_counter())
+        if time_limit_s <= 0:
+            return None
+    # val: certified from the LP solver's duals (lp_relaxation), not its objective
+    val, _ = lp_relaxation(lin, time_limit_s, deadline=deadline)
+    if val is None:
+        return None
+    return max(T_star, seconds_below(T_star, val, tu))
+
+
+def build_checkpoint_model(inst: Instance, M: int, *, max_checkpoints: int = MAX_CHECKPOINTS,
+                           deadline: float | None = None) -> _Lin | None:
+    """The LP of the module docstring (its rows named by family, ``"fwd_mem[k]"``), in
+    the units of :class:`BoundArrays`; its objective is the extra time over T*.
+
+    Args:
+        inst: the instance (no views).
+        M: budget (bytes).
+        max_checkpoints: forward (and backward) ops whose memory row gets D2H timing.
+        deadline: perf_counter time after which building stops with ModelTimeout.
+
+    Returns:
+        The model, or None when the instance has views, no saved tensor, or lacks a
+        forward or a backward pass.
+    """
     n, nf, nS = inst.n_ops, inst.n_fwd, inst.n_saved
     a = bound_arrays(inst, M)
     if a is None:
@@ -285,7 +335,7 @@ def _checkpoint_bound(inst: Instance, M: int, time_limit_s: float, max_checkpoin
     xs = {t: lin.var(0, 1, name=f"xs{t}") for t in live}
     xr = {t: lin.var(0, 1, name=f"xr{t}") for t in rec}
     for t in rec:
-        lin.row([(xs[t], 1.0), (xr[t], 1.0)], hi=1.0)
+        lin.row([(xs[t], 1.0), (xr[t], 1.0)], hi=1.0, name=f"one_decision[{t}]")
     Sf = lin.var(0, _INF, obj=1.0, name="Sf")
     Sb = lin.var(0, _INF, obj=1.0, name="Sb")
     for t in rec:
@@ -307,7 +357,7 @@ def _checkpoint_bound(inst: Instance, M: int, time_limit_s: float, max_checkpoin
             if lastf[t] < k:
                 terms += [(xs[t], -sm[t])] + gone(t)
         if terms or const > Mu:
-            lin.row(terms, hi=Mu - const)
+            lin.row(terms, hi=Mu - const, name=f"fwd_mem[{k}]")
 
     def d2h_rows(k: int, z: dict[int, int], end: float, slack: list[tuple[int, float]]
                  ) -> None:
@@ -321,17 +371,19 @@ def _checkpoint_bound(inst: Instance, M: int, time_limit_s: float, max_checkpoin
             thetas = [thetas[i] for i in sorted(set(idx.tolist()))]
         q = None
         i = 0
-        for th in thetas:
+        for n_th, th in enumerate(thetas):
             grp = []
             while i < len(order) and r[order[i]] >= th:
                 grp.append(order[i])
                 i += 1
             if grp or q is None:
-                qn = lin.var(0, _INF)
+                qn = lin.var(0, _INF, name=f"d2h_sum{k}_{n_th}")
                 lin.row([(qn, 1.0)] + ([(q, -1.0)] if q is not None else [])
-                        + [(z[t], -w[t]) for t in grp], 0.0, 0.0)
+                        + [(z[t], -w[t]) for t in grp], 0.0, 0.0,
+                        name=f"d2h_sum[{k},{n_th}]")
                 q = qn
-            lin.row([(q, 1.0)] + [(v, -a) for v, a in slack], hi=end - th)
+            lin.row([(q, 1.0)] + [(v, -a) for v, a in slack], hi=end - th,
+                    name=f"d2h_window[{k},{n_th}]")
 
     # checkpoints: the forward ops with the largest keep-all excess over M
     keep = np.asarray(inst.keep_all_profile, dtype=np.float64)[:nf] / mu
@@ -345,8 +397,8 @@ def _checkpoint_bound(inst: Instance, M: int, time_limit_s: float, max_checkpoin
         z = {}
         for t in elig:
             z[t] = lin.var(0, 1, name=f"z{t}_{k}")
-            lin.row([(z[t], 1.0), (xs[t], -1.0)], hi=0.0)
-            lin.row([(h[t], 1.0), (z[t], -1.0)], lo=0.0)
+            lin.row([(z[t], 1.0), (xs[t], -1.0)], hi=0.0, name=f"absent_swap[{t},{k}]")
+            lin.row([(h[t], 1.0), (z[t], -1.0)], lo=0.0, name=f"h2d_needed[{t},{k}]")
         const = float(static[k])
         terms = []
         for t in live:
@@ -357,7 +409,7 @@ def _checkpoint_bound(inst: Instance, M: int, time_limit_s: float, max_checkpoin
                 terms += gone(t)
                 if t in z:
                     terms.append((z[t], -sm[t]))
-        lin.row(terms, hi=Mu - const)
+        lin.row(terms, hi=Mu - const, name=f"ckpt_mem[{k}]")
         d2h_rows(k, z, float(end[k]), [(Sf, 1.0)])
 
     # backward checkpoints: the backward ops with the largest keep-all excess over M;
@@ -378,11 +430,11 @@ def _checkpoint_bound(inst: Instance, M: int, time_limit_s: float, max_checkpoin
                 terms.append((xr[t], sm[t]))
             if j not in readers[t]:
                 z[t] = lin.var(0, 1, name=f"z{t}_{j}")
-                lin.row([(z[t], 1.0), (xs[t], -1.0)], hi=0.0)
+                lin.row([(z[t], 1.0), (xs[t], -1.0)], hi=0.0, name=f"absent_swap[{t},{j}]")
                 if j < firstb[t]:
-                    lin.row([(h[t], 1.0), (z[t], -1.0)], lo=0.0)
+                    lin.row([(h[t], 1.0), (z[t], -1.0)], lo=0.0, name=f"h2d_needed[{t},{j}]")
                 terms.append((z[t], -sm[t]))
-        lin.row(terms, hi=Mu - const)
+        lin.row(terms, hi=Mu - const, name=f"bwd_ckpt_mem[{j}]")
         if z:
             d2h_rows(j, z, float(start[j]), [(Sf, 1.0), (Sb, 1.0)] + Rb.get(j, []))
 
@@ -392,12 +444,12 @@ def _checkpoint_bound(inst: Instance, M: int, time_limit_s: float, max_checkpoin
         by_first.setdefault(int(firstb[t]), []).append(t)
     p = None
     for j in sorted(by_first):
-        pn = lin.var(0, _INF)
+        pn = lin.var(0, _INF, name=f"h2d_sum{j}")
         lin.row([(pn, 1.0)] + ([(p, -1.0)] if p is not None else [])
-                + [(h[t], -w[t]) for t in by_first[j]], 0.0, 0.0)
+                + [(h[t], -w[t]) for t in by_first[j]], 0.0, 0.0, name=f"h2d_sum[{j}]")
         p = pn
         lin.row([(p, 1.0), (Sb, -1.0)] + [(v, -a) for v, a in Rb.get(j, [])],
-                hi=float(start[j]) - TF)
+                hi=float(start[j]) - TF, name=f"h2d_window[{j}]")
 
     # backward memory
     reads_by: dict[int, list[int]] = {}
@@ -420,14 +472,59 @@ def _checkpoint_bound(inst: Instance, M: int, time_limit_s: float, max_checkpoin
             if t in rd:
                 terms.append((xs[t], sm[t]))
         if terms or const > Mu:
-            lin.row(terms, hi=Mu - const)
+            lin.row(terms, hi=Mu - const, name=f"bwd_mem[{j}]")
+    return lin
 
-    if deadline is not None:
-        time_limit_s = min(time_limit_s, deadline - time.perf_counter())
-        if time_limit_s <= 0:
-            return None
-    # val: certified from the LP solver's duals (lp_relaxation), not its objective
-    val, _ = lp_relaxation(lin, time_limit_s, deadline=deadline)
-    if val is None:
-        return None
-    return max(T_star, seconds_below(T_star, val, tu))
+
+def checkpoint_point(inst: Instance, M: int, lin: _Lin, run: RunView) -> list[float]:
+    """The point of the checkpoint LP `lin` (:func:`build_checkpoint_model` of `inst`, `M`)
+    that the run `run` of a plan gives, as the module docstring's argument assigns it:
+    ``xs, xr`` its decisions, ``Sf`` its forward stall, ``Sb`` its backward stall plus
+    the rebuild time of its recomp tensors without bytes,
+    ``z_tk = 1`` (forward checkpoint k) iff t is a swap whose device copy was freed by the
+    real end of op k, ``z_tj = 1`` (backward checkpoint j) iff t is a swap holding no
+    device memory (no device copy, no H2D buffer) at the real start of op j, ``h_t`` the
+    largest z of t that has an ``h2d_needed`` row, and the running sums from their
+    defining rows. Times in the model's unit (:class:`BoundArrays` ``tu``).
+
+    Args:
+        inst: the instance (no views; ``run.inst``).
+        M: budget (bytes) the model was built for.
+        lin: the model.
+        run: the run (:func:`slackopt.solvers.milp.runpoint.read_run`).
+
+    Returns:
+        One value per variable of `lin`; its objective is ``(T - T*) / tu`` of the
+        run. The soundness test (tests/test_bound_point.py) checks that it
+        satisfies every row, for every plan of small instances.
+    """
+    tu = bound_arrays(inst, M).tu
+    nf = inst.n_fwd
+    firstb = inst.saved_first_bwd_idx
+    dec = run.dec
+    # Sb: the backward stall plus the rebuilds of recomp tensors without bytes (no xr)
+    zero = [t for t in range(inst.n_saved) if dec[t] == RECOMP and inst.s[t] == 0]
+    sb = run.stall_bwd + math.fsum(float(inst.c[t]) for t in zero)
+    vals: dict[str, float] = {"Sf": run.stall_fwd / tu, "Sb": sb / tu}
+    h: dict[int, float] = {}
+    for nm in lin.names:
+        if nm.startswith("xs"):
+            vals[nm] = decided(dec, int(nm[2:]), SWAP)
+        elif nm.startswith("xr"):
+            vals[nm] = decided(dec, int(nm[2:]), RECOMP)
+        elif nm.startswith("z"):
+            t, k = (int(v) for v in nm[1:].split("_"))
+            if dec[t] != SWAP:
+                z = 0.0
+            elif k < nf:
+                f = run.freed_in_forward(t)
+                z = 1.0 if f is not None and f <= run.end[run.op_task[k]] else 0.0
+            else:
+                z = 0.0 if run.occupied(t, run.op_task[k]) else 1.0
+            vals[nm] = z
+            if k < nf or k < firstb[t]:
+                h[t] = max(h.get(t, 0.0), z)
+    for nm in lin.names:
+        if nm.startswith("h") and nm[1:].isdigit():
+            vals[nm] = h.get(int(nm[1:]), 0.0)
+    return complete_point(lin, vals)

@@ -38,7 +38,10 @@ end of the forward pass; K the ops whose keep-all profile exceeds M):
   before that, in the backward pass, a recomp tensor rebuilt before k because the
   recipe of a recomp tensor u rebuilt by then reads it counts ``a_tk`` =
   ``xr_t AND OR_u R_uk`` (``R_uk = xr_u`` when firstbwd_u <= k, else ``a_uk``),
-  linearised exactly: ``a <= xr_t``, ``a <= sum_u R_uk``, ``a >= xr_t + R_uk - 1``.
+  linearised exactly: ``a <= xr_t``, ``a <= sum_u R_uk``, ``a >= xr_t + R_uk - 1``;
+  u ranges over the readers with bytes, and where a rebuildable reader without bytes
+  (no decision variable) may be rebuilt by k (its first backward reader is at or before
+  k, or, recursively, one of its readers may be), ``a <= sum_u R_uk`` is left out.
 - Backward delay: ``B_j >= 0`` for backward op j, with ``Xb >= B_j + sum c_t (xr_t -
   a_tj)`` over the recomp tensors with firstbwd_t > j (those not rebuilt before j).
 - D2H at k in K, for each threshold theta among the ready times of the absent-able
@@ -75,8 +78,11 @@ in the backward pass (the backward pass starts at the real end of the forward pa
   last reader, here a backward op at or after its own first backward reader > k), so a
   recomp input t of u is resident at k: ``a >= xr_t + R_uk - 1``; conversely a recomp
   t with firstbwd_t > k is rebuilt before k only for such a u (its first need), so
-  ``a <= xr_t`` and ``a <= sum_u R_uk``. Memory never exceeds M; everything else
-  resident only adds to the left side.
+  ``a <= xr_t`` and ``a <= sum_u R_uk`` -- unless that u has no bytes: a zero-byte
+  recomp tensor has no xr, but its rebuild runs those of its recomp inputs first (with
+  the row over the readers with bytes only, ``bwd_delay`` charged such an early rebuild
+  again after k: tests/test_bound_point.py, ``zero_byte_early_rebuild``). Memory never
+  exceeds M; everything else resident only adds to the left side.
 - Monotone z: in the forward pass a freed device copy comes back only by an H2D, and
   no H2D starts before the real end of the forward pass.
 - Backward delay: a rebuild runs in the gap before its first need, firstbwd_t or the
@@ -117,12 +123,16 @@ in the backward pass (the backward pass starts at the real end of the forward pa
   it), a task of duration c_t on the compute stream, inside ``Xb``.
 
 So the assignment of a run is feasible with objective ``T - T*``: the MILP optimum is at
-most that, and so is every dual bound SCIP proves (and the LP optimum). Instances with
+most that, and so is every dual bound SCIP proves (and the LP optimum).
+:func:`timing_point` builds that assignment from a run's trace; tests/test_bound_point.py
+checks every row (each named by its family, ``"mem[k]"``, ``"fifo_absent[t,k]"``) on
+every plan of small instances. Instances with
 views (``Instance.aliased``) get no bound (per-view sizes would count a storage twice).
 """
 
 from __future__ import annotations
 
+import math
 import time
 
 import numpy as np
@@ -131,8 +141,10 @@ from slackopt.instance import Instance
 from slackopt.plan import RECOMP, SWAP
 from slackopt.solver import OPTIMAL_REL_TOL
 from slackopt.solvers.milp.backends import _ScipBackend, lp_relaxation
+from slackopt.solvers.milp.certify import seconds_below
 from slackopt.solvers.milp.checkpoint import bound_arrays
 from slackopt.solvers.milp.model import _INF, ModelTimeout, _Lin
+from slackopt.solvers.milp.runpoint import RunView, complete_point, decided
 
 MAX_UNITS = 6_000
 """Every op of K is timed when ``n_saved * |K|`` (absent-able pairs, at most) is at most
@@ -169,7 +181,7 @@ def build_timing_model(inst: Instance, M: int, *, integer: bool = True,
     w, r, start, TF = a_.w, a_.r, a_.start, a_.TF
     prod, lastf, ready, firstb, lastb = a_.prod, a_.lastf, a_.ready, a_.firstb, a_.lastb
     static, live, rec = a_.static, a_.live, a_.rec
-    s_, xr_ok = a_.s, set(rec)
+    s_ = a_.s
     keep = np.asarray(inst.keep_all_profile, dtype=np.int64) / mu
     bwd_readers = [sorted({int(j) for j in inst.saved_reader_idx[t].tolist() if j >= nf})
                    for t in range(nS)]
@@ -184,16 +196,24 @@ def build_timing_model(inst: Instance, M: int, *, integer: bool = True,
         for t in inst.recipe_inputs[u]:
             if t != u and s_[t] > 0:
                 rb_readers.setdefault(int(t), []).append(u)
-    readers_of = {t: us for t, us in rb_readers.items() if t in xr_ok}
+    # ... and for the rebuilt-early indicators: every rebuildable reader, with bytes or
+    # not (a recomp tensor of zero bytes has no xr but its rebuild runs those of its
+    # recomp inputs first)
+    rebuildable = np.isfinite(c)
+    readers_any: dict[int, list[int]] = {}
+    for u in np.flatnonzero(rebuildable).tolist():
+        for t in inst.recipe_inputs[u]:
+            if t != u:
+                readers_any.setdefault(int(t), []).append(int(u))
 
     lin = _Lin(deadline)
     xs = {t: lin.var(0, 1, integer, name=f"xs{t}") for t in live}
     xr = {t: lin.var(0, 1, integer, name=f"xr{t}") for t in rec}
     for t in rec:
-        lin.row([(xs[t], 1.0), (xr[t], 1.0)], hi=1.0)
+        lin.row([(xs[t], 1.0), (xr[t], 1.0)], hi=1.0, name=f"one_decision[{t}]")
     Sf = lin.var(0, _INF, obj=1.0, name="Sf")
     Xb = lin.var(0, _INF, obj=1.0, name="Xb")
-    lin.row([(Xb, 1.0)] + [(xr[t], -c[t] / tu) for t in rec], lo=0.0)
+    lin.row([(Xb, 1.0)] + [(xr[t], -c[t] / tu) for t in rec], lo=0.0, name="recompute")
     h: dict[int, int] = {}
     n_z = 0
     early_cache: dict[int, dict[int, int]] = {}
@@ -201,10 +221,13 @@ def build_timing_model(inst: Instance, M: int, *, integer: bool = True,
     def early(j: int) -> dict[int, int]:
         """``a_tj`` for backward op j: t recomp and rebuilt before op j starts although its
         first backward reader comes later (a recomp tensor whose recipe reads t was
-        rebuilt by then): ``a = xr_t AND OR_u R_uj``, linearised exactly."""
+        rebuilt by then): ``a = xr_t AND OR_u R_uj``, linearised exactly; where a
+        zero-byte rebuildable reader (no xr) may have been rebuilt by then, only
+        ``a <= xr_t`` and the rows of the readers with bytes."""
         if j in early_cache:
             return early_cache[j]
         a: dict[int, int] = {}
+        maybe: set[int] = set()     # zero-byte tensors that may be rebuilt before j
         done: set[int] = set()
 
         def visit(t: int) -> None:
@@ -212,23 +235,34 @@ def build_timing_model(inst: Instance, M: int, *, integer: bool = True,
                 return
             done.add(t)
             by = []
-            for u in readers_of.get(t, []):
-                if firstb[u] <= j:
-                    by.append(xr[u])
-                else:
+            free = False        # a zero-byte reader may have rebuilt t before j
+            for u in readers_any.get(t, []):
+                if firstb[u] > j:
                     visit(u)
-                    if u in a:
+                if u in xr:
+                    if firstb[u] <= j:
+                        by.append(xr[u])
+                    elif u in a:
                         by.append(a[u])
-            if by:
+                elif s_[u] == 0 and (firstb[u] <= j or u in maybe):
+                    free = True
+            if t not in xr:
+                if s_[t] == 0 and (by or free):
+                    maybe.add(t)
+                return
+            if by or free:
                 a[t] = lin.var(0, 1, name=f"a{t}_{j}")
-                lin.row([(a[t], 1.0), (xr[t], -1.0)], hi=0.0)
-                lin.row([(a[t], 1.0)] + [(v, -1.0) for v in by], hi=0.0)
+                lin.row([(a[t], 1.0), (xr[t], -1.0)], hi=0.0, name=f"early_recomp[{t},{j}]")
+                if not free:
+                    lin.row([(a[t], 1.0)] + [(v, -1.0) for v in by], hi=0.0,
+                            name=f"early_by_reader[{t},{j}]")
                 for v in by:
-                    lin.row([(a[t], 1.0), (xr[t], -1.0), (v, -1.0)], lo=-1.0)
+                    lin.row([(a[t], 1.0), (xr[t], -1.0), (v, -1.0)], lo=-1.0,
+                            name=f"early_if_reader[{t},{j}]")
 
-        for t in rec:
+        for t in np.flatnonzero(rebuildable).tolist():
             if firstb[t] > j:
-                visit(t)
+                visit(int(t))
         early_cache[j] = a
         return a
 
@@ -242,7 +276,7 @@ def build_timing_model(inst: Instance, M: int, *, integer: bool = True,
             a = early(j)
             lin.row([(Xb, 1.0), (B[j], -1.0)]
                     + [(xr[t], -c[t] / tu) for t in rec if firstb[t] > j]
-                    + [(a[t], c[t] / tu) for t in a], lo=0.0)
+                    + [(a[t], c[t] / tu) for t in a], lo=0.0, name=f"bwd_delay[{j}]")
         return B[j]
     # FIFO D2H queue, by ready op: Q[g] <= the time the engine has finished every swap
     # queued through group g, and >= that group's ready time
@@ -253,9 +287,10 @@ def build_timing_model(inst: Instance, M: int, *, integer: bool = True,
         mem = [t for t in live if ready[t] == g]
         q = lin.var(0, _INF, name=f"Q{g}")
         rg = float(r[mem[0]])
-        lin.row([(q, 1.0)] + [(xs[t], -w[t]) for t in mem], lo=rg)
+        lin.row([(q, 1.0)] + [(xs[t], -w[t]) for t in mem], lo=rg, name=f"fifo_ready[{g}]")
         if Q:
-            lin.row([(q, 1.0), (Q[-1], -1.0)] + [(xs[t], -w[t]) for t in mem], lo=0.0)
+            lin.row([(q, 1.0), (Q[-1], -1.0)] + [(xs[t], -w[t]) for t in mem], lo=0.0,
+                    name=f"fifo_chain[{g}]")
         Q.append(q)
     # before[t]: the queue before t's group (None for the first); no_drop[i]: the
     # smallest last backward reader among the tensors of groups before group i
@@ -278,21 +313,23 @@ def build_timing_model(inst: Instance, M: int, *, integer: bool = True,
         z = {t: lin.var(0, 1, integer and z_binary, name=f"z{t}_{k}") for t in elig}
         n_z += len(z)
         for t in elig:
-            lin.row([(z[t], 1.0), (xs[t], -1.0)], hi=0.0)
+            lin.row([(z[t], 1.0), (xs[t], -1.0)], hi=0.0, name=f"absent_swap[{t},{k}]")
             if not backward:
                 if t in z_prev:     # freed in the forward pass: stays freed till T_F
-                    lin.row([(z[t], 1.0), (z_prev[t], -1.0)], lo=0.0)
+                    lin.row([(z[t], 1.0), (z_prev[t], -1.0)], lo=0.0,
+                            name=f"fwd_monotone[{t},{k}]")
                 z_prev[t] = z[t]
             i = gpos[int(ready[t])]
             if i > 0 and no_drop[i] >= k:
                 # FIFO: every swap queued before t ran before t's D2H ended
                 bm = max(0.0, q_ub[i - 1] - float(start[k]))
                 lin.row([(Q[i - 1], 1.0), (Sf, -1.0)] + ([(delay(k), -1.0)] if backward else [])
-                        + [(z[t], w[t] + bm)], hi=float(start[k]) + bm)
+                        + [(z[t], w[t] + bm)], hi=float(start[k]) + bm,
+                        name=f"fifo_absent[{t},{k}]")
             if k < firstb[t]:
                 if t not in h:
                     h[t] = lin.var(0, 1, name=f"h{t}")
-                lin.row([(h[t], 1.0), (z[t], -1.0)], lo=0.0)
+                lin.row([(h[t], 1.0), (z[t], -1.0)], lo=0.0, name=f"h2d_needed[{t},{k}]")
         # recomp tensors rebuilt early, resident before their first backward reader
         a = early(k) if backward else {}
         const = float(static[k])
@@ -307,7 +344,7 @@ def build_timing_model(inst: Instance, M: int, *, integer: bool = True,
                 terms.append((xr[t], -sm[t]))
                 if t in a:
                     terms.append((a[t], sm[t]))
-        lin.row(terms, hi=Mu - const)
+        lin.row(terms, hi=Mu - const, name=f"mem[{k}]")
         if not elig:
             continue
         # D2H: suffix sums over ready time (latest first)
@@ -319,7 +356,7 @@ def build_timing_model(inst: Instance, M: int, *, integer: bool = True,
             thetas = [thetas[i] for i in sorted(set(idx.tolist()))]
         _prefix_rows(lin, [[t for t in order if r[t] >= th] for th in thetas],
                      {t: (z[t], w[t]) for t in elig},
-                     [float(start[k]) - th for th in thetas], stall)
+                     [float(start[k]) - th for th in thetas], stall, "d2h_window", f"{k},")
         if backward:
             # H2D window: from the real start of k to the next reader's
             nxt = {t: next(j for j in bwd_readers[t] if j > k) for t in elig}
@@ -327,7 +364,7 @@ def build_timing_model(inst: Instance, M: int, *, integer: bool = True,
             _prefix_rows(lin, [[t for t in elig if nxt[t] <= j] for j in js],
                          {t: (z[t], w[t]) for t in elig},
                          [float(start[j] - start[k]) for j in js],
-                         [[(delay(j), -1.0)] for j in js])
+                         [[(delay(j), -1.0)] for j in js], "h2d_gap", f"{k},")
             # ... or to the rebuild of a recomp tensor u whose recipe reads it, if that
             # comes earlier and after k (u recomp, not rebuilt by k: xr_u - a_uk)
             for t in elig:
@@ -336,14 +373,16 @@ def build_timing_model(inst: Instance, M: int, *, integer: bool = True,
                     if k < j < nxt[t]:
                         lin.row([(z[t], w[t]), (delay(j), -1.0), (xr[u], w[t])]
                                 + ([(a[u], -w[t])] if u in a else []),
-                                hi=float(start[j] - start[k]) + w[t])
+                                hi=float(start[j] - start[k]) + w[t],
+                                name=f"h2d_gap_rebuild[{t},{k},{u}]")
 
     # H2D after the forward pass: prefix sums over first backward reader
     if h:
         js = sorted({int(firstb[t]) for t in h})
         _prefix_rows(lin, [[t for t in h if firstb[t] <= j] for j in js],
                      {t: (h[t], w[t]) for t in h},
-                     [float(start[j]) - TF for j in js], [[(delay(j), -1.0)] for j in js])
+                     [float(start[j]) - TF for j in js], [[(delay(j), -1.0)] for j in js],
+                     "h2d_after_fwd")
     # ... and before the rebuild of a recomp tensor whose recipe reads it, for a swap
     # freed in the forward pass (z_prev: its z at the last forward op of K, the largest);
     # one freed only in the backward pass may have been read by that rebuild before
@@ -352,29 +391,99 @@ def build_timing_model(inst: Instance, M: int, *, integer: bool = True,
             j = int(firstb[u])
             if j < firstb[t]:
                 lin.row([(zt, w[t]), (delay(j), -1.0), (xr[u], w[t])],
-                        hi=float(start[j]) - TF + w[t])
+                        hi=float(start[j]) - TF + w[t],
+                        name=f"h2d_after_fwd_rebuild[{t},{u}]")
     info = {"ops_timed": len(K), "absent_vars": n_z, "time_unit_s": tu, **lin.stats()}
     return lin, info
 
 
 def _prefix_rows(lin: _Lin, groups: list[list[int]], item: dict[int, tuple[int, float]],
-                 rhs: list[float], stall: list) -> None:
+                 rhs: list[float], stall: list, family: str = "prefix", key: str = "") -> None:
     """Rows ``sum_{t in groups[i]} coef_t var_t + stall_i <= rhs[i]`` for nested groups
     (each contains the one before), with one running-sum variable per group; `stall`:
-    the terms of every row, or a list of them per row."""
+    the terms of every row, or a list of them per row; `family`, `key`: the rows' name
+    ``family[key i]`` (the running sums' rows and variables: ``family_sum[key i]``)."""
     q = None
     done: set[int] = set()
     if not stall or isinstance(stall[0], tuple):
         stall = [stall] * len(groups)
-    for grp, hi, st in zip(groups, rhs, stall, strict=True):
+    for i, (grp, hi, st) in enumerate(zip(groups, rhs, stall, strict=True)):
         new = [t for t in grp if t not in done]
         done.update(new)
         if new or q is None:
-            qn = lin.var(0, _INF)
+            qn = lin.var(0, _INF, name=f"{family}_sum[{key}{i}]")
             lin.row([(qn, 1.0)] + ([(q, -1.0)] if q is not None else [])
-                    + [(item[t][0], -item[t][1]) for t in new], 0.0, 0.0)
+                    + [(item[t][0], -item[t][1]) for t in new], 0.0, 0.0,
+                    name=f"{family}_sum[{key}{i}]")
             q = qn
-        lin.row([(q, 1.0)] + st, hi=hi)
+        lin.row([(q, 1.0)] + st, hi=hi, name=f"{family}[{key}{i}]")
+
+
+def timing_point(inst: Instance, M: int, lin: _Lin, run: RunView) -> list[float]:
+    """The point of the timing model `lin` (:func:`build_timing_model` of `inst`, `M`, any
+    options) that the run `run` of a plan gives, as the module docstring's argument
+    assigns it: ``xs, xr`` its decisions; ``Sf`` its forward stall; ``Xb`` its backward
+    stall plus its recompute time; ``z_tk = 1`` iff t is a swap holding no device memory
+    (no device copy, no H2D buffer) at the real start of op k; ``h_t = 1`` iff some z of
+    t before its first backward reader is 1; ``a_tj = 1`` iff t was rebuilt before the
+    real start of op j; ``B_j`` the backward stalls and rebuild time before the real
+    start of j; ``Q_g`` the smallest value its rows allow; the running sums from their
+    defining rows. Times in the model's unit (``bound_arrays(inst, M).tu``).
+
+    Args:
+        inst: the instance (no views; ``run.inst``).
+        M: budget (bytes) the model was built for.
+        lin: the model.
+        run: the run (:func:`slackopt.solvers.milp.runpoint.read_run`).
+
+    Returns:
+        One value per variable of `lin`; its objective is ``(T - T*) / tu`` of
+        the run. tests/test_bound_point.py checks that it satisfies every row (and the
+        integrality of xs, xr and z), for every plan of small instances.
+    """
+    a_ = bound_arrays(inst, M)
+    if a_ is None:
+        raise ValueError("the instance has no timing model")
+    tu = a_.tu
+    nf = inst.n_fwd
+    dec = run.dec
+    firstb = a_.firstb
+    # real time from the end of the forward pass, less the ideal: B_j
+    tf_real, tf_ideal = run.end[run.op_task[nf - 1]], float(inst.forward_time_s)
+    vals: dict[str, float] = {"Sf": run.stall_fwd / tu,
+                              "Xb": (run.stall_bwd + run.recompute) / tu}
+    h: dict[int, float] = {}
+    q_prev = None
+    for nm in lin.names:
+        if nm.startswith("xs"):
+            vals[nm] = decided(dec, int(nm[2:]), SWAP)
+        elif nm.startswith("xr"):
+            vals[nm] = decided(dec, int(nm[2:]), RECOMP)
+        elif nm.startswith("z"):
+            t, k = (int(v) for v in nm[1:].split("_"))
+            z = 1.0 if dec[t] == SWAP and not run.occupied(t, run.op_task[k]) else 0.0
+            vals[nm] = z
+            if k < firstb[t]:
+                h[t] = max(h.get(t, 0.0), z)
+        elif nm.startswith("a") and "_" in nm:
+            t, j = (int(v) for v in nm[1:].split("_"))
+            vals[nm] = 1.0 if dec[t] == RECOMP and run.rebuilt_before(t, j) else 0.0
+        elif nm.startswith("B") and nm[1:].isdigit():
+            j = int(nm[1:])
+            b = (run.real_start(j) - tf_real) - (float(inst.start_s[j]) - tf_ideal)
+            vals[nm] = max(0.0, b / tu)
+        elif nm.startswith("Q") and nm[1:].isdigit():
+            g = int(nm[1:])
+            mem = [t for t in a_.live if a_.ready[t] == g]
+            add = math.fsum(float(a_.w[t]) for t in mem if dec[t] == SWAP)
+            q = float(a_.r[mem[0]]) + add
+            if q_prev is not None:
+                q = max(q, q_prev + add)
+            vals[nm] = q_prev = q
+    for nm in lin.names:
+        if nm.startswith("h") and nm[1:].isdigit():
+            vals[nm] = h.get(int(nm[1:]), 0.0)
+    return complete_point(lin, vals)
 
 
 class _BoundScip(_ScipBackend):
@@ -509,15 +618,14 @@ def timing_bound(inst: Instance, M: int, time_limit_s: float = 30.0, *,
         info.update(status=str(e))
     info["seconds"] = time.perf_counter() - t0
     if milp_val is not None:
-        mb = max(T_star, (T_star / tu + milp_val * (1.0 - 1e-9)) * tu)
+        mb = max(T_star, seconds_below(T_star, milp_val, tu))
         info["milp_bound_s"] = min(mb, float(upper_s)) if cut is not None else mb
         info["milp_bound_certified"] = False
     if val is None:
         return None, info
-    # val is certified (model units); the 1e-9 shave covers the rounding of the model's
-    # data (unit conversions of the instance's times)
-    b = max(T_star, (T_star / tu + val * (1.0 - 1e-9)) * tu)
-    return (min(b, float(upper_s)) if cut is not None else b), info
+    # val is certified (model units; the LP has no cutoff row, so nothing caps it: a
+    # bound above `upper_s` would be an error for the caller to catch, never clamped)
+    return max(T_star, seconds_below(T_star, val, tu)), info
 
 
 def _decisions(inst: Instance, lin: _Lin, x: list[float]) -> list[np.ndarray]:
