@@ -526,3 +526,24 @@ def budgets(inst: Instance) -> st.SearchStrategy[int]:
 
 
 __all__ = ["CONSTRUCTS", "budgets", "constructs", "instances"]
+
+
+def sample(n: int, *, max_saved: int = 5, max_ops: int = 14) -> list[tuple[Instance, int]]:
+    """A fixed, deterministic sample of `n` (instance, budget) pairs drawn from
+    :func:`instances` and :func:`budgets` (derandomized, no example database: the same
+    list on every run), for tests that check every plan of each instance outside
+    ``@given`` (the plan-by-plan soundness tests). Instances whose floor equals P (one
+    budget, nothing to plan) are included: they still exercise the rows."""
+    from hypothesis import HealthCheck, Phase, given, settings
+
+    out: list[tuple[Instance, int]] = []
+
+    @settings(max_examples=n, phases=[Phase.generate], deadline=None, derandomize=True,
+              database=None, suppress_health_check=list(HealthCheck))
+    @given(data=st.data())
+    def draw(data: st.DataObject) -> None:
+        inst = data.draw(instances(max_saved=max_saved, max_ops=max_ops))
+        out.append((inst, data.draw(budgets(inst))))
+
+    draw()
+    return out

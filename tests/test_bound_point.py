@@ -29,14 +29,19 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from strategies import sample
 from test_milp_bounds import random_instance
 
 from slackopt import Instance, Link, Op, Recipe, Tensor
 from slackopt.io import load_instance
 from slackopt.plan import KEEP, RECOMP, SWAP, Plan
 from slackopt.simulate import simulate
-from slackopt.solvers.milp.checkpoint import build_checkpoint_model, checkpoint_point
-from slackopt.solvers.milp.model import TIME_UNIT_S, model_floor
+from slackopt.solvers.milp.checkpoint import (
+    bound_arrays,
+    build_checkpoint_model,
+    checkpoint_point,
+)
+from slackopt.solvers.milp.model import model_floor
 from slackopt.solvers.milp.runpoint import read_run
 from slackopt.solvers.milp.timing_bound import build_timing_model, timing_point
 
@@ -187,12 +192,17 @@ CASE_BUDGETS = {"exact_tier_cuts_off_optimum": 16_029_776,
 """The budgets of the cases' repro.py (the others get the FRACTIONS budgets only)."""
 
 
+GENERATED = int(os.environ.get("BOUND_POINT_GENERATED", "40"))
+"""Instances drawn from the whole instance language (tests/strategies.py)."""
+
+
 def instances() -> list[tuple[str, Instance]]:
-    """The random instances checked (label, instance): swap this for the full-schema
-    strategies when tests/strategies.py exists."""
+    """The instances checked (label, instance): random ones, the mixed generator, and a
+    fixed sample of the full-schema strategies (tests/strategies.py)."""
     seeds = sorted(set(range(SEEDS)) | set(REGRESSION_SEEDS))
     out = [(f"random_instance({s})", random_instance(s)[0]) for s in seeds]
     out += [(f"mixed_instance({s})", mixed_instance(s)) for s in range(SEEDS)]
+    out += [(f"strategies.sample[{i}]", inst) for i, (inst, _M) in enumerate(sample(GENERATED))]
     return out
 
 
@@ -236,9 +246,10 @@ def check_plan(inst: Instance, M: int, dec, mods, label: str) -> bool:
         bad = lin.violations(x)
         where = f"{label}, M = {M}, plan {tuple(int(d) for d in dec)}, {name}"
         assert not bad, (f"{where}: violated {[b['name'] for b in bad]}; first: {bad[0]}")
-        total = inst.ideal_time_s / TIME_UNIT_S + lin.objective(x)
-        assert total <= ev.step_time_s / TIME_UNIT_S * (1 + 1e-9), \
-            f"{where}: T* + objective {total} us above the step {ev.step_time_s * 1e6} us"
+        tu = bound_arrays(inst, M).tu       # the models' time unit (s)
+        total = inst.ideal_time_s + lin.objective(x) * tu
+        assert total <= ev.step_time_s * (1 + 1e-9), \
+            f"{where}: T* + objective {total} s above the step {ev.step_time_s} s"
     return True
 
 

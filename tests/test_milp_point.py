@@ -23,6 +23,7 @@ from collections.abc import Iterator
 
 import numpy as np
 import pytest
+from strategies import sample
 from test_milp_bounds import random_instance
 
 from slackopt import Instance, Link, Op, Recipe, Tensor
@@ -41,6 +42,9 @@ ENUM_FEASIBLE = 3**8
 """Larger instances with at most this many decision vectors sample among the plans
 that run (the others: among all vectors)."""
 N_RANDOM = int(os.environ.get("MILP_POINT_EXAMPLES", "30"))
+N_GENERATED = int(os.environ.get("MILP_POINT_GENERATED", "25"))
+"""Instances drawn from the whole instance language (tests/strategies.py, up to 5 saved
+storages, every plan checked)."""
 """Instances per generator (CI: 30; raise for a longer hunt)."""
 CONFIGS = {
     "full": dict(tier="full"),
@@ -162,6 +166,8 @@ def instances() -> Iterator[tuple[str, Instance, int]]:
     for seed in range(N_RANDOM):
         inst, M = rich_instance(seed)
         yield f"rich_instance({seed})", inst, M
+    for i, (inst, M) in enumerate(sample(N_GENERATED)):
+        yield f"strategies.sample[{i}]", inst, M
 
 
 def plans(inst: Instance, M: int) -> Iterator[np.ndarray]:
