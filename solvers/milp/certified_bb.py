@@ -50,7 +50,13 @@ leaf: its bound stays its value (it holds for every integer point of its region,
 whatever the LP solution is, so ``int_tol`` only decides when to stop branching, not
 validity); so is a node with every binary fixed. A node is branched on its most
 fractional unfixed binary (``|x_j - 0.5|`` smallest; ties: the smallest index), or, with
-no LP solution, the first unfixed binary.
+no LP solution, the first unfixed binary; or, with ``strong=k``, by strong branching:
+both children of each of the k most fractional binaries are solved and certified, and
+the pair with the largest product of bound gains over the node is kept (the first pair
+with a child at or above the cutoff or the best leaf at once); the other pairs are
+dropped. Which variable is branched on never affects validity (any split of the region
+into the two children is a partition); the most fractional rule stalls on the timing
+model (see timing_bound.BB_STRONG).
 
 Search and result. Open nodes are kept in a heap by (bound, creation number): best
 first, deterministic. The search stops when the smallest open bound is at least the
@@ -142,7 +148,8 @@ def _elastic(lin: _Lin, penalty: float) -> _Lin:
 
 def certified_milp_bound(lin: _Lin, time_limit_s: float, *, cutoff: float | None = None,
                          deadline: float | None = None, node_limit: int = NODE_LIMIT,
-                         int_tol: float = INT_TOL) -> tuple[float | None, dict[str, Any]]:
+                         int_tol: float = INT_TOL, strong: int = 0
+                         ) -> tuple[float | None, dict[str, Any]]:
     """A lower bound on ``min {obj x : rows, box, integrality}`` of `lin` that floating
     point cannot make too large: the best-first branch and bound of the module docstring
     (which argues why the number is at most the MILP optimum, also when stopped early).
@@ -158,6 +165,11 @@ def certified_milp_bound(lin: _Lin, time_limit_s: float, *, cutoff: float | None
         node_limit: the most node LPs solved (a branching solves two: the count may end
             one above).
         int_tol: integrality tolerance of the LP solutions (decides leaves, not validity).
+        strong: 0: branch on the most fractional binary; k > 0: strong branching over
+            the k most fractional ones (both children of each solved and certified; the
+            pair with the largest product of bound gains is kept, or at once a pair
+            with a child at or above the cutoff or the best leaf). Any choice keeps the
+            result valid.
 
     Returns:
         (bound in model units, or None when no node got a certificate (the root's LP
@@ -241,31 +253,36 @@ def certified_milp_bound(lin: _Lin, time_limit_s: float, *, cutoff: float | None
             min(x[j], 1.0 - x[j]) <= int_tol for j in free))
         return bound, x, leaf
 
-    def branch_var(fix: dict[int, float], x: list | None) -> int:
+    def candidates(fix: dict[int, float], x: list | None) -> list[int]:
+        """Branching candidates, best first: the unfixed binaries fractional in `x`, most
+        fractional first (ties: smallest index), at most ``max(1, strong)``; with none
+        (no LP solution, or an integral one without a certificate) the first unfixed."""
         free = [j for j in ints if j not in fix]
-        if x is None:
-            return free[0]
-        frac = [(abs(x[j] - 0.5), j) for j in free if min(x[j], 1.0 - x[j]) > int_tol]
-        return min(frac)[1] if frac else free[0]
+        frac = [] if x is None else sorted(
+            (abs(x[j] - 0.5), j) for j in free if min(x[j], 1.0 - x[j]) > int_tol)
+        return [j for _, j in frac[:max(1, strong)]] or free[:1]
 
-    heap: list[tuple[float, int, dict[int, float], int]] = []
+    heap: list[tuple[float, int, dict[int, float], list[int]]] = []
     leaf_min = math.inf
     seq = 0
 
-    def add(fix: dict[int, float], parent: float) -> None:
-        nonlocal leaf_min, seq
-        b, x, leaf = evaluate(fix, parent)
+    def child(fix: dict[int, float], parent: float) -> tuple:
+        out = evaluate(fix, parent)
         info["nodes"] += 1
-        if info["root_bound"] is None and not fix:
-            info["root_bound"] = b if math.isfinite(b) else None
+        return (fix, *out)
+
+    def add(fix: dict[int, float], b: float, x: list | None, leaf: bool) -> None:
+        nonlocal leaf_min, seq
         if leaf:
             info["leaves"] += 1
             leaf_min = min(leaf_min, b)
         else:
-            heapq.heappush(heap, (b, seq, fix, branch_var(fix, x)))
+            heapq.heappush(heap, (b, seq, fix, candidates(fix, x)))
             seq += 1
 
-    add({}, -math.inf)
+    root = child({}, -math.inf)
+    info["root_bound"] = root[1] if math.isfinite(root[1]) else None
+    add(*root)
     stop = cutoff if cutoff is not None else math.inf
     while True:
         if not heap or heap[0][0] >= min(leaf_min, stop):
@@ -277,9 +294,22 @@ def certified_milp_bound(lin: _Lin, time_limit_s: float, *, cutoff: float | None
         if info["nodes"] >= node_limit:
             info["stopped"] = "node limit"
             break
-        b, _, fix, j = heapq.heappop(heap)
-        for v in (0.0, 1.0):
-            add({**fix, j: v}, b)
+        b, _, fix, cands = heapq.heappop(heap)
+        best = None
+        eps = 1e-9 * (1.0 + abs(b)) if math.isfinite(b) else 1e-9
+        for j in cands:
+            kids = [child({**fix, j: v}, b) for v in (0.0, 1.0)]
+            if len(cands) == 1 or any(k[1] >= min(leaf_min, stop) for k in kids):
+                best = (math.inf, kids)
+                break
+            # strong branching: the product of the two children's gains
+            score = max(kids[0][1] - b, eps) * max(kids[1][1] - b, eps)
+            if best is None or score > best[0]:
+                best = (score, kids)
+            if time.perf_counter() >= end or info["nodes"] >= node_limit:
+                break
+        for k in best[1]:
+            add(*k)
     out = min([leaf_min] + [h[0] for h in heap])
     info.update(open=len(heap), seconds=time.perf_counter() - t0,
                 bound=out if math.isfinite(out) else None)
