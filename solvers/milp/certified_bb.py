@@ -162,8 +162,8 @@ def certified_milp_bound(lin: _Lin, time_limit_s: float, *, cutoff: float | None
             known solution): the result is then at least ``min(cutoff, MILP optimum)``
             when the search closes. Any value keeps the result valid.
         deadline: perf_counter time after which nothing new starts.
-        node_limit: the most node LPs solved (a branching solves two: the count may end
-            one above).
+        node_limit: the most node LPs solved, the root's and strong branching's included
+            (a branching solves two at a time: the count may end one above).
         int_tol: integrality tolerance of the LP solutions (decides leaves, not validity).
         strong: 0: branch on the most fractional binary; k > 0: strong branching over
             the k most fractional ones (both children of each solved and certified; the
