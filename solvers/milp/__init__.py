@@ -159,77 +159,97 @@ cases of issue 22 with SCIP, HiGHS and CBC (tests/test_milp_model_cases.py). The
 plan-by-plan check (tests/test_milp_point.py) is the stronger one: it checks the argument
 above for every plan, row by row, not only the optimum's value.
 
-Search (solvers/milp/search.py), in phases whose results are only ever improved: the
-incumbent U is the fastest plan simulated so far
-(:class:`~slackopt.solvers.milp.primal.Incumbent`; never slower than any seed, SlackSwap's
-included) and the bound L the largest valid bound found. (1) Seeds: SlackSwap's plan and
+Search (solvers/milp/search.py): the declared list ``PHASES``, each a function of one
+shared state, run in order; their results are only ever improved. The incumbent U is the
+fastest plan simulated so far (:class:`~slackopt.solvers.milp.primal.Incumbent`; never
+slower than any seed). Bounds are kept by source, in two kinds:
+
+- *certified* (they alone decide ``lower_bound_s`` and the status words): T*; the deficit
+  bound (closed form); the exact enumeration (exhaustive); and the LP bounds whose value is
+  a safe dual bound (solvers/milp/certify.py, after Neumaier and Shcherbina 2004: weak
+  duality from the LP solver's duals, computed with a-priori rounding-error bounds, so
+  floating point cannot lift it above the LP's optimum) or the certified branch and bound
+  over such LPs (solvers/milp/certified_bb.py): the checkpoint LP, the timing model's LP
+  and B&B, the time-indexed model's LP relaxation. A model value becomes seconds rounded
+  down (``certify.seconds_below``).
+- *uncertified* (reported in ``info["uncertified_bounds"]``, may end the no-good loop,
+  decide nothing): what SCIP, HiGHS or CBC report as a MILP's dual bound, and a cut model
+  they call infeasible. Their LPs work with tolerances: on the audit's case
+  timing_bound_above_opt SCIP's LP answered 12,909.68 us where the optimum is 3,288.997 us.
+
+Self-consistency: a bound above the step of any plan the search simulated proves its source
+wrong on this instance; the source is dropped into ``info["bound_errors"]``, the gap is
+never clamped, and :func:`slackopt.solve` checks the same for every solver's bound against
+its own plan (``info["bound_error"]``).
+
+Phases. (1) Seeds, the anytime floor: the floor plans (all-swap; recompute what can be
+rebuilt and swap or keep the rest), then with ``warm_start`` the plans of every cheap
+registered solver (solvers/seeds.py: SlackSwap, the baselines, the production planners;
+their decisions re-simulated under the barrier-free runtime; 20% of the limit) and
 CP-SAT's best recompute-only plan. (2) A local search around U with the evaluator as judge
 (1-flip descent and paired moves; a work limit in candidates, not seconds). (2a) The
 deficit bound (:func:`~slackopt.solvers.milp.enumerate.deficit_bound`, valid for every
 plan, its argument in its docstring): at each op the keep-all bytes above M must be
 absent, which only recomp tensors not yet rebuilt and swapped tensors whose D2H has ended
 can be; what the D2H engine (at most W bytes/s) cannot have copied by the op's ideal start
-costs stall or rebuild time, priced by a fractional knapsack; L rises to it, and the solve
-ends "optimal" when U meets it. (2b) On instances with at most ``ENUM_MAX_SAVED`` (24)
-saved tensors, the exact enumeration (solvers/milp/enumerate.py): a branch and bound over
-the decision vectors with the compiled evaluator at the leaves, pruning a subtree only by
-a bound valid for every completion of its fixed decisions (the deficit bound with the
-fixed decisions, which includes T* plus the rebuild time of the tensors fixed to recomp,
-each rebuilt once on the compute stream; a per-op memory floor with the fixed keep and
-recomp footprints). It is proven optimal this way: when the search ends within its work
-limit (``enum_plans`` simulated plans), every decision vector was simulated or lies in a
-subtree where none runs or none beats U, so U is the minimum over all plans of the
-evaluator: status "optimal" with L = U (or "infeasible" when no vector runs, with the
-smallest budget), and the model is not built; cut short, it proves nothing and only its
-plans count. (3a) The checkpoint LP bound
-(:func:`~slackopt.solvers.milp.checkpoint.checkpoint_bound`; its LP and the argument why it
-is a relaxation are in solvers/milp/checkpoint.py): a few thousand variables over the
-decisions, the forward and backward stalls and the recompute time, with D2H timing at
-forward and backward checkpoints and the rebuild time before each backward op; on the
-paper workloads it is the tighter bound on GPT-2 XL and Llama-7B (GPT-2 XL at 0.1 P:
-468.97 ms against the deficit bound's 464.34), while the time-indexed model's LP does not
-finish. (3b) A large-neighbourhood
-search (:func:`~slackopt.solvers.milp.lns.lns`; Shaw 1998): windows of saved tensors
-(consecutive in production order, consecutive by c_t / s_t, drawn at random; 6 to 14
-tensors) are freed, the other tensors fixed to U's decisions, and each window is searched
-exactly by the enumeration's branch and bound (the deficit bound with every fixed
-decision, the memory floor, the compiled evaluator at the leaves); windows grow after a
-pass that improves nothing (a work limit, ``lns_plans`` simulated plans).
-(3c) The timing MILP bound
-(:func:`~slackopt.solvers.milp.timing_bound.timing_bound`; model and validity argument in
-solvers/milp/timing_bound.py): memory at every op with a keep-all excess, where a swap is
-absent only once its D2H has ended in time on the serial FIFO engine (backward ops too),
-H2D windows from the op to the next reader, rebuilt recipe inputs resident; its LP
-relaxation, whose bound is certified from the LP solver's duals (safe dual bound,
-solvers/milp/certify.py: floating point cannot push it above the LP optimum), then the
-MILP with binary decisions (SCIP, one thread, the seed, cut off at U), whose dual bound
-is reported as ``milp_bound_s``, uncertified (SCIP's LPs carry tolerances: issue 22,
-fault 3); the plan read from SCIP's best assignment is a candidate. On instances with more than
-``MAX_UNITS`` (tensor, op) pairs only the ops with the largest excess are timed.
-(3) The LP relaxation (exact/aggregated tiers; its rounding is a candidate)
+costs stall or rebuild time, priced by a fractional knapsack. (2b) On instances with at
+most ``ENUM_MAX_SAVED`` (24) saved tensors, the exact enumeration
+(solvers/milp/enumerate.py): a branch and bound over the decision vectors with the
+compiled evaluator at the leaves, pruning a subtree only by a bound valid for every
+completion of its fixed decisions (the deficit bound with the fixed decisions, which
+includes T* plus the rebuild time of the tensors fixed to recomp, each rebuilt once on the
+compute stream; a per-op memory floor with the fixed keep and recomp footprints). When it
+ends within its work limit (``enum_plans`` simulated plans), every decision vector was
+simulated or lies in a subtree where none runs or none beats U, so U is the minimum over
+all plans of the evaluator: status "optimal" with L = U (or "infeasible" when no vector
+runs, with the smallest budget); cut short, it proves nothing and only its plans count.
+(3a) The checkpoint LP bound (:func:`~slackopt.solvers.milp.checkpoint.checkpoint_bound`;
+its LP and the argument why it is a relaxation are in solvers/milp/checkpoint.py): a few
+thousand variables over the decisions, the forward and backward stalls and the recompute
+time, with D2H timing at forward and backward checkpoints and the rebuild time before each
+backward op; on the paper workloads it is the tighter bound on GPT-2 XL and Llama-7B.
+(3b) A large-neighbourhood search (:func:`~slackopt.solvers.milp.lns.lns`; Shaw 1998):
+windows of saved tensors (consecutive in production order, consecutive by c_t / s_t, drawn
+at random; 6 to 14 tensors) are freed, the other tensors fixed to U's decisions, and each
+window is searched exactly by the enumeration's branch and bound; windows grow after a
+pass that improves nothing (a work limit, ``lns_plans`` simulated plans). (3c) The timing
+bound (:func:`~slackopt.solvers.milp.timing_bound.timing_bound`; model and validity
+argument in solvers/milp/timing_bound.py): memory at every op with a keep-all excess,
+where a swap is absent only once its D2H has ended in time on the serial FIFO engine
+(backward ops too), H2D windows from the op to the next reader, rebuilt recipe inputs
+resident; its LP relaxation (certified), the MILP with binary decisions solved by SCIP
+(one thread, the seed, cut off at U) for candidate plans and an uncertified bound, then the
+certified branch and bound with the time left. On instances with more than ``MAX_UNITS``
+(tensor, op) pairs only the ops with the largest excess are timed. (3) The time-indexed
+model: its LP relaxation (exact/aggregated tiers; certified; its rounding is a candidate)
 and the MILP warm-started with U: a cutoff row keeps the MILP to plans whose model value
-beats U, after each solve a *no-good cut* excludes every simulated decision vector (so
-``min(U, bound of the cut model)`` stays a lower bound on every plan), each MILP solution
-(SCIP's pool too) is simulated and followed by a local search. The loop stops when ``(U -
-L) / L <= OPTIMAL_REL_TOL`` (slackopt.solver, 1e-4), when the cut model is infeasible
-(then L = U / (1 + margin)), or at the time or iteration limit. Status "optimal": the plan
-is proven optimal for the evaluator within OPTIMAL_REL_TOL; "bounded": a plan and a valid
-bound with a larger gap (``info["gap"]``). Anytime: with the work limits fixed
-(``max_iterations``, ``search_calls``, ``enum_plans``, ``lns_plans``), raising one of
-them replays the same phases and adds candidates, so the plan is never slower and the
-bound never lower (tests/test_milp.py, tests/test_milp_enumerate.py,
-tests/test_milp_lns.py); a longer wall-clock limit runs the fixed-work phases (1)-(2b)
-and (3b) to the same end before the MILP, so it never returns a plan slower than theirs.
+beats U, after each solve a *no-good cut* excludes every simulated decision vector, each
+MILP solution (SCIP's pool too) is simulated and followed by a local search. The loop
+stops when the plan meets the bound (certified or the MILP's own), when the cut model is
+reported infeasible, or at the time or iteration limit.
+
+Status "optimal": the plan is within OPTIMAL_REL_TOL (1e-4) of a certified bound, so
+proven optimal for the evaluator; "bounded": a plan and a certified bound with a larger gap
+(``info["gap"]``, never clamped). Anytime: with the work limits fixed (``max_iterations``,
+``search_calls``, ``enum_plans``, ``lns_plans``), raising one of them replays the same
+phases and adds candidates, so the plan is never slower and the bound never lower
+(tests/test_milp.py, tests/test_milp_enumerate.py, tests/test_milp_lns.py); a longer
+wall-clock limit runs the fixed-work phases to the same end before the MILP, so it never
+returns a plan slower than theirs.
 
 Infeasible budgets: the model's floor (the smallest M at which it is feasible) has a
 closed form: every tensor swapped, each copy as slow as needed, so a swapped tensor is
 resident from production to its last forward reader and at its backward readers only:
 ``floor = max_k (static_k + sum_{prod_t <= k <= lastfwd_t} s_t + sum_{t read by backward
-op k} s_t)``. No plan runs in the evaluator below it. The all-swap plan is simulated at
-the floor; if it runs, the floor is the exact minimum budget (``min_budget_exact``),
-otherwise the smallest budget at which it runs is found by bisection.
+op k} s_t)``. No plan runs in the evaluator below it (a host pinned-memory limit only
+removes plans). The floor plans are simulated at the floor; if one runs, the floor is the
+exact minimum budget (``min_budget_exact``); otherwise each is bisected down from the best
+budget so far (keep-all runs at P), and on instances the enumeration covers, the
+enumeration looks for any plan at the floor and bisects below the best witness
+(:meth:`MILP.min_budget`).
 
-Backends: "scip" (OR-Tools pywraplp + SCIP, default; its dual bound is the bound),
+Backends for the time-indexed MILP (none of their dual bounds is certified): "scip"
+(OR-Tools pywraplp + SCIP, default),
 "highs" (OR-Tools MathOpt + HiGHS: MathOpt reports HiGHS's true dual bound, which
 pywraplp does not, and pywraplp's HiGHS hints crash), "pulp" (PuLP + its bundled CBC, an
 independent cross-check; the bound is CBC's, read from its log). CP-SAT computes the exact
