@@ -95,7 +95,8 @@ import numpy as np
 from slackopt.instance import Instance
 from slackopt.solvers.milp.backends import lp_relaxation
 from slackopt.solvers.milp.certify import seconds_below
-from slackopt.solvers.milp.model import _INF, MEM_UNITS_PER_P, TIME_UNIT_S, ModelTimeout, _Lin
+from slackopt.solvers.milp.lin import _INF, ModelTimeout, _Lin
+from slackopt.solvers.milp.model import MEM_UNITS_PER_P, TIME_UNIT_S
 
 MAX_CHECKPOINTS = 4
 """Forward checkpoints with D2H timing (those with the largest keep-all excess over M),

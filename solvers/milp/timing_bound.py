@@ -132,7 +132,7 @@ from slackopt.plan import RECOMP, SWAP
 from slackopt.solver import OPTIMAL_REL_TOL
 from slackopt.solvers.milp.backends import _ScipBackend, lp_relaxation
 from slackopt.solvers.milp.checkpoint import bound_arrays
-from slackopt.solvers.milp.model import _INF, ModelTimeout, _Lin
+from slackopt.solvers.milp.lin import _INF, ModelTimeout, _Lin
 
 MAX_UNITS = 6_000
 """Every op of K is timed when ``n_saved * |K|`` (absent-able pairs, at most) is at most
