@@ -34,7 +34,7 @@ class _Model:
     t_unit: float = TIME_UNIT_S
     info: dict[str, Any] = field(default_factory=dict)
     vmap: dict[str, Any] = field(default_factory=dict)
-    """The variable families by name (see the end of :func:`build_model`), read by
+    """The variable families by name (built by :meth:`_Builder.result`), read by
     :func:`slackopt.solvers.milp.model_point.point_from_trace`."""
 
     def decode(self, x: Sequence[float]) -> np.ndarray:
