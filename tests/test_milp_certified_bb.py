@@ -25,7 +25,7 @@ from slackopt.io import load_instance
 from slackopt.solver import OPTIMAL_REL_TOL
 from slackopt.solvers.milp.backends import lp_relaxation
 from slackopt.solvers.milp.certified_bb import certified_milp_bound
-from slackopt.solvers.milp.model import _Lin
+from slackopt.solvers.milp.lin import _Lin
 from slackopt.solvers.milp.timing_bound import build_timing_model, timing_bound
 from slackopt.workloads import make
 

@@ -34,7 +34,7 @@ from slackopt.solvers.milp.certify import (
     safe_lp_bound,
 )
 from slackopt.solvers.milp.checkpoint import checkpoint_bound
-from slackopt.solvers.milp.model import _INF, _Lin
+from slackopt.solvers.milp.lin import _INF, _Lin
 from slackopt.solvers.milp.timing_bound import timing_bound
 
 DATA = os.path.join(os.path.dirname(__file__), "data", "milp_soundness")

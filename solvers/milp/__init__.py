@@ -280,7 +280,8 @@ from slackopt.solvers.milp.backends import (  # noqa: F401 - re-exported
     lp_relaxation,
 )
 from slackopt.solvers.milp.incumbent import recompute_only_incumbent
-from slackopt.solvers.milp.model import _Lin, _Model, build_model, model_floor  # noqa: F401
+from slackopt.solvers.milp.lin import _Lin  # noqa: F401
+from slackopt.solvers.milp.model import _Model, build_model, model_floor  # noqa: F401
 from slackopt.solvers.milp.search import MILP, MODEL_OPTIONS, TIERS  # noqa: F401
 
 __all__ = ["MILP", "build_model", "model_floor", "recompute_only_incumbent",

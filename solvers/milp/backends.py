@@ -1,5 +1,5 @@
 """MILP backends: SCIP (OR-Tools pywraplp), HiGHS (OR-Tools MathOpt), PuLP (CBC), and the
-GLOP LP relaxation. Each solves a :class:`~slackopt.solvers.milp.model._Lin`, possibly several
+GLOP LP relaxation. Each solves a :class:`~slackopt.solvers.milp.lin._Lin`, possibly several
 times with rows added in between (the no-good loop)."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from slackopt.solvers.milp.model import _INF, ModelTimeout, _Lin, check_deadline
+from slackopt.solvers.milp.lin import _INF, ModelTimeout, _Lin, check_deadline
 
 BACKENDS = ("scip", "highs", "pulp")
 _PULP_FREE = 1e30
@@ -44,7 +44,7 @@ class _Backend(ABC):
     def __init__(self, lin: _Lin, *, threads: int, seed: int, rel_gap: float,
                  verbose: bool = False, deadline: float | None = None) -> None:
         """`deadline`: perf_counter time after which loading the rows stops with
-        :class:`~slackopt.solvers.milp.model.ModelTimeout`."""
+        :class:`~slackopt.solvers.milp.lin.ModelTimeout`."""
         self.lin, self.threads, self.seed, self.rel_gap = lin, threads, seed, rel_gap
         self.verbose = verbose
         self.deadline = deadline

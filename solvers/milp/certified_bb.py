@@ -83,7 +83,7 @@ from typing import Any
 
 from slackopt.solvers.milp.backends import _certify_loop, _GlopLP
 from slackopt.solvers.milp.certify import lin_arrays
-from slackopt.solvers.milp.model import ModelTimeout, _Lin
+from slackopt.solvers.milp.lin import ModelTimeout, _Lin
 
 NODE_LIMIT = 20_000
 """Default limit on the node LPs solved (the root included)."""

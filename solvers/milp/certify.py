@@ -9,7 +9,7 @@ Programming 99 (2004) 283-296, a bound is instead computed from *any* row multip
 ``y`` (the solver's duals) by weak duality, with the rounding errors of that computation
 bounded a priori, so that the number returned is at most the exact minimum.
 
-The model is a :class:`~slackopt.solvers.milp.model._Lin`: minimise ``c x`` subject to
+The model is a :class:`~slackopt.solvers.milp.lin._Lin`: minimise ``c x`` subject to
 ``lo <= A x <= hi`` (rows) and ``lb <= x <= ub`` (box; infinite bounds allowed).
 
 Weak duality (Neumaier-Shcherbina, section 2): for any y with ``y_i > 0`` only where
@@ -76,7 +76,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from slackopt.solvers.milp.model import _Lin
+from slackopt.solvers.milp.lin import _Lin
 
 _U = 2.0 ** -53
 """Unit roundoff of IEEE double precision, round to nearest."""

@@ -106,7 +106,8 @@ from slackopt.instance import Instance
 from slackopt.plan import RECOMP, SWAP
 from slackopt.solvers.milp.backends import lp_relaxation
 from slackopt.solvers.milp.certify import seconds_below
-from slackopt.solvers.milp.model import _INF, MEM_UNITS_PER_P, TIME_UNIT_S, ModelTimeout, _Lin
+from slackopt.solvers.milp.lin import _INF, ModelTimeout, _Lin
+from slackopt.solvers.milp.model import MEM_UNITS_PER_P, TIME_UNIT_S
 from slackopt.solvers.milp.runpoint import RunView, complete_point, decided
 
 MAX_CHECKPOINTS = 4

@@ -50,7 +50,8 @@ from slackopt.instance import Instance
 from slackopt.plan import Plan
 from slackopt.solvers.milp.backends import lp_relaxation
 from slackopt.solvers.milp.certify import seconds_below
-from slackopt.solvers.milp.model import ModelTimeout, build_model
+from slackopt.solvers.milp.lin import ModelTimeout
+from slackopt.solvers.milp.model import build_model
 
 EXACT_MAX_OPS = 320
 """Up to this many scheduled ops the bound uses one step per op ("exact" tier); beyond,

@@ -1,12 +1,11 @@
-"""The time-indexed relaxation: the backend-neutral linear model (:class:`Lin`), the
-steps, the model floor and :func:`build_model`. The formulation and the argument why each
-relaxation is one are in the package docstring (solvers/milp/__init__.py)."""
+"""The time-indexed relaxation: the steps, the model floor and :func:`build_model` (the
+backend-neutral linear model it builds, :class:`~slackopt.solvers.milp.lin._Lin`, is in
+solvers/milp/lin.py). The formulation and the argument why each relaxation is one are in
+the package docstring (solvers/milp/__init__.py)."""
 
 from __future__ import annotations
 
 import bisect
-import math
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,154 +14,12 @@ import numpy as np
 
 from slackopt.instance import Instance
 from slackopt.plan import KEEP, RECOMP, SWAP
+from slackopt.solvers.milp.lin import _INF, _Lin
 
 TIME_UNIT_S = 1e-6
 """Model time unit (s): step durations are in microseconds."""
 MEM_UNITS_PER_P = 1e4
 """Model memory unit: P / 1e4 bytes."""
-_INF = float("inf")
-
-
-# =========================================================================== neutral model
-class ModelTimeout(Exception):
-    """Building or loading a model passed its deadline (the solver then returns the best
-    plan found so far)."""
-
-
-def check_deadline(deadline: float | None, i: int, what: str) -> None:
-    """Raise :class:`ModelTimeout` if `deadline` (perf_counter seconds) has passed; the
-    clock is read only when `i` is a multiple of 4096 (`i`: a row count)."""
-    if deadline is not None and i % 4096 == 0 and time.perf_counter() > deadline:
-        raise ModelTimeout(f"{what}: the time limit ended it after {i} rows")
-
-
-class _Lin:
-    """A backend-neutral MILP: variables with bounds, integrality, objective; sparse rows
-    ``lo <= sum coef * var <= hi``. With a `deadline` (perf_counter seconds), adding a row
-    after it raises :class:`ModelTimeout`."""
-
-    def __init__(self, deadline: float | None = None) -> None:
-        self.deadline = deadline
-        self.lb: list[float] = []
-        self.ub: list[float] = []
-        self.is_int: list[bool] = []
-        self.obj: list[float] = []
-        self.names: list[str] = []
-        self.rows: list[tuple[list[int], list[float], float, float]] = []
-        self.row_names: list[str] = []
-
-    @property
-    def n_vars(self) -> int:
-        return len(self.lb)
-
-    def var(self, lb: float = 0.0, ub: float = _INF, integer: bool = False,
-            obj: float = 0.0, name: str = "") -> int:
-        self.names.append(name)
-        self.lb.append(float(lb))
-        self.ub.append(float(ub))
-        self.is_int.append(bool(integer))
-        self.obj.append(float(obj))
-        return len(self.lb) - 1
-
-    def row(self, terms: Sequence[tuple[int, float]], lo: float = -_INF,
-            hi: float = _INF, name: str = "") -> int:
-        """Add ``lo <= sum coef * var <= hi`` and return its index; `name` says which
-        family of the formulation the row belongs to (``"family[index]"``), so that a
-        soundness check can name the row a plan violates (:meth:`violations`)."""
-        check_deadline(self.deadline, len(self.rows), "building the model")
-        acc: dict[int, float] = {}
-        for j, c in terms:
-            if j is None or c == 0.0:
-                continue
-            acc[j] = acc.get(j, 0.0) + float(c)
-        idx = [j for j, c in acc.items() if c != 0.0]
-        cf = [acc[j] for j in idx]
-        if not idx:
-            if lo > 1e-9 or hi < -1e-9:
-                # An empty infeasible row: keep it (0 >= lo) so the backend reports it.
-                self.rows.append(([], [], float(lo), float(hi)))
-                self.row_names.append(name)
-            return len(self.rows) - 1
-        self.rows.append((idx, cf, float(lo), float(hi)))
-        self.row_names.append(name)
-        return len(self.rows) - 1
-
-    def violations(self, x: Sequence[float], rel_tol: float = 1e-9,
-                   limit: int = 10) -> list[dict[str, Any]]:
-        """The rows and variable bounds that the point `x` (one value per variable, model
-        units) violates, in row order, at most `limit`: dicts with ``row`` (index, or
-        ``None`` for a variable bound), ``name`` (the row's family name, or the
-        variable's), ``value`` (the row's activity) and ``lo``/``hi``. A row counts as
-        violated when it misses a side by more than `rel_tol` times ``1 + sum |coef x|``
-        (the rounding a point read from a simulated trace carries). Integrality is
-        checked too (within `rel_tol`). Used by the plan-by-plan soundness tests: the point
-        built from a plan's trace must satisfy every row."""
-        out: list[dict[str, Any]] = []
-        xs = [float(v) for v in x]
-        if len(xs) != self.n_vars:
-            raise ValueError(f"point has {len(xs)} values, the model {self.n_vars} variables")
-        for j, v in enumerate(xs):
-            tol = rel_tol * (1.0 + abs(v))
-            bad = (v < self.lb[j] - tol or v > self.ub[j] + tol
-                   or (self.is_int[j] and abs(v - round(v)) > tol))
-            if bad:
-                out.append({"row": None, "name": self.names[j] or f"x{j}", "value": v,
-                            "lo": self.lb[j], "hi": self.ub[j]})
-                if len(out) >= limit:
-                    return out
-        # screen every row at once (numpy), then confirm each candidate with exact sums
-        rid, col, coef, lo_a, hi_a = self._arrays()
-        xa = np.asarray(xs, dtype=np.float64)
-        terms = coef * xa[col] if col.size else np.zeros(0)
-        nr = len(self.rows)
-        act = np.bincount(rid, weights=terms, minlength=nr)
-        mag = np.bincount(rid, weights=np.abs(terms), minlength=nr)
-        slack = 2.0 * rel_tol * (1.0 + mag)
-        with np.errstate(invalid="ignore"):
-            cand = np.flatnonzero((act < lo_a - slack) | (act > hi_a + slack)
-                                  | ~np.isfinite(act))
-        for i in cand.tolist():
-            idx, cf, lo, hi = self.rows[i]
-            tv = [c * xs[j] for j, c in zip(idx, cf, strict=True)]
-            a = math.fsum(tv)
-            tol = rel_tol * (1.0 + math.fsum(abs(t) for t in tv))
-            if a < lo - tol or a > hi + tol or not math.isfinite(a):
-                out.append({"row": i, "name": self.row_names[i] or f"row{i}", "value": a,
-                            "lo": lo, "hi": hi})
-                if len(out) >= limit:
-                    break
-        return out
-
-    def _arrays(self) -> tuple[np.ndarray, ...]:
-        """The rows as flat arrays (row id, column, coefficient per nonzero; lo, hi per
-        row), cached until a row is added."""
-        cache = getattr(self, "_arr", None)
-        if cache is not None and cache[0] == len(self.rows):
-            return cache[1]
-        rid = np.fromiter((i for i, r in enumerate(self.rows) for _ in r[0]), dtype=np.int64)
-        col = np.fromiter((j for r in self.rows for j in r[0]), dtype=np.int64)
-        coef = np.fromiter((c for r in self.rows for c in r[1]), dtype=np.float64)
-        lo = np.array([r[2] for r in self.rows], dtype=np.float64)
-        hi = np.array([r[3] for r in self.rows], dtype=np.float64)
-        arrs = (rid, col, coef, lo, hi)
-        self._arr = (len(self.rows), arrs)
-        return arrs
-
-    def objective(self, x: Sequence[float]) -> float:
-        """The objective at `x` (model units)."""
-        return math.fsum(c * float(v) for c, v in zip(self.obj, x, strict=True) if c)
-
-    def copy(self) -> _Lin:
-        """An independent copy (rows may be added to either without touching the other)."""
-        other = _Lin()
-        other.lb, other.ub, other.is_int = list(self.lb), list(self.ub), list(self.is_int)
-        other.obj, other.names, other.rows = list(self.obj), list(self.names), list(self.rows)
-        other.row_names = list(self.row_names)
-        return other
-
-    def stats(self) -> dict[str, int]:
-        return {"variables": self.n_vars, "binaries": int(sum(self.is_int)),
-                "rows": len(self.rows), "nonzeros": int(sum(len(r[0]) for r in self.rows))}
 
 
 # =========================================================================== the model
@@ -177,7 +34,7 @@ class _Model:
     t_unit: float = TIME_UNIT_S
     info: dict[str, Any] = field(default_factory=dict)
     vmap: dict[str, Any] = field(default_factory=dict)
-    """The variable families by name (see the end of :func:`build_model`), read by
+    """The variable families by name (built by :meth:`_Builder.result`), read by
     :func:`slackopt.solvers.milp.model_point.point_from_trace`."""
 
     def decode(self, x: Sequence[float]) -> np.ndarray:
@@ -308,580 +165,576 @@ def _rebuild_gaps(prod: Sequence[int], rec_ok: Sequence[bool], deps: Sequence[Se
     return [g if g is not None else [] for g in G]
 
 
-def build_model(inst: Instance, M: int | None, *, tier: str = "full",
-                steps: str | int | None = None, lagging: bool | None = None,
-                binary_placement: bool | None = None,
-                integral_copies: bool | None = None, fifo: bool | None = None,
-                admission: bool | None = None,
-                integer_evictions: bool | None = None,
-                cumulative_placement: bool | None = None,
-                deadline: float | None = None) -> _Model:
-    """Build the time-indexed relaxation of ``inst`` at budget ``M`` (bytes).
+def _cum(D: dict[int, int], rng: tuple[int, int], K: int) -> int | None:
+    """The variable of a cumulative family `D` (one variable per step of the range `rng`,
+    each the share through the end of its step) at step `K`: None before the range (the
+    share is 0 there), the last one after it (the share stays at its total)."""
+    lo, hi = rng
+    if hi < lo or K < lo:
+        return None
+    return D[min(K, hi)]
 
-    Step K covers ops ``a_K .. b_K`` and the interval ``[E(a_K - 1), E(b_K))`` of the
-    evaluated run (E = end of an op; the gap before an op, with its stalls and the
-    rebuilds inserted before it, belongs to the op's step). Memory is checked at the end
-    of every op (all its allocations live, H2D buffers started during it counted) and, in
-    the exact tier, at its start (D2H copies that ended while it waited already freed).
 
-    Args:
-        inst: the instance.
-        M: the budget (bytes); None builds the model without memory rows.
-        tier: "full" (one step per op, every option below on), "exact" (one step per op,
-            options off: binary decisions, fractional copies, continuous rebuild positions
-            and evictions) or "aggregated" (as "exact", one step per (phase, layer) run).
-        steps: override the steps: "op", "layer" or a number of ops per step.
-        lagging: lag binaries (a D2H still running at the first backward read).
-        binary_placement: binary rebuild placements.
-        integral_copies: copy *events* are integral: a tensor is freed when its D2H ends,
-            an H2D buffer is allocated in full when the copy starts.
-        fifo: D2H copies run one at a time in the runtime's queue order (ready op, then
-            saved position), the engine is work-conserving, a D2H lags only behind
-            copies queued no later (R1-R3); turns `lagging` on.
-        admission: the H2D admission rule (used + size + next three tasks' allocations).
-        integer_evictions: eviction counts are integers (a tensor is evicted whole).
-        cumulative_placement: state "rebuilt before op k" through prefix-sum variables
-            of the placements (same relaxation, far fewer nonzeros; default on in the
-            aggregated tier only).
-        deadline: perf_counter time after which building stops with
-            :class:`ModelTimeout` (the paper workloads' models take seconds to build).
+def _share(D: dict[int, int], rng: tuple[int, int], K: int,
+           coef: float) -> list[tuple[int, float]]:
+    """Terms of `coef` times the share of a cumulative family `D` (range `rng`) in step
+    `K` alone: ``D[K] - D[K - 1]``, empty outside the range."""
+    if not (rng[0] <= K <= rng[1]):
+        return []
+    out = [(D[K], coef)]
+    if K - 1 >= rng[0]:
+        out.append((D[K - 1], -coef))
+    return out
 
-    Returns:
-        The model with its variable maps and the model floor (bytes).
-    """
-    if tier not in ("full", "exact", "aggregated"):
-        raise ValueError(f"tier '{tier}' is not one of full, exact, aggregated")
-    full = tier == "full"
-    steps = steps if steps is not None else ("layer" if tier == "aggregated" else "op")
-    lagging = full if lagging is None else bool(lagging)
-    binary_placement = full if binary_placement is None else bool(binary_placement)
-    integral_copies = full if integral_copies is None else bool(integral_copies)
-    fifo = full if fifo is None else bool(fifo)
-    # R1-R3 exempt a lagging D2H (a dropped one holds up no later copy, one that ends
-    # after its tensor's first read is not "queued" after it): they need the lag
-    # indicators, so fifo turns lagging on (without them, a dropped D2H would hold up the
-    # queue in R1, and R2 would count a lagging D2H as queued after it ended).
-    lagging = lagging or fifo
-    admission = full if admission is None else bool(admission)
-    integer_evictions = full if integer_evictions is None else bool(integer_evictions)
-    cumulative_placement = (tier == "aggregated" if cumulative_placement is None
-                            else bool(cumulative_placement))
-    groups = _groups(inst, steps)
-    n, nf, nS = inst.n_ops, inst.n_fwd, inst.n_saved
-    lin = _Lin(deadline)
-    P = max(1, int(inst.P))
-    mu = P / MEM_UNITS_PER_P                     # bytes per model memory unit
-    tu = TIME_UNIT_S
-    s = np.asarray(inst.s, dtype=np.int64)
-    sm = s / mu
-    c = np.asarray(inst.c, dtype=np.float64)
-    rec_ok = np.isfinite(c)
-    cu = np.where(rec_ok, c / tu, 0.0)
-    dur = np.asarray(inst.durations_s, dtype=np.float64) / tu
-    W = float(inst.link.bytes_per_s)
-    lat = float(inst.link.copy_latency_s)
-    w = np.where(s > 0, (lat + s / W) / tu, 0.0)
-    dmax = np.where(s > 0, (lat + s / (W * float(inst.link.duplex_factor))) / tu, 0.0)
-    prod = np.asarray(inst.saved_prod_idx, dtype=np.int64).tolist()
-    # ready[t]: the op after which t holds its final forward value (its producer, or its
-    # last in-place mutation); the runtime queues a swap's D2H when that op ends
-    # (slackopt.simulate._engine: Engine._end_task -> on_produced), so every D2H row is
-    # stated from ready, not from prod. The D2H queue is FIFO in the order of the keys
-    # qkey[t] = (ready[t], t): ops end in order, and the tensors ready at one op are
-    # queued in saved-position order (_Static.ready lists them so).
-    ready = np.asarray(inst.saved_ready_idx, dtype=np.int64).tolist()
-    qkey = [(ready[t], t) for t in range(nS)]
-    lastf = np.asarray(inst.saved_last_fwd_idx, dtype=np.int64).tolist()
-    firstb = np.asarray(inst.saved_first_bwd_idx, dtype=np.int64).tolist()
-    lastb = np.asarray(inst.saved_last_bwd_idx, dtype=np.int64).tolist()
-    rdb = [sorted(int(r) for r in inst.saved_reader_idx[t].tolist() if r >= nf)
-           for t in range(nS)]
-    ins = [tuple(int(i) for i in x) for x in inst.recipe_inputs]
-    deps: list[list[int]] = [[] for _ in range(nS)]
-    for u in range(nS):
-        for t in ins[u]:
-            deps[t].append(u)
-    static = np.asarray(inst.static_profile, dtype=np.int64)
-    s_alloc = np.asarray(inst.static_alloc, dtype=np.int64)
-    ws = np.asarray(inst.workspace, dtype=np.int64)
-    extra = (np.asarray(inst.recipe_transient, dtype=np.int64)
-             + np.asarray(inst.recipe_workspace, dtype=np.int64))
-    nG = len(groups)
-    Kof = [0] * n
-    for K, (a, b) in enumerate(groups):
-        for k in range(a, b + 1):
-            Kof[k] = K
-    single = [a == b for a, b in groups]
-    has_bwd = 0 < nf < n
-    KB0 = Kof[nf] if has_bwd else nG        # first backward step: starts at T_F
 
-    # Auxiliary variables, by how a point of the model fixes them once the others are set
-    # (solvers/milp/model_point.py): "def" = defined by one equality row (``*_def``),
-    # "max" = the largest value its own upper rows allow (the FIFO chain P), "min" = the
-    # smallest value its defining lower rows allow (om).
-    aux: dict[str, list[int]] = {"def": [], "max": [], "min": []}
+class _Builder:
+    """The state :func:`build_model` shares between its sections: the instance's data in
+    model units, the resolved options, the :class:`~slackopt.solvers.milp.lin._Lin` being
+    built and the variable families added so far. Each section is one method; they add
+    variables and rows in the order :func:`build_model` calls them, which fixes the
+    model's variable and row order."""
 
-    # ---- rebuild candidates: G[u] = ops g such that u may be rebuilt in the gap before g
-    G = _rebuild_gaps(prod, rec_ok, deps, firstb)
-    gmin = []           # earliest possible backward read (reader op, or a rebuild reading t)
-    for t in range(nS):
-        g = firstb[t]
-        for u in deps[t]:
-            if rec_ok[u] and G[u]:
-                g = min(g, G[u][0])
-        gmin.append(g)
-    n_reads = [len(rdb[t]) + sum(1 for u in deps[t] if rec_ok[u]) for t in range(nS)]
-    multi = [n_reads[t] >= 2 or gmin[t] < firstb[t] for t in range(nS)]
-    late_rebuild_read = [any(rec_ok[u] and G[u] and G[u][-1] > lastb[t] for u in deps[t])
-                         for t in range(nS)]
-
-    # ---- decisions
-    xs: list[int | None] = []
-    xr: list[int | None] = []
-    lag: list[int | None] = []
-    for t in range(nS):
-        xs.append(lin.var(0, 1, True, name=f"xs{t}"))
-        xr.append(lin.var(0, 1, True, name=f"xr{t}") if rec_ok[t] else None)
-        if xr[t] is not None:
-            lin.row([(xs[t], 1.0), (xr[t], 1.0)], hi=1.0, name=f"one_decision[t={t}]")
-        lag.append(lin.var(0, 1, True, name=f"lag{t}")
-                   if (lagging and s[t] > 0 and has_bwd) else None)
-        if lag[t] is not None:
-            lin.row([(lag[t], 1.0), (xs[t], -1.0)], hi=0.0, name=f"lag_only_swap[t={t}]")
-
-    # ---- rebuild placements y[u][g]
-    y: list[dict[int, int]] = [{} for _ in range(nS)]
-    for u in range(nS):
-        if not rec_ok[u]:
-            continue
-        if len(G[u]) == 1:
-            y[u][G[u][0]] = xr[u]
-        else:
-            for g in G[u]:
-                y[u][g] = lin.var(0, 1, binary_placement, name=f"y{u}_{g}")
-            lin.row([(y[u][g], 1.0) for g in G[u]] + [(xr[u], -1.0)], 0.0, 0.0,
-                    name=f"y_sum[u={u}]")
-
-    # Prefix sums of the placements, ``ycum[u][g] = sum of y[u][g'] for g' <= g`` (one
-    # equality row each): 'u rebuilt in a gap before an op <= k' is then one variable, not
-    # up to |G[u]| terms repeated in every memory and ordering row (BERT-Large: 10M
-    # nonzeros -> far fewer). A substitution: the relaxation's value is unchanged. On in
-    # the aggregated tier (``cumulative_placement``), where the chained recipes make G[u]
-    # long.
-    ycum: list[dict[int, int]] = [{} for _ in range(nS)]
-    if cumulative_placement:
+    def __init__(self, inst: Instance, M: int | None, tier: str,
+                 groups: list[tuple[int, int]], *, lagging: bool, binary_placement: bool,
+                 integral_copies: bool, fifo: bool, admission: bool,
+                 integer_evictions: bool, cumulative_placement: bool,
+                 deadline: float | None) -> None:
+        """The instance's data in model units (memory: P / 1e4 bytes, time: microseconds)
+        and an empty model. Arguments as in :func:`build_model`, the options resolved
+        and `groups` the steps (:func:`_groups`)."""
+        self.inst, self.M, self.tier, self.groups = inst, M, tier, groups
+        self.lagging, self.binary_placement = lagging, binary_placement
+        self.integral_copies, self.fifo, self.admission = integral_copies, fifo, admission
+        self.integer_evictions = integer_evictions
+        self.cumulative_placement = cumulative_placement
+        self.n, self.nf, self.nS = n, nf, nS = inst.n_ops, inst.n_fwd, inst.n_saved
+        self.lin = _Lin(deadline)
+        P = max(1, int(inst.P))
+        self.mu = mu = P / MEM_UNITS_PER_P           # bytes per model memory unit
+        self.Mu = M / mu if M is not None else None  # the budget (model units)
+        tu = TIME_UNIT_S
+        self.s = s = np.asarray(inst.s, dtype=np.int64)
+        self.sm = s / mu
+        c = np.asarray(inst.c, dtype=np.float64)
+        self.rec_ok = rec_ok = np.isfinite(c)
+        self.cu = np.where(rec_ok, c / tu, 0.0)
+        self.dur = np.asarray(inst.durations_s, dtype=np.float64) / tu
+        W = float(inst.link.bytes_per_s)
+        lat = float(inst.link.copy_latency_s)
+        self.w = np.where(s > 0, (lat + s / W) / tu, 0.0)
+        self.dmax = np.where(s > 0, (lat + s / (W * float(inst.link.duplex_factor))) / tu, 0.0)
+        self.prod = np.asarray(inst.saved_prod_idx, dtype=np.int64).tolist()
+        # ready[t]: the op after which t holds its final forward value (its producer, or its
+        # last in-place mutation); the runtime queues a swap's D2H when that op ends
+        # (slackopt.simulate._engine: Engine._end_task -> on_produced), so every D2H row is
+        # stated from ready, not from prod. The D2H queue is FIFO in the order of the keys
+        # qkey[t] = (ready[t], t): ops end in order, and the tensors ready at one op are
+        # queued in saved-position order (_Static.ready lists them so).
+        self.ready = ready = np.asarray(inst.saved_ready_idx, dtype=np.int64).tolist()
+        self.qkey = [(ready[t], t) for t in range(nS)]
+        self.lastf = np.asarray(inst.saved_last_fwd_idx, dtype=np.int64).tolist()
+        self.firstb = np.asarray(inst.saved_first_bwd_idx, dtype=np.int64).tolist()
+        self.lastb = np.asarray(inst.saved_last_bwd_idx, dtype=np.int64).tolist()
+        self.rdb = [sorted(int(r) for r in inst.saved_reader_idx[t].tolist() if r >= nf)
+                    for t in range(nS)]
+        self.ins = ins = [tuple(int(i) for i in x) for x in inst.recipe_inputs]
+        self.deps = deps = [[] for _ in range(nS)]
         for u in range(nS):
-            if len(G[u]) <= 2:
-                continue
-            prev = None
-            for g in G[u]:
-                cv = lin.var(0.0, 1.0, name=f"yc{u}_{g}")
-                aux["def"].append(cv)
-                lin.row([(cv, 1.0), (y[u][g], -1.0)] + ([(prev, -1.0)] if prev is not None
-                                                         else []), 0.0, 0.0,
-                        name=f"ycum_def[u={u},g={g}]")
-                ycum[u][g] = prev = cv
+            for t in ins[u]:
+                deps[t].append(u)
+        self.static = np.asarray(inst.static_profile, dtype=np.int64)
+        self.s_alloc = np.asarray(inst.static_alloc, dtype=np.int64)
+        self.ws = np.asarray(inst.workspace, dtype=np.int64)
+        self.extra = (np.asarray(inst.recipe_transient, dtype=np.int64)
+                      + np.asarray(inst.recipe_workspace, dtype=np.int64))
+        self.nG = nG = len(groups)
+        self.Kof = Kof = [0] * n
+        for K, (a, b) in enumerate(groups):
+            for k in range(a, b + 1):
+                Kof[k] = K
+        self.single = [a == b for a, b in groups]
+        self.has_bwd = has_bwd = 0 < nf < n
+        self.KB0 = Kof[nf] if has_bwd else nG        # first backward step: starts at T_F
 
-    def Y(u: int, k: int) -> list[tuple[int, float]]:
-        """Terms of 'u rebuilt in a gap before an op <= k'."""
-        if ycum[u]:
-            gs = G[u]
-            i = bisect.bisect_right(gs, k) - 1
-            return [(ycum[u][gs[i]], 1.0)] if i >= 0 else []
-        return [(y[u][g], 1.0) for g in G[u] if g <= k]
+        # Auxiliary variables, by how a point of the model fixes them once the others are set
+        # (solvers/milp/model_point.py): "def" = defined by one equality row (``*_def``),
+        # "max" = the largest value its own upper rows allow (the FIFO chain P), "min" = the
+        # smallest value its defining lower rows allow (om).
+        self.aux: dict[str, list[int]] = {"def": [], "max": [], "min": []}
+        # gamma_tK (exact tier): t's D2H ends in the gap before op a_K (the compute stream
+        # waited for it); then all of t's D2H share in step K lies in that gap. Filled by
+        # :meth:`gamma`, read by the memory rows at the start of an op.
+        self.gm: list[dict[int, int]] = [{} for _ in range(nS)]
+        # phi_tK: t's first H2D has started by the end of step K (R5, :meth:`admission_r5`)
+        self.phi: list[dict[int, int]] = [{} for _ in range(nS)]
 
-    for u in range(nS):
-        if not rec_ok[u]:
-            continue
-        for v in deps[u]:
-            if not rec_ok[v]:
-                continue
-            for g in G[v]:
-                if g > firstb[u]:
-                    continue
-                # gap(u) <= gap(v) when both are recomp: Y_u(g) - Y_v(g) >= xr_u - 1
-                lin.row(Y(u, g) + [(tv, -cf) for tv, cf in Y(v, g)] + [(xr[u], -1.0)],
-                        lo=-1.0, name=f"gap_input_first[u={u},v={v},g={g}]")
-        for g in G[u]:
-            if g == firstb[u]:
-                continue
-            # ... and no earlier than needed: a recomp dependent is rebuilt there
-            sup = [(y[v][g], -1.0) for v in deps[u] if rec_ok[v] and g in y[v]]
-            lin.row([(y[u][g], 1.0)] + sup, hi=0.0, name=f"gap_when_needed[u={u},g={g}]")
+    # ------------------------------------------------------------------- the sections
+    def rebuild_candidates(self) -> None:
+        """Rebuild candidates: G[u] = ops g such that u may be rebuilt in the gap before g
+        (:func:`_rebuild_gaps`); per saved tensor t, gmin[t] (its earliest possible
+        backward read), n_reads[t] (its backward reads: readers and recipes that read it),
+        multi[t] (read more than once, or by a rebuild before its first reader) and
+        late_rebuild_read[t] (a rebuild reading t may come after t's last reader). No
+        variables, no rows."""
+        nS, rec_ok, prod, firstb, lastb = self.nS, self.rec_ok, self.prod, self.firstb, self.lastb
+        rdb, deps = self.rdb, self.deps
+        G = _rebuild_gaps(prod, rec_ok, deps, firstb)
+        gmin = []           # earliest possible backward read (reader op, or a rebuild reading t)
+        for t in range(nS):
+            g = firstb[t]
+            for u in deps[t]:
+                if rec_ok[u] and G[u]:
+                    g = min(g, G[u][0])
+            gmin.append(g)
+        n_reads = [len(rdb[t]) + sum(1 for u in deps[t] if rec_ok[u]) for t in range(nS)]
+        multi = [n_reads[t] >= 2 or gmin[t] < firstb[t] for t in range(nS)]
+        late_rebuild_read = [any(rec_ok[u] and G[u] and G[u][-1] > lastb[t] for u in deps[t])
+                             for t in range(nS)]
+        self.G, self.gmin, self.n_reads, self.multi = G, gmin, n_reads, multi
+        self.late_rebuild_read = late_rebuild_read
 
-    # ---- copies (cumulative shares through the end of each step)
-    def cum(D: dict[int, int], rng: tuple[int, int], K: int) -> int | None:
-        lo, hi = rng
-        if hi < lo or K < lo:
-            return None
-        return D[min(K, hi)]
+    def decisions(self) -> None:
+        """Decisions: per saved tensor t the binaries xs (swap), xr (recompute, if t has a
+        recipe; at most one decision: ``one_decision``) and, with `lagging`, lag (t's D2H
+        is still running at its first backward read; only a swapped tensor lags:
+        ``lag_only_swap``)."""
+        lagging, nS, lin, s, rec_ok = self.lagging, self.nS, self.lin, self.s, self.rec_ok
+        has_bwd = self.has_bwd
+        xs: list[int | None] = []
+        xr: list[int | None] = []
+        lag: list[int | None] = []
+        for t in range(nS):
+            xs.append(lin.var(0, 1, True, name=f"xs{t}"))
+            xr.append(lin.var(0, 1, True, name=f"xr{t}") if rec_ok[t] else None)
+            if xr[t] is not None:
+                lin.row([(xs[t], 1.0), (xr[t], 1.0)], hi=1.0, name=f"one_decision[t={t}]")
+            lag.append(lin.var(0, 1, True, name=f"lag{t}")
+                       if (lagging and s[t] > 0 and has_bwd) else None)
+            if lag[t] is not None:
+                lin.row([(lag[t], 1.0), (xs[t], -1.0)], hi=0.0, name=f"lag_only_swap[t={t}]")
+        self.xs, self.xr, self.lag = xs, xr, lag
 
-    F: list[dict[int, int]] = [{} for _ in range(nS)]   # D2H share (not lagging)
-    L: list[dict[int, int]] = [{} for _ in range(nS)]   # D2H share (lagging)
-    H: list[dict[int, int]] = [{} for _ in range(nS)]   # H2D shares (re-fetches too)
-    E: list[dict[int, int]] = [{} for _ in range(nS)]   # evictions (counts)
-    Dn: list[dict[int, int]] = [{} for _ in range(nS)]  # D2H ended (binary) or = F
-    Sg: list[dict[int, int]] = [{} for _ in range(nS)]  # H2D copies started or = H
-    f_rng: list[tuple[int, int]] = [(0, -1)] * nS
-    l_rng: list[tuple[int, int]] = [(0, -1)] * nS
-    h_rng: list[tuple[int, int]] = [(0, -1)] * nS
-    e_rng: list[tuple[int, int]] = [(0, -1)] * nS
-    # later_read[t]: the latest step of the first backward read of a copy queued after t
-    # (the D2H queue order qkey; -1 if none)
-    later_read = [-1] * nS
-    if has_bwd:
-        run = -1
-        for t in sorted(range(nS), key=lambda t: qkey[t], reverse=True):
-            later_read[t] = run
-            if s[t] > 0:
-                run = max(run, Kof[firstb[t]])
-    for t in range(nS):
-        if s[t] <= 0 or not has_bwd:
-            continue
-        Kp = Kof[ready[t]]
-        f_lo = Kp + 1 if ready[t] == groups[Kp][1] else Kp   # queued when t is ready
-        f_hi = Kof[firstb[t]]
-        f_rng[t] = (f_lo, f_hi)
-        for K in range(f_lo, f_hi + 1):
-            F[t][K] = lin.var(0, 1, name=f"F{t}_{K}")
-        h_hi = Kof[lastb[t]] if multi[t] else Kof[firstb[t]]
-        h_rng[t] = (KB0, h_hi)
-        for K in range(KB0, h_hi + 1):
-            H[t][K] = lin.var(0, _INF, name=f"H{t}_{K}")
-        if multi[t]:
-            e_rng[t] = (Kof[gmin[t]], Kof[lastb[t]])
-            for K in range(e_rng[t][0], e_rng[t][1] + 1):
-                E[t][K] = lin.var(0, max(1, n_reads[t] - 1), integer_evictions,
-                                  name=f"E{t}_{K}")
-        if multi[t] or lag[t] is not None or fifo:
-            # A lagging D2H already in flight when its tensor's last reader ends runs to
-            # its end (only a queued one is dropped), into any later step. The rows that
-            # need busy time from below (R2, R3: fifo) must see that share in the steps
-            # where they may need it: up to the first backward read of a copy queued
-            # after t (R2 and R3 of that copy; t's own rows end at its first read).
-            # Without fifo no row reads L from below, and a share left out only loosens
-            # the capacity rows.
-            hi_l = max(f_hi, e_rng[t][1])
-            if fifo:
-                hi_l = max(hi_l, later_read[t])
-            l_rng[t] = (f_lo, hi_l)
-            for K in range(l_rng[t][0], l_rng[t][1] + 1):
-                L[t][K] = lin.var(0, 1, name=f"L{t}_{K}")
-        if integral_copies:
-            for K in range(f_lo, f_hi + 1):
-                Dn[t][K] = lin.var(0, 1, True, name=f"D{t}_{K}")
-                lin.row([(Dn[t][K], 1.0), (F[t][K], -1.0)], hi=0.0,
-                        name=f"D_le_F[t={t},K={K}]")
-            lin.row([(Dn[t][f_hi], 1.0), (F[t][f_hi], -1.0)], 0.0, 0.0,
-                    name=f"D_at_first_read[t={t}]")
-            for K in range(h_rng[t][0], h_rng[t][1] + 1):
-                Sg[t][K] = lin.var(0, max(1, n_reads[t]), True, name=f"S{t}_{K}")
-                lin.row([(H[t][K], 1.0), (Sg[t][K], -1.0)], hi=0.0,
-                        name=f"H_le_S[t={t},K={K}]")
-        else:
-            Dn[t], Sg[t] = F[t], H[t]
-        mono = [("F", F[t], f_rng[t]), ("L", L[t], l_rng[t]), ("H", H[t], h_rng[t]),
-                ("E", E[t], e_rng[t])]
-        if integral_copies:
-            mono += [("D", Dn[t], f_rng[t]), ("S", Sg[t], h_rng[t])]
-        for nm, D, (lo, hi) in mono:
-            for K in range(lo + 1, hi + 1):
-                lin.row([(D[K], 1.0), (D[K - 1], -1.0)], lo=0.0,
-                        name=f"monotone_{nm}[t={t},K={K}]")
-        l_tot = [(L[t][l_rng[t][1]], 1.0)] if L[t] else []
-        if lag[t] is not None:
-            lin.row([(F[t][f_hi], 1.0), (xs[t], -1.0), (lag[t], 1.0)], 0.0, 0.0,
-                    name=f"d2h_total_lag[t={t}]")
-            if l_tot:
-                lin.row(l_tot + [(lag[t], -1.0)], hi=0.0, name=f"L_total[t={t}]")
-        else:
-            lin.row([(F[t][f_hi], 1.0), (xs[t], -1.0)] + l_tot, hi=0.0,
-                    name=f"d2h_total[t={t}]")
-        for K in range(e_rng[t][0], e_rng[t][1] + 1):
-            # an eviction needs a finished D2H: E <= (reads - 1) * (F + L)
-            r = max(1, n_reads[t] - 1)
-            lin.row([(E[t][K], 1.0), (cum(F[t], f_rng[t], K), -r),
-                     (cum(L[t], l_rng[t], K), -r)], hi=0.0,
-                    name=f"evict_after_d2h[t={t},K={K}]")
-
-    def Hv(t: int, K: int) -> int | None:
-        return cum(H[t], h_rng[t], K)
-
-    def Ev(t: int, K: int) -> int | None:
-        return cum(E[t], e_rng[t], K)
-
-    def Dv(t: int, K: int) -> int | None:
-        return cum(Dn[t], f_rng[t], K)
-
-    def Sv(t: int, K: int) -> int | None:
-        return cum(Sg[t], h_rng[t], K)
-
-    def Lv(t: int, K: int) -> int | None:
-        return cum(L[t], l_rng[t], K)
-
-    # gamma_tK (exact tier): t's D2H ends in the gap before op a_K (the compute stream
-    # waited for it); then all of t's D2H share in step K lies in that gap.
-    gm: list[dict[int, int]] = [{} for _ in range(nS)]
-
-    def gam(t: int, K: int) -> int | None:
-        return gm[t].get(K)
-
-    for t in range(nS):
-        if s[t] <= 0 or not has_bwd:
-            continue
-        for K in range(h_rng[t][0], h_rng[t][1] + 1):
-            # an H2D starts after the D2H ended, or after an eviction: S <= D + E
-            lin.row([(Sv(t, K), 1.0), (Dv(t, K), -1.0), (Ev(t, K), -1.0)], hi=0.0,
-                    name=f"h2d_after_d2h[t={t},K={K}]")
-        for K in range(e_rng[t][0], e_rng[t][1] + 1):
-            # residency >= 0: E <= xs - D + S
-            lin.row([(Ev(t, K), 1.0), (xs[t], -1.0), (Dv(t, K), 1.0), (Sv(t, K), -1.0)],
-                    hi=0.0, name=f"evict_resident[t={t},K={K}]")
-        # a backward reader r: fetched (after the D2H, and after each earlier eviction)
-        for r in rdb[t]:
-            K = Kof[r]
-            Ep = Ev(t, K) if single[K] else Ev(t, K - 1)
-            lin.row([(Hv(t, K), 1.0), (Dv(t, K), -1.0), (Ep, -1.0)], lo=0.0,
-                    name=f"reader_fetched[t={t},r={r}]")
-        # a rebuild that reads swapped t before t's first backward reader
-        for u in deps[t]:
+    def placements(self) -> None:
+        """Rebuild placements y[u][g]: a recomputed tensor u is rebuilt in exactly one of
+        its candidate gaps (``y_sum``); a tensor with one candidate gap uses xr itself."""
+        binary_placement, nS, lin, rec_ok = self.binary_placement, self.nS, self.lin, self.rec_ok
+        G, xr = self.G, self.xr
+        y: list[dict[int, int]] = [{} for _ in range(nS)]
+        for u in range(nS):
             if not rec_ok[u]:
                 continue
-            for g in G[u]:
-                if g >= firstb[t]:
-                    continue
-                K = Kof[g]
-                lin.row([(Hv(t, K), 1.0), (Dv(t, K), -1.0), (Ev(t, K - 1), -1.0),
-                         (y[u][g], -1.0)], lo=-1.0,
-                        name=f"rebuild_read_fetched[t={t},u={u},g={g}]")
-
-    def share(D: dict[int, int], rng: tuple[int, int], K: int,
-              coef: float) -> list[tuple[int, float]]:
-        if not (rng[0] <= K <= rng[1]):
-            return []
-        out = [(D[K], coef)]
-        if K - 1 >= rng[0]:
-            out.append((D[K - 1], -coef))
-        return out
-
-    def d2h_share(t: int, K: int, coef: float) -> list[tuple[int, float]]:
-        return share(F[t], f_rng[t], K, coef) + share(L[t], l_rng[t], K, coef)
-
-    # ---- FIFO D2H queue: a D2H moves in step K only if every earlier-queued swapped
-    # tensor's D2H has ended by the end of K (chain P_tK over the queue order qkey =
-    # (ready, saved position), the runtime's; a non-lagging D2H has ended when Dn = 1, a
-    # lagging one when L = 1). Zero-byte tensors are never queued.
-    if fifo and has_bwd:
-        order_t = sorted((t for t in range(nS) if s[t] > 0), key=lambda t: qkey[t])
-        prev_P: dict[int, int] = {}
-        for i, t in enumerate(order_t):
-            if i > 0:
-                for K in range(f_rng[t][0], max(f_rng[t][1], l_rng[t][1]) + 1):
-                    rowt = [(cum(F[t], f_rng[t], K), 1.0), (Lv(t, K), 1.0)]
-                    Pk = prev_P.get(K)
-                    lin.row(rowt + ([(Pk, -1.0)] if Pk is not None else []), hi=0.0,
-                            name=f"fifo_R1[t={t},K={K}]")
-            if i == len(order_t) - 1:
-                break
-            nxt = order_t[i + 1:]
-            k_lo = min(f_rng[t2][0] for t2 in nxt)
-            k_hi = max(max(f_rng[t2][1], l_rng[t2][1]) for t2 in nxt)
-            cur: dict[int, int] = {}
-            for K in range(k_lo, k_hi + 1):
-                Pv = lin.var(0, 1, name=f"P{t}_{K}")
-                aux["max"].append(Pv)
-                # P <= 1 - xs + D (+ 1 when t lags: its D2H may be dropped, then it
-                # never ends and does not hold up later copies)
-                row = [(Pv, 1.0), (Dv(t, K), -1.0), (xs[t], 1.0)]
-                row += [(lag[t], -1.0)] if lag[t] is not None else [(Lv(t, K), -1.0)]
-                lin.row(row, hi=1.0, name=f"fifo_P_ended[t={t},K={K}]")
-                if i > 0:
-                    lin.row([(Pv, 1.0)] + ([(prev_P[K], -1.0)] if K in prev_P else []),
-                            hi=0.0, name=f"fifo_P_chain[t={t},K={K}]")
-                cur[K] = Pv
-            prev_P = cur
-
-    # Busy time of the D2H engine in step K, from above: share x the copy's duration,
-    # which is at most dmax (latency + s / (duplex W)) in every step. A copy that runs
-    # wholly in the forward pass lasts w, but one that straddles T_F runs at the duplex
-    # rate after it, and its share in a forward step is overlap / (its whole duration):
-    # w would undercount that overlap (case milp-bound-above-optimum, tests/test_milp_bounds.py).
-    def d2h_busy(t: int, K: int) -> list[tuple[int, float]]:
-        return d2h_share(t, K, float(dmax[t]))
-
-    # ---- the D2H engine is work-conserving: while a swapped tensor's D2H is queued or
-    # running through a whole step (ready, i.e. queued, before the step, not ended by its
-    # end), the engine is busy the whole step, so it works >= the step's op time in it.
-    if fifo and has_bwd:
-        Bv: dict[int, int] = {}
-        for t in range(nS):
-            if s[t] <= 0:
-                continue
-            for K in range(f_rng[t][0], f_rng[t][1] + 1):
-                a, b = groups[K]
-                if ready[t] >= a:
-                    continue
-                if K not in Bv:
-                    terms = []
-                    for t2 in range(nS):
-                        if s[t2] > 0:
-                            terms += d2h_busy(t2, K)
-                    Bv[K] = lin.var(0, _INF, name=f"B{K}")
-                    aux["def"].append(Bv[K])
-                    lin.row([(Bv[K], 1.0)] + [(v, -cf) for v, cf in terms], 0.0, 0.0,
-                            name=f"busy_B_def[K={K}]")
-                dK = float(dur[a:b + 1].sum())
-                row = [(Bv[K], 1.0), (xs[t], -dK), (Dv(t, K), dK)]
-                if lag[t] is not None:
-                    row.append((lag[t], dK))
-                lin.row(row, lo=0.0, name=f"busy_R2[t={t},K={K}]")
-
-    # rebuild reads of t placed in a gap of step <= K (they end the window in which t
-    # has not been read yet)
-    def read_by(t: int, K: int) -> list[tuple[int, float]]:
-        return [(y[u][g], 1.0) for u in deps[t] if rec_ok[u] for g in G[u] if Kof[g] <= K]
-
-    # ---- a lagging D2H keeps the D2H engine busy from the end of its ready op (where it
-    # is queued) to its first backward read, with copies queued no later (FIFO): in each
-    # step before that read those copies work >= the step's op time. The first read is
-    # t's first backward reader or an earlier rebuild that reads it (if one is placed
-    # there: the y terms). The rows of one step share the busy terms of every copy ready
-    # no later than t (a superset of those queued no later: the tensors ready at the same
-    # op but queued after t are counted too, which only admits more).
-    busy: dict[tuple[int, int], list[int]] = {}
-    for t in range(nS):
-        if lag[t] is None:
-            continue
-        for K in range(Kof[ready[t]] + 1, Kof[firstb[t]]):
-            busy.setdefault((K, ready[t]), []).append(t)
-    for (K, p), lagged in sorted(busy.items()):
-        terms = []
-        for t2 in range(nS):
-            if s[t2] > 0 and ready[t2] <= p:
-                terms += d2h_busy(t2, K)
-        a, b = groups[K]
-        dK = float(dur[a:b + 1].sum())
-        for t in lagged:
-            lin.row(terms + [(lag[t], -dK)] + [(v, dK) for v, _ in read_by(t, K)], lo=0.0,
-                    name=f"lag_busy_R3[t={t},K={K}]")
-
-    # ---- step durations
-    tau = []
-    for a, b in groups:
-        tau.append(lin.var(float(dur[a:b + 1].sum()), _INF, obj=1.0, name=f"tau{a}"))
-    reb_in: list[list[tuple[int, int]]] = [[] for _ in range(nG)]
-    for u in range(nS):
-        for g in G[u]:
-            reb_in[Kof[g]].append((u, g))
-    d2h_in: list[list[int]] = [[] for _ in range(nG)]
-    h2d_in: list[list[int]] = [[] for _ in range(nG)]
-    for t in range(nS):
-        for K in range(f_rng[t][0], max(f_rng[t][1], l_rng[t][1]) + 1):
-            d2h_in[K].append(t)
-        for K in range(h_rng[t][0], h_rng[t][1] + 1):
-            h2d_in[K].append(t)
-    for K, (a, b) in enumerate(groups):
-        base = float(dur[a:b + 1].sum())
-        if reb_in[K]:
-            lin.row([(tau[K], 1.0)] + [(y[u][g], -cu[u]) for u, g in reb_in[K]], lo=base,
-                    name=f"tau_rebuilds[K={K}]")
-        if d2h_in[K]:
-            terms = [(tau[K], 1.0)]
-            for t in d2h_in[K]:
-                terms += d2h_share(t, K, -w[t])
-            lin.row(terms, lo=0.0, name=f"d2h_capacity[K={K}]")
-            # a D2H starts when it is queued, at the end of its ready op: it overlaps
-            # only the rest of step K
-            for p in sorted({ready[t] for t in d2h_in[K] if a <= ready[t] < b}):
-                terms = [(tau[K], 1.0)]
-                for t in d2h_in[K]:
-                    if p <= ready[t] < b:
-                        terms += d2h_share(t, K, -w[t])
-                lin.row(terms, lo=float(dur[a:p + 1].sum()),
-                        name=f"d2h_after_ready[K={K},p={p}]")
-        if h2d_in[K]:
-            terms = [(tau[K], 1.0)]
-            for t in h2d_in[K]:
-                terms += share(H[t], h_rng[t], K, -w[t])
-            lin.row(terms, lo=0.0, name=f"h2d_capacity[K={K}]")
-            if single[K]:
-                # an H2D for a reader of op a ends before op a starts
-                rd = [t for t in h2d_in[K] if a in rdb[t]]
-                if rd:
-                    terms = [(tau[K], 1.0)]
-                    for t in rd:
-                        terms += share(H[t], h_rng[t], K, -w[t])
-                    lin.row(terms, lo=float(dur[a]), name=f"h2d_before_reader[K={K}]")
-                # ... and one for a rebuild in the gap before op a ends before the rebuild
-                # starts: w h <= tau - dur - c_u y + w (1 - y)
-                for u, g in reb_in[K]:
-                    for t in ins[u]:
-                        if s[t] <= 0 or g > firstb[t] or not (h_rng[t][0] <= K <= h_rng[t][1]):
-                            continue
-                        terms = [(tau[K], 1.0), (y[u][g], -cu[u] - w[t])]
-                        terms += share(H[t], h_rng[t], K, -w[t])
-                        lin.row(terms, lo=float(dur[a]) - w[t],
-                                name=f"h2d_before_rebuild_R6[t={t},u={u},g={g}]")
+            if len(G[u]) == 1:
+                y[u][G[u][0]] = xr[u]
             else:
-                # H2D shares in K for tensors last read inside K end before that read
-                for k in sorted({lastb[t] for t in h2d_in[K]
-                                 if a <= lastb[t] <= b and not late_rebuild_read[t]}):
-                    terms = [(tau[K], 1.0)]
-                    for t in h2d_in[K]:
-                        if a <= lastb[t] <= k and not late_rebuild_read[t]:
-                            terms += share(H[t], h_rng[t], K, -w[t])
-                    lin.row(terms, lo=float(dur[k:b + 1].sum()),
-                            name=f"h2d_before_last_read[K={K},k={k}]")
+                for g in G[u]:
+                    y[u][g] = lin.var(0, 1, binary_placement, name=f"y{u}_{g}")
+                lin.row([(y[u][g], 1.0) for g in G[u]] + [(xr[u], -1.0)], 0.0, 0.0,
+                        name=f"y_sum[u={u}]")
+        self.y = y
 
-    # gamma: a D2H that ends in the gap before op a_K (step K a single op)
-    if integral_copies:
+    def placement_prefix_sums(self) -> None:
+        """Prefix sums of the placements, ``ycum[u][g] = sum of y[u][g'] for g' <= g`` (one
+        equality row each): 'u rebuilt in a gap before an op <= k' is then one variable, not
+        up to |G[u]| terms repeated in every memory and ordering row (BERT-Large: 10M
+        nonzeros -> far fewer). A substitution: the relaxation's value is unchanged. On in
+        the aggregated tier (``cumulative_placement``), where the chained recipes make G[u]
+        long."""
+        cumulative_placement, nS, lin, aux = self.cumulative_placement, self.nS, self.lin, self.aux
+        G, y = self.G, self.y
+        ycum: list[dict[int, int]] = [{} for _ in range(nS)]
+        if cumulative_placement:
+            for u in range(nS):
+                if len(G[u]) <= 2:
+                    continue
+                prev = None
+                for g in G[u]:
+                    cv = lin.var(0.0, 1.0, name=f"yc{u}_{g}")
+                    aux["def"].append(cv)
+                    lin.row([(cv, 1.0), (y[u][g], -1.0)] + ([(prev, -1.0)] if prev is not None
+                                                             else []), 0.0, 0.0,
+                            name=f"ycum_def[u={u},g={g}]")
+                    ycum[u][g] = prev = cv
+        self.ycum = ycum
+
+    def placement_order(self) -> None:
+        """The order of the rebuilds: an input of a recipe is rebuilt no later than the
+        tensor that reads it (``gap_input_first``), and a tensor is rebuilt before its own
+        first backward reader only in a gap where a recomputed dependent is rebuilt
+        (``gap_when_needed``): the evaluator's rule (:func:`_rebuild_gaps`)."""
+        nS, lin, rec_ok, firstb, deps = self.nS, self.lin, self.rec_ok, self.firstb, self.deps
+        G, xr, y = self.G, self.xr, self.y
+        for u in range(nS):
+            if not rec_ok[u]:
+                continue
+            for v in deps[u]:
+                if not rec_ok[v]:
+                    continue
+                for g in G[v]:
+                    if g > firstb[u]:
+                        continue
+                    # gap(u) <= gap(v) when both are recomp: Y_u(g) - Y_v(g) >= xr_u - 1
+                    lin.row(self.Y(u, g) + [(tv, -cf) for tv, cf in self.Y(v, g)] + [(xr[u], -1.0)],
+                            lo=-1.0, name=f"gap_input_first[u={u},v={v},g={g}]")
+            for g in G[u]:
+                if g == firstb[u]:
+                    continue
+                # ... and no earlier than needed: a recomp dependent is rebuilt there
+                sup = [(y[v][g], -1.0) for v in deps[u] if rec_ok[v] and g in y[v]]
+                lin.row([(y[u][g], 1.0)] + sup, hi=0.0, name=f"gap_when_needed[u={u},g={g}]")
+
+    def copies(self) -> None:
+        """Copies (cumulative shares through the end of each step): per swapped tensor t
+        and step K, the D2H shares F (not lagging) and L (lagging), the H2D shares H
+        (re-fetches too), the eviction counts E and, with `integral_copies`, the copy
+        events Dn (the D2H has ended) and Sg (H2D copies started), else Dn = F and Sg = H;
+        each family is monotone in K, the D2H shares total xs (less a lag), and an
+        eviction needs a finished D2H."""
+        groups, integral_copies, fifo = self.groups, self.integral_copies, self.fifo
+        integer_evictions, nS, lin, s = self.integer_evictions, self.nS, self.lin, self.s
+        ready, qkey, firstb, lastb, Kof = self.ready, self.qkey, self.firstb, self.lastb, self.Kof
+        has_bwd, KB0, gmin, n_reads = self.has_bwd, self.KB0, self.gmin, self.n_reads
+        multi, xs, lag = self.multi, self.xs, self.lag
+        F: list[dict[int, int]] = [{} for _ in range(nS)]   # D2H share (not lagging)
+        L: list[dict[int, int]] = [{} for _ in range(nS)]   # D2H share (lagging)
+        H: list[dict[int, int]] = [{} for _ in range(nS)]   # H2D shares (re-fetches too)
+        E: list[dict[int, int]] = [{} for _ in range(nS)]   # evictions (counts)
+        Dn: list[dict[int, int]] = [{} for _ in range(nS)]  # D2H ended (binary) or = F
+        Sg: list[dict[int, int]] = [{} for _ in range(nS)]  # H2D copies started or = H
+        f_rng: list[tuple[int, int]] = [(0, -1)] * nS
+        l_rng: list[tuple[int, int]] = [(0, -1)] * nS
+        h_rng: list[tuple[int, int]] = [(0, -1)] * nS
+        e_rng: list[tuple[int, int]] = [(0, -1)] * nS
+        # later_read[t]: the latest step of the first backward read of a copy queued after t
+        # (the D2H queue order qkey; -1 if none)
+        later_read = [-1] * nS
+        if has_bwd:
+            run = -1
+            for t in sorted(range(nS), key=lambda t: qkey[t], reverse=True):
+                later_read[t] = run
+                if s[t] > 0:
+                    run = max(run, Kof[firstb[t]])
         for t in range(nS):
             if s[t] <= 0 or not has_bwd:
                 continue
-            lo, hi = f_rng[t]
-            for K in range(max(lo, Kof[lastf[t]] + 1), hi + 1):
-                if not single[K]:
-                    continue
-                gv = lin.var(0, 1, True, name=f"g{t}_{K}")
-                gm[t][K] = gv
-                lin.row([(gv, 1.0), (Dv(t, K), -1.0), (Dv(t, K - 1), 1.0)], hi=0.0,
-                        name=f"gamma_ends[t={t},K={K}]")
-                a = groups[K][0]
-                lin.row([(tau[K], 1.0), (gv, -w[t])] + share(F[t], f_rng[t], K, -w[t]),
-                        lo=float(dur[a]) - w[t], name=f"gamma_in_gap[t={t},K={K}]")
+            Kp = Kof[ready[t]]
+            f_lo = Kp + 1 if ready[t] == groups[Kp][1] else Kp   # queued when t is ready
+            f_hi = Kof[firstb[t]]
+            f_rng[t] = (f_lo, f_hi)
+            for K in range(f_lo, f_hi + 1):
+                F[t][K] = lin.var(0, 1, name=f"F{t}_{K}")
+            h_hi = Kof[lastb[t]] if multi[t] else Kof[firstb[t]]
+            h_rng[t] = (KB0, h_hi)
+            for K in range(KB0, h_hi + 1):
+                H[t][K] = lin.var(0, _INF, name=f"H{t}_{K}")
+            if multi[t]:
+                e_rng[t] = (Kof[gmin[t]], Kof[lastb[t]])
+                for K in range(e_rng[t][0], e_rng[t][1] + 1):
+                    E[t][K] = lin.var(0, max(1, n_reads[t] - 1), integer_evictions,
+                                      name=f"E{t}_{K}")
+            if multi[t] or lag[t] is not None or fifo:
+                # A lagging D2H already in flight when its tensor's last reader ends runs to
+                # its end (only a queued one is dropped), into any later step. The rows that
+                # need busy time from below (R2, R3: fifo) must see that share in the steps
+                # where they may need it: up to the first backward read of a copy queued
+                # after t (R2 and R3 of that copy; t's own rows end at its first read).
+                # Without fifo no row reads L from below, and a share left out only loosens
+                # the capacity rows.
+                hi_l = max(f_hi, e_rng[t][1])
+                if fifo:
+                    hi_l = max(hi_l, later_read[t])
+                l_rng[t] = (f_lo, hi_l)
+                for K in range(l_rng[t][0], l_rng[t][1] + 1):
+                    L[t][K] = lin.var(0, 1, name=f"L{t}_{K}")
+            if integral_copies:
+                for K in range(f_lo, f_hi + 1):
+                    Dn[t][K] = lin.var(0, 1, True, name=f"D{t}_{K}")
+                    lin.row([(Dn[t][K], 1.0), (F[t][K], -1.0)], hi=0.0,
+                            name=f"D_le_F[t={t},K={K}]")
+                lin.row([(Dn[t][f_hi], 1.0), (F[t][f_hi], -1.0)], 0.0, 0.0,
+                        name=f"D_at_first_read[t={t}]")
+                for K in range(h_rng[t][0], h_rng[t][1] + 1):
+                    Sg[t][K] = lin.var(0, max(1, n_reads[t]), True, name=f"S{t}_{K}")
+                    lin.row([(H[t][K], 1.0), (Sg[t][K], -1.0)], hi=0.0,
+                            name=f"H_le_S[t={t},K={K}]")
+            else:
+                Dn[t], Sg[t] = F[t], H[t]
+            mono = [("F", F[t], f_rng[t]), ("L", L[t], l_rng[t]), ("H", H[t], h_rng[t]),
+                    ("E", E[t], e_rng[t])]
+            if integral_copies:
+                mono += [("D", Dn[t], f_rng[t]), ("S", Sg[t], h_rng[t])]
+            for nm, D, (lo, hi) in mono:
+                for K in range(lo + 1, hi + 1):
+                    lin.row([(D[K], 1.0), (D[K - 1], -1.0)], lo=0.0,
+                            name=f"monotone_{nm}[t={t},K={K}]")
+            l_tot = [(L[t][l_rng[t][1]], 1.0)] if L[t] else []
+            if lag[t] is not None:
+                lin.row([(F[t][f_hi], 1.0), (xs[t], -1.0), (lag[t], 1.0)], 0.0, 0.0,
+                        name=f"d2h_total_lag[t={t}]")
+                if l_tot:
+                    lin.row(l_tot + [(lag[t], -1.0)], hi=0.0, name=f"L_total[t={t}]")
+            else:
+                lin.row([(F[t][f_hi], 1.0), (xs[t], -1.0)] + l_tot, hi=0.0,
+                        name=f"d2h_total[t={t}]")
+            for K in range(e_rng[t][0], e_rng[t][1] + 1):
+                # an eviction needs a finished D2H: E <= (reads - 1) * (F + L)
+                r = max(1, n_reads[t] - 1)
+                lin.row([(E[t][K], 1.0), (_cum(F[t], f_rng[t], K), -r),
+                         (_cum(L[t], l_rng[t], K), -r)], hi=0.0,
+                        name=f"evict_after_d2h[t={t},K={K}]")
+        self.F, self.L, self.H, self.E, self.Dn, self.Sg, self.f_rng = F, L, H, E, Dn, Sg, f_rng
+        self.l_rng, self.h_rng, self.e_rng = l_rng, h_rng, e_rng
 
-    # ---- memory
-    phi: list[dict[int, int]] = [{} for _ in range(nS)]   # first H2D started (R5)
-    floor = model_floor(inst)
-    info: dict[str, Any] = {"steps": len(groups)}
-    if M is not None and n > 0:
-        Mu = M / mu
+    def copy_order(self) -> None:
+        """The order of the copies of one tensor: an H2D starts after the D2H ended or
+        after an eviction, the residency stays >= 0, and every backward read (a reader,
+        or a rebuild whose recipe reads t) finds t fetched."""
+        nS, lin, s, rec_ok, firstb = self.nS, self.lin, self.s, self.rec_ok, self.firstb
+        rdb, deps, Kof, single, has_bwd = self.rdb, self.deps, self.Kof, self.single, self.has_bwd
+        G, xs, y, h_rng, e_rng = self.G, self.xs, self.y, self.h_rng, self.e_rng
+        for t in range(nS):
+            if s[t] <= 0 or not has_bwd:
+                continue
+            for K in range(h_rng[t][0], h_rng[t][1] + 1):
+                # an H2D starts after the D2H ended, or after an eviction: S <= D + E
+                lin.row([(self.Sv(t, K), 1.0), (self.Dv(t, K), -1.0), (self.Ev(t, K), -1.0)],
+                        hi=0.0, name=f"h2d_after_d2h[t={t},K={K}]")
+            for K in range(e_rng[t][0], e_rng[t][1] + 1):
+                # residency >= 0: E <= xs - D + S
+                lin.row([(self.Ev(t, K), 1.0), (xs[t], -1.0), (self.Dv(t, K), 1.0),
+                         (self.Sv(t, K), -1.0)], hi=0.0, name=f"evict_resident[t={t},K={K}]")
+            # a backward reader r: fetched (after the D2H, and after each earlier eviction)
+            for r in rdb[t]:
+                K = Kof[r]
+                Ep = self.Ev(t, K) if single[K] else self.Ev(t, K - 1)
+                lin.row([(self.Hv(t, K), 1.0), (self.Dv(t, K), -1.0), (Ep, -1.0)], lo=0.0,
+                        name=f"reader_fetched[t={t},r={r}]")
+            # a rebuild that reads swapped t before t's first backward reader
+            for u in deps[t]:
+                if not rec_ok[u]:
+                    continue
+                for g in G[u]:
+                    if g >= firstb[t]:
+                        continue
+                    K = Kof[g]
+                    lin.row([(self.Hv(t, K), 1.0), (self.Dv(t, K), -1.0), (self.Ev(t, K - 1), -1.0),
+                             (y[u][g], -1.0)], lo=-1.0,
+                            name=f"rebuild_read_fetched[t={t},u={u},g={g}]")
+
+    def fifo_r1(self) -> None:
+        """FIFO D2H queue (R1): a D2H moves in step K only if every earlier-queued swapped
+        tensor's D2H has ended by the end of K (chain P_tK over the queue order qkey =
+        (ready, saved position), the runtime's; a non-lagging D2H has ended when Dn = 1, a
+        lagging one when L = 1). Zero-byte tensors are never queued."""
+        fifo, nS, lin, s, qkey = self.fifo, self.nS, self.lin, self.s, self.qkey
+        has_bwd, aux, xs, lag, F = self.has_bwd, self.aux, self.xs, self.lag, self.F
+        f_rng, l_rng = self.f_rng, self.l_rng
+        if fifo and has_bwd:
+            order_t = sorted((t for t in range(nS) if s[t] > 0), key=lambda t: qkey[t])
+            prev_P: dict[int, int] = {}
+            for i, t in enumerate(order_t):
+                if i > 0:
+                    for K in range(f_rng[t][0], max(f_rng[t][1], l_rng[t][1]) + 1):
+                        rowt = [(_cum(F[t], f_rng[t], K), 1.0), (self.Lv(t, K), 1.0)]
+                        Pk = prev_P.get(K)
+                        lin.row(rowt + ([(Pk, -1.0)] if Pk is not None else []), hi=0.0,
+                                name=f"fifo_R1[t={t},K={K}]")
+                if i == len(order_t) - 1:
+                    break
+                nxt = order_t[i + 1:]
+                k_lo = min(f_rng[t2][0] for t2 in nxt)
+                k_hi = max(max(f_rng[t2][1], l_rng[t2][1]) for t2 in nxt)
+                cur: dict[int, int] = {}
+                for K in range(k_lo, k_hi + 1):
+                    Pv = lin.var(0, 1, name=f"P{t}_{K}")
+                    aux["max"].append(Pv)
+                    # P <= 1 - xs + D (+ 1 when t lags: its D2H may be dropped, then it
+                    # never ends and does not hold up later copies)
+                    row = [(Pv, 1.0), (self.Dv(t, K), -1.0), (xs[t], 1.0)]
+                    row += [(lag[t], -1.0)] if lag[t] is not None else [(self.Lv(t, K), -1.0)]
+                    lin.row(row, hi=1.0, name=f"fifo_P_ended[t={t},K={K}]")
+                    if i > 0:
+                        lin.row([(Pv, 1.0)] + ([(prev_P[K], -1.0)] if K in prev_P else []),
+                                hi=0.0, name=f"fifo_P_chain[t={t},K={K}]")
+                    cur[K] = Pv
+                prev_P = cur
+
+    def work_conserving_r2(self) -> None:
+        """The D2H engine is work-conserving (R2): while a swapped tensor's D2H is queued or
+        running through a whole step (ready, i.e. queued, before the step, not ended by its
+        end), the engine is busy the whole step, so it works >= the step's op time in it."""
+        groups, fifo, nS, lin, s, dur = self.groups, self.fifo, self.nS, self.lin, self.s, self.dur
+        ready, has_bwd, aux, xs, lag = self.ready, self.has_bwd, self.aux, self.xs, self.lag
+        f_rng = self.f_rng
+        if fifo and has_bwd:
+            Bv: dict[int, int] = {}
+            for t in range(nS):
+                if s[t] <= 0:
+                    continue
+                for K in range(f_rng[t][0], f_rng[t][1] + 1):
+                    a, b = groups[K]
+                    if ready[t] >= a:
+                        continue
+                    if K not in Bv:
+                        terms = []
+                        for t2 in range(nS):
+                            if s[t2] > 0:
+                                terms += self.d2h_busy(t2, K)
+                        Bv[K] = lin.var(0, _INF, name=f"B{K}")
+                        aux["def"].append(Bv[K])
+                        lin.row([(Bv[K], 1.0)] + [(v, -cf) for v, cf in terms], 0.0, 0.0,
+                                name=f"busy_B_def[K={K}]")
+                    dK = float(dur[a:b + 1].sum())
+                    row = [(Bv[K], 1.0), (xs[t], -dK), (self.Dv(t, K), dK)]
+                    if lag[t] is not None:
+                        row.append((lag[t], dK))
+                    lin.row(row, lo=0.0, name=f"busy_R2[t={t},K={K}]")
+
+    def lagging_r3(self) -> None:
+        """A lagging D2H (R3) keeps the D2H engine busy from the end of its ready op (where
+        it is queued) to its first backward read, with copies queued no later (FIFO): in
+        each step before that read those copies work >= the step's op time. The first read
+        is t's first backward reader or an earlier rebuild that reads it (if one is placed
+        there: the y terms). The rows of one step share the busy terms of every copy ready
+        no later than t (a superset of those queued no later: the tensors ready at the same
+        op but queued after t are counted too, which only admits more)."""
+        groups, nS, lin, s, dur = self.groups, self.nS, self.lin, self.s, self.dur
+        ready, firstb, Kof, lag = self.ready, self.firstb, self.Kof, self.lag
+        busy: dict[tuple[int, int], list[int]] = {}
+        for t in range(nS):
+            if lag[t] is None:
+                continue
+            for K in range(Kof[ready[t]] + 1, Kof[firstb[t]]):
+                busy.setdefault((K, ready[t]), []).append(t)
+        for (K, p), lagged in sorted(busy.items()):
+            terms = []
+            for t2 in range(nS):
+                if s[t2] > 0 and ready[t2] <= p:
+                    terms += self.d2h_busy(t2, K)
+            a, b = groups[K]
+            dK = float(dur[a:b + 1].sum())
+            for t in lagged:
+                lin.row(terms + [(lag[t], -dK)] + [(v, dK) for v, _ in self.read_by(t, K)], lo=0.0,
+                        name=f"lag_busy_R3[t={t},K={K}]")
+
+    def step_durations(self) -> None:
+        """Step durations tau_K (the objective): at least the step's op time plus its
+        rebuilds, and at least the time its copies need on each engine, with the copies'
+        ordering against the ops of the step (a D2H starts when it is queued; an H2D ends
+        before its reader, or before a rebuild that reads it, or before the last read of
+        its tensor in the step)."""
+        groups, nS, lin, s, cu, dur = self.groups, self.nS, self.lin, self.s, self.cu, self.dur
+        w, ready, firstb, lastb, rdb = self.w, self.ready, self.firstb, self.lastb, self.rdb
+        ins, nG, Kof, single, G = self.ins, self.nG, self.Kof, self.single, self.G
+        late_rebuild_read, y, H, f_rng = self.late_rebuild_read, self.y, self.H, self.f_rng
+        l_rng, h_rng = self.l_rng, self.h_rng
+        tau = []
+        for a, b in groups:
+            tau.append(lin.var(float(dur[a:b + 1].sum()), _INF, obj=1.0, name=f"tau{a}"))
+        reb_in: list[list[tuple[int, int]]] = [[] for _ in range(nG)]
+        for u in range(nS):
+            for g in G[u]:
+                reb_in[Kof[g]].append((u, g))
+        d2h_in: list[list[int]] = [[] for _ in range(nG)]
+        h2d_in: list[list[int]] = [[] for _ in range(nG)]
+        for t in range(nS):
+            for K in range(f_rng[t][0], max(f_rng[t][1], l_rng[t][1]) + 1):
+                d2h_in[K].append(t)
+            for K in range(h_rng[t][0], h_rng[t][1] + 1):
+                h2d_in[K].append(t)
+        for K, (a, b) in enumerate(groups):
+            base = float(dur[a:b + 1].sum())
+            if reb_in[K]:
+                lin.row([(tau[K], 1.0)] + [(y[u][g], -cu[u]) for u, g in reb_in[K]], lo=base,
+                        name=f"tau_rebuilds[K={K}]")
+            if d2h_in[K]:
+                terms = [(tau[K], 1.0)]
+                for t in d2h_in[K]:
+                    terms += self.d2h_share(t, K, -w[t])
+                lin.row(terms, lo=0.0, name=f"d2h_capacity[K={K}]")
+                # a D2H starts when it is queued, at the end of its ready op: it overlaps
+                # only the rest of step K
+                for p in sorted({ready[t] for t in d2h_in[K] if a <= ready[t] < b}):
+                    terms = [(tau[K], 1.0)]
+                    for t in d2h_in[K]:
+                        if p <= ready[t] < b:
+                            terms += self.d2h_share(t, K, -w[t])
+                    lin.row(terms, lo=float(dur[a:p + 1].sum()),
+                            name=f"d2h_after_ready[K={K},p={p}]")
+            if h2d_in[K]:
+                terms = [(tau[K], 1.0)]
+                for t in h2d_in[K]:
+                    terms += _share(H[t], h_rng[t], K, -w[t])
+                lin.row(terms, lo=0.0, name=f"h2d_capacity[K={K}]")
+                if single[K]:
+                    # an H2D for a reader of op a ends before op a starts
+                    rd = [t for t in h2d_in[K] if a in rdb[t]]
+                    if rd:
+                        terms = [(tau[K], 1.0)]
+                        for t in rd:
+                            terms += _share(H[t], h_rng[t], K, -w[t])
+                        lin.row(terms, lo=float(dur[a]), name=f"h2d_before_reader[K={K}]")
+                    # ... and one for a rebuild in the gap before op a ends before the rebuild
+                    # starts: w h <= tau - dur - c_u y + w (1 - y)
+                    for u, g in reb_in[K]:
+                        for t in ins[u]:
+                            if s[t] <= 0 or g > firstb[t] or not (h_rng[t][0] <= K <= h_rng[t][1]):
+                                continue
+                            terms = [(tau[K], 1.0), (y[u][g], -cu[u] - w[t])]
+                            terms += _share(H[t], h_rng[t], K, -w[t])
+                            lin.row(terms, lo=float(dur[a]) - w[t],
+                                    name=f"h2d_before_rebuild_R6[t={t},u={u},g={g}]")
+                else:
+                    # H2D shares in K for tensors last read inside K end before that read
+                    for k in sorted({lastb[t] for t in h2d_in[K]
+                                     if a <= lastb[t] <= b and not late_rebuild_read[t]}):
+                        terms = [(tau[K], 1.0)]
+                        for t in h2d_in[K]:
+                            if a <= lastb[t] <= k and not late_rebuild_read[t]:
+                                terms += _share(H[t], h_rng[t], K, -w[t])
+                        lin.row(terms, lo=float(dur[k:b + 1].sum()),
+                                name=f"h2d_before_last_read[K={K},k={k}]")
+        self.tau = tau
+
+    def gamma(self) -> None:
+        """gamma: a D2H that ends in the gap before op a_K (step K a single op), with
+        `integral_copies`: gamma_tK (the binary gm[t][K]) is at most the D2H event of step
+        K alone, and then t's whole D2H share in step K lies in the gap before op a_K (the
+        compute stream waited for it)."""
+        groups, integral_copies, nS, lin = self.groups, self.integral_copies, self.nS, self.lin
+        s, dur, w, lastf, Kof, single = self.s, self.dur, self.w, self.lastf, self.Kof, self.single
+        has_bwd, gm, F, f_rng, tau = self.has_bwd, self.gm, self.F, self.f_rng, self.tau
+        if integral_copies:
+            for t in range(nS):
+                if s[t] <= 0 or not has_bwd:
+                    continue
+                lo, hi = f_rng[t]
+                for K in range(max(lo, Kof[lastf[t]] + 1), hi + 1):
+                    if not single[K]:
+                        continue
+                    gv = lin.var(0, 1, True, name=f"g{t}_{K}")
+                    gm[t][K] = gv
+                    lin.row([(gv, 1.0), (self.Dv(t, K), -1.0), (self.Dv(t, K - 1), 1.0)], hi=0.0,
+                            name=f"gamma_ends[t={t},K={K}]")
+                    a = groups[K][0]
+                    lin.row([(tau[K], 1.0), (gv, -w[t])] + _share(F[t], f_rng[t], K, -w[t]),
+                            lo=float(dur[a]) - w[t], name=f"gamma_in_gap[t={t},K={K}]")
+
+    def memory_at_ops(self) -> None:
+        """Memory at every op (with a budget): at the end of each op of a single-op step
+        (all its allocations live, H2D buffers started during it counted) and, with
+        `integral_copies`, at its start (D2H copies that ended in the gap before it, gamma,
+        already freed; H2D copies started in that gap not counted; evictions in the gap
+        counted); in a multi-op step the tensors no op of the step touches are summed once
+        (Z) and each op's row adds the rest."""
+        if self.M is None or self.n == 0:
+            return
+        groups, integral_copies, n, nf = self.groups, self.integral_copies, self.n, self.nf
+        nS, lin, mu, Mu, s, sm = self.nS, self.lin, self.mu, self.Mu, self.s, self.sm
+        prod, lastf, lastb, rdb, static = self.prod, self.lastf, self.lastb, self.rdb, self.static
+        single, aux, G, xr = self.single, self.aux, self.G, self.xr
         by_prod: list[list[int]] = [[] for _ in range(n)]
         for t in range(nS):
             by_prod[prod[t]].append(t)
-
-        def expr(t: int, k: int, Kd: int, Ks: int, Ke: int) -> tuple[float, list]:
-            """(constant, terms) of t's memory at the end of op k (model units); the
-            D2H-ended, H2D-started and eviction counts are read at steps Kd, Ks, Ke."""
-            st = sm[t]
-            if k < prod[t]:
-                return 0.0, []      # produced later in the same (multi-op) step
-            if k <= lastf[t]:
-                return st, []
-            if k < nf:
-                return st, [(xr[t], -st), (Dv(t, Kd), -st)]
-            if k > lastb[t]:
-                return 0.0, []
-            terms = [(xr[t], -st)] + [(v, st) for v, _ in Y(t, k)]
-            if k in rdb[t] or s[t] <= 0:
-                return st, terms
-            terms += [(Dv(t, Kd), -st), (Sv(t, Ks), st), (Ev(t, Ke), -st)]
-            return st, terms
-
-        def at(k: int) -> tuple[int, int, int]:
-            K = Kof[k]
-            return (K, K, K) if k == groups[K][1] else (K, K - 1, K)
-
         alive: list[int] = []
         for K, (a, b) in enumerate(groups):
             for k in range(a, b + 1):
@@ -890,7 +743,7 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
                 const = float(static[a]) / mu
                 terms: list[tuple[int, float]] = []
                 for t in alive:
-                    cst, tm = expr(t, a, *at(a))
+                    cst, tm = self.mem_expr(t, a, *self.mem_at(a))
                     const += cst
                     terms += tm
                 lin.row(terms, hi=Mu - const, name=f"mem_op_end[k={a}]")
@@ -910,12 +763,12 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
                         const += st
                         terms.append((xr[t], -st))
                         if a >= nf:
-                            terms += [(v, st) for v, _ in Y(t, a)]
+                            terms += [(v, st) for v, _ in self.Y(t, a)]
                         if s[t] <= 0 or (a >= nf and a in rdb[t]):
                             continue
-                        terms += [(Dv(t, K - 1), -st), (gam(t, K), -st)]
+                        terms += [(self.Dv(t, K - 1), -st), (self.gam(t, K), -st)]
                         if a >= nf:
-                            terms += [(Sv(t, K - 1), st), (Ev(t, K), -st)]
+                            terms += [(self.Sv(t, K - 1), st), (self.Ev(t, K), -st)]
                     lin.row(terms, hi=Mu - const, name=f"mem_op_start[k={a}]")
                 continue
             bwd = a >= nf
@@ -935,7 +788,7 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
             zc = 0.0
             zterms: list[tuple[int, float]] = []
             for t in passive:
-                cst, tm = expr(t, b if not bwd else a, K, K - 1, K)
+                cst, tm = self.mem_expr(t, b if not bwd else a, K, K - 1, K)
                 zc += cst
                 zterms += tm
             Z = lin.var(-_INF, _INF, name=f"Z{K}") if zterms else None
@@ -948,18 +801,28 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
                 const = float(static[k]) / mu + zc
                 terms = [(Z, 1.0)] if Z is not None else []
                 for t in active:
-                    cst, tm = expr(t, k, *at(k))
+                    cst, tm = self.mem_expr(t, k, *self.mem_at(k))
                     const += cst
                     terms += tm
                 lin.row(terms, hi=Mu - const, name=f"mem_op_end[k={k}]")
 
-        # H2D admission: an H2D the compute stream is not waiting for starts only if
-        # used + its size + the next three tasks' allocations fit in M; used >= R_K, the
-        # bytes alive throughout step K. phi_tK = "t's first H2D has started by the end of
-        # step K" (= S for a tensor read once, fetched once; a binary otherwise), so
-        # phi_K - phi_(K-1) = 1 exactly when it starts in step K. The compute stream waits
-        # for t only before a task that reads t: its backward readers (those steps are
-        # skipped) and rebuilds whose recipe reads t (the row is relaxed by their y).
+    def admission_r5(self) -> None:
+        """H2D admission (R5, with a budget): an H2D the compute stream is not waiting for
+        starts only if used + its size + the next three tasks' allocations fit in M; used >=
+        R_K, the bytes alive throughout step K. phi_tK = "t's first H2D has started by the
+        end of step K" (= S for a tensor read once, fetched once; a binary otherwise), so
+        phi_K - phi_(K-1) = 1 exactly when it starts in step K. The compute stream waits
+        for t only before a task that reads t: its backward readers (those steps are
+        skipped) and rebuilds whose recipe reads t (the row is relaxed by their y)."""
+        if self.M is None or self.n == 0:
+            return
+        groups, integral_copies, admission = self.groups, self.integral_copies, self.admission
+        n, nS, lin, mu, Mu, s, sm = self.n, self.nS, self.lin, self.mu, self.Mu, self.s, self.sm
+        rec_ok, prod, lastb, rdb, ins = self.rec_ok, self.prod, self.lastb, self.rdb, self.ins
+        static, s_alloc, ws, extra, nG = self.static, self.s_alloc, self.ws, self.extra, self.nG
+        Kof, single, has_bwd, KB0, aux = self.Kof, self.single, self.has_bwd, self.KB0, self.aux
+        phi, G, n_reads, xs, xr, y = self.phi, self.G, self.n_reads, self.xs, self.xr, self.y
+        Sg, h_rng = self.Sg, self.h_rng
         if admission and integral_copies and has_bwd:
             op_alloc = (s_alloc + ws).astype(np.float64)
             y_at: dict[int, list[tuple[int, int]]] = {}
@@ -1007,10 +870,10 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
                     st = sm[t]
                     const += st
                     terms += [(xs[t], -st), (xr[t], -st)]
-                    terms += [(v, st) for v, _ in Y(t, k - 1)]
+                    terms += [(v, st) for v, _ in self.Y(t, k - 1)]
                     if s[t] > 0:
-                        terms += [(xs[t], st), (Dv(t, K), -st), (Sv(t, K - 1), st),
-                                  (Ev(t, K), -st)]
+                        terms += [(xs[t], st), (self.Dv(t, K), -st), (self.Sv(t, K - 1), st),
+                                  (self.Ev(t, K), -st)]
                 R = lin.var(-_INF, _INF, name=f"R{k}")
                 aux["def"].append(R)
                 lin.row([(R, 1.0)] + [(v, -cf) for v, cf in terms], 0.0, 0.0,
@@ -1035,7 +898,15 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
                     row += [(yv, -cf) for yv, cf in ydisp]
                     lin.row(row, hi=Mu - const, name=f"admission_R5[t={t},k={k}]")
 
-        # rebuild instants: Q[g] = saved bytes alive across gap g (kept, rebuilt earlier)
+    def rebuild_instants(self) -> None:
+        """Memory at rebuild instants (with a budget): Q[g] = saved bytes alive across gap g
+        (kept, rebuilt earlier); a rebuild in gap g holds Q[g], its tensor, transient bytes
+        and workspace, and each input of its recipe not alive across g (om)."""
+        if self.M is None or self.n == 0:
+            return
+        n, nS, lin, mu, Mu, s, sm = self.n, self.nS, self.lin, self.mu, self.Mu, self.s, self.sm
+        lastb, ins, static, s_alloc, ws = self.lastb, self.ins, self.static, self.s_alloc, self.ws
+        extra, aux, G, xs, xr, y = self.extra, self.aux, self.G, self.xs, self.xr, self.y
         gaps = sorted({g for u in range(nS) for g in G[u]})
         if gaps:
             Qc: dict[int, float] = {}
@@ -1050,7 +921,7 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
                     if g <= lastb[t] < g2:
                         cst += sm[t]
                         terms += [(xs[t], -sm[t]), (xr[t], -sm[t])]
-                        terms += [(v, sm[t]) for v, _ in Y(t, g - 1)]
+                        terms += [(v, sm[t]) for v, _ in self.Y(t, g - 1)]
                     elif lastb[t] >= g2:
                         # placements of t in [g, g2 - 1] leave Q going backwards in time
                         terms += [(y[t][gg], -sm[t]) for gg in G[t] if g <= gg < g2]
@@ -1072,21 +943,207 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
                         lo = 0.0
                         if lastb[t] >= g:
                             rowt += [(xs[t], -1.0), (xr[t], -1.0)]
-                            rowt += [(v, 1.0) for v, _ in Y(t, g - 1)]
+                            rowt += [(v, 1.0) for v, _ in self.Y(t, g - 1)]
                             lo = -1.0
                         lin.row(rowt, lo=lo, name=f"rebuild_input_def[u={u},g={g},t={t}]")
                         terms.append((om, sm[t]))
                     lin.row(terms, hi=Mu - gap_static - Qc[g],
                             name=f"mem_rebuild_start[u={u},g={g}]")
-    info.update(lin.stats())
-    info["options"] = {"lagging": lagging, "binary_placement": binary_placement,
-                       "integral_copies": integral_copies, "fifo": fifo,
-                       "admission": admission,
-                       "integer_evictions": integer_evictions}
-    # The variable families, for mapping a simulated trace to a point of the model
-    # (solvers/milp/model_point.py): per saved position t, dicts step K -> variable.
-    vmap = {"xs": xs, "xr": xr, "lag": lag, "y": y, "F": F, "L": L, "H": H, "E": E,
-            "Dn": Dn, "Sg": Sg, "gamma": gm, "phi": phi, "tau": tau, "aux": aux,
-            "integral_copies": integral_copies}
-    return _Model(lin=lin, xs=xs, xr=xr, floor_bytes=floor, groups=groups, tier=tier,
-                  info=info, vmap=vmap)
+
+    def result(self) -> _Model:
+        """The model: the built :class:`~slackopt.solvers.milp.lin._Lin`, its decision
+        variables, the model floor, its statistics and options, and the variable families
+        (``vmap``)."""
+        tier, groups, lagging = self.tier, self.groups, self.lagging
+        binary_placement, integral_copies = self.binary_placement, self.integral_copies
+        fifo, admission, integer_evictions = self.fifo, self.admission, self.integer_evictions
+        lin, aux, gm, phi, xs, xr = self.lin, self.aux, self.gm, self.phi, self.xs, self.xr
+        lag, y, F, L, H, E, Dn = self.lag, self.y, self.F, self.L, self.H, self.E, self.Dn
+        Sg, tau = self.Sg, self.tau
+        floor = model_floor(self.inst)
+        info: dict[str, Any] = {"steps": len(groups)}
+        info.update(lin.stats())
+        info["options"] = {"lagging": lagging, "binary_placement": binary_placement,
+                           "integral_copies": integral_copies, "fifo": fifo,
+                           "admission": admission,
+                           "integer_evictions": integer_evictions}
+        # The variable families, for mapping a simulated trace to a point of the model
+        # (solvers/milp/model_point.py): per saved position t, dicts step K -> variable.
+        vmap = {"xs": xs, "xr": xr, "lag": lag, "y": y, "F": F, "L": L, "H": H, "E": E,
+                "Dn": Dn, "Sg": Sg, "gamma": gm, "phi": phi, "tau": tau, "aux": aux,
+                "integral_copies": integral_copies}
+        return _Model(lin=lin, xs=xs, xr=xr, floor_bytes=floor, groups=groups, tier=tier,
+                      info=info, vmap=vmap)
+
+    # ------------------------------------------------ terms read by several sections
+    def Y(self, u: int, k: int) -> list[tuple[int, float]]:
+        """Terms of 'u rebuilt in a gap before an op <= k'."""
+        ycum, G, y = self.ycum, self.G, self.y
+        if ycum[u]:
+            gs = G[u]
+            i = bisect.bisect_right(gs, k) - 1
+            return [(ycum[u][gs[i]], 1.0)] if i >= 0 else []
+        return [(y[u][g], 1.0) for g in G[u] if g <= k]
+
+    def Hv(self, t: int, K: int) -> int | None:
+        """t's cumulative H2D share through step K (None: 0)."""
+        return _cum(self.H[t], self.h_rng[t], K)
+
+    def Ev(self, t: int, K: int) -> int | None:
+        """t's evictions through step K (None: 0)."""
+        return _cum(self.E[t], self.e_rng[t], K)
+
+    def Dv(self, t: int, K: int) -> int | None:
+        """t's D2H ended by the end of step K (the event, or the share; None: 0)."""
+        return _cum(self.Dn[t], self.f_rng[t], K)
+
+    def Sv(self, t: int, K: int) -> int | None:
+        """t's H2D copies started through step K (the events, or the share; None: 0)."""
+        return _cum(self.Sg[t], self.h_rng[t], K)
+
+    def Lv(self, t: int, K: int) -> int | None:
+        """t's lagging D2H share through step K (None: 0)."""
+        return _cum(self.L[t], self.l_rng[t], K)
+
+    def gam(self, t: int, K: int) -> int | None:
+        """gamma_tK (:meth:`gamma`), None where there is none."""
+        return self.gm[t].get(K)
+
+    def d2h_share(self, t: int, K: int, coef: float) -> list[tuple[int, float]]:
+        """Terms of `coef` times t's D2H share (lagging or not) in step K alone."""
+        return (_share(self.F[t], self.f_rng[t], K, coef)
+                + _share(self.L[t], self.l_rng[t], K, coef))
+
+    def d2h_busy(self, t: int, K: int) -> list[tuple[int, float]]:
+        """Busy time of the D2H engine in step K, from above: share x the copy's duration,
+        which is at most dmax (latency + s / (duplex W)) in every step. A copy that runs
+        wholly in the forward pass lasts w, but one that straddles T_F runs at the duplex
+        rate after it, and its share in a forward step is overlap / (its whole duration):
+        w would undercount that overlap (case milp-bound-above-optimum,
+        tests/test_milp_bounds.py)."""
+        return self.d2h_share(t, K, float(self.dmax[t]))
+
+    def read_by(self, t: int, K: int) -> list[tuple[int, float]]:
+        """Rebuild reads of t placed in a gap of step <= K (they end the window in which t
+        has not been read yet)."""
+        y, G, Kof = self.y, self.G, self.Kof
+        return [(y[u][g], 1.0) for u in self.deps[t] if self.rec_ok[u] for g in G[u]
+                if Kof[g] <= K]
+
+    def mem_expr(self, t: int, k: int, Kd: int, Ks: int,
+                 Ke: int) -> tuple[float, list]:
+        """(constant, terms) of t's memory at the end of op k (model units); the
+        D2H-ended, H2D-started and eviction counts are read at steps Kd, Ks, Ke."""
+        sm, prod, lastf, lastb, xr = self.sm, self.prod, self.lastf, self.lastb, self.xr
+        st = sm[t]
+        if k < prod[t]:
+            return 0.0, []      # produced later in the same (multi-op) step
+        if k <= lastf[t]:
+            return st, []
+        if k < self.nf:
+            return st, [(xr[t], -st), (self.Dv(t, Kd), -st)]
+        if k > lastb[t]:
+            return 0.0, []
+        terms = [(xr[t], -st)] + [(v, st) for v, _ in self.Y(t, k)]
+        if k in self.rdb[t] or self.s[t] <= 0:
+            return st, terms
+        terms += [(self.Dv(t, Kd), -st), (self.Sv(t, Ks), st), (self.Ev(t, Ke), -st)]
+        return st, terms
+
+    def mem_at(self, k: int) -> tuple[int, int, int]:
+        """The steps (Kd, Ks, Ke) at which :meth:`mem_expr` reads the counts at the end of
+        op k: its own step, the H2D starts of the step before unless k ends its step."""
+        K = self.Kof[k]
+        return (K, K, K) if k == self.groups[K][1] else (K, K - 1, K)
+
+
+def build_model(inst: Instance, M: int | None, *, tier: str = "full",
+                steps: str | int | None = None, lagging: bool | None = None,
+                binary_placement: bool | None = None,
+                integral_copies: bool | None = None, fifo: bool | None = None,
+                admission: bool | None = None,
+                integer_evictions: bool | None = None,
+                cumulative_placement: bool | None = None,
+                deadline: float | None = None) -> _Model:
+    """Build the time-indexed relaxation of ``inst`` at budget ``M`` (bytes).
+
+    Step K covers ops ``a_K .. b_K`` and the interval ``[E(a_K - 1), E(b_K))`` of the
+    evaluated run (E = end of an op; the gap before an op, with its stalls and the
+    rebuilds inserted before it, belongs to the op's step). Memory is checked at the end
+    of every op (all its allocations live, H2D buffers started during it counted) and, in
+    the exact tier, at its start (D2H copies that ended while it waited already freed).
+
+    The model is built by the sections of :class:`_Builder`, called in this order (which
+    fixes the order of the variables and rows): :meth:`~_Builder.rebuild_candidates`,
+    :meth:`~_Builder.decisions`, :meth:`~_Builder.placements`,
+    :meth:`~_Builder.placement_prefix_sums`, :meth:`~_Builder.placement_order`,
+    :meth:`~_Builder.copies`, :meth:`~_Builder.copy_order`, :meth:`~_Builder.fifo_r1`,
+    :meth:`~_Builder.work_conserving_r2`, :meth:`~_Builder.lagging_r3`,
+    :meth:`~_Builder.step_durations`, :meth:`~_Builder.gamma`,
+    :meth:`~_Builder.memory_at_ops`, :meth:`~_Builder.admission_r5`,
+    :meth:`~_Builder.rebuild_instants`; each section's docstring gives its rows and why
+    they are valid.
+
+    Args:
+        inst: the instance.
+        M: the budget (bytes); None builds the model without memory rows.
+        tier: "full" (one step per op, every option below on), "exact" (one step per op,
+            options off: binary decisions, fractional copies, continuous rebuild positions
+            and evictions) or "aggregated" (as "exact", one step per (phase, layer) run).
+        steps: override the steps: "op", "layer" or a number of ops per step.
+        lagging: lag binaries (a D2H still running at the first backward read).
+        binary_placement: binary rebuild placements.
+        integral_copies: copy *events* are integral: a tensor is freed when its D2H ends,
+            an H2D buffer is allocated in full when the copy starts.
+        fifo: D2H copies run one at a time in the runtime's queue order (ready op, then
+            saved position), the engine is work-conserving, a D2H lags only behind
+            copies queued no later (R1-R3); turns `lagging` on.
+        admission: the H2D admission rule (used + size + next three tasks' allocations).
+        integer_evictions: eviction counts are integers (a tensor is evicted whole).
+        cumulative_placement: state "rebuilt before op k" through prefix-sum variables
+            of the placements (same relaxation, far fewer nonzeros; default on in the
+            aggregated tier only).
+        deadline: perf_counter time after which building stops with
+            :class:`~slackopt.solvers.milp.lin.ModelTimeout` (the paper workloads' models
+            take seconds to build).
+
+    Returns:
+        The model with its variable maps and the model floor (bytes).
+    """
+    if tier not in ("full", "exact", "aggregated"):
+        raise ValueError(f"tier '{tier}' is not one of full, exact, aggregated")
+    full = tier == "full"
+    steps = steps if steps is not None else ("layer" if tier == "aggregated" else "op")
+    lagging = full if lagging is None else bool(lagging)
+    binary_placement = full if binary_placement is None else bool(binary_placement)
+    integral_copies = full if integral_copies is None else bool(integral_copies)
+    fifo = full if fifo is None else bool(fifo)
+    # R1-R3 exempt a lagging D2H (a dropped one holds up no later copy, one that ends
+    # after its tensor's first read is not "queued" after it): they need the lag
+    # indicators, so fifo turns lagging on (without them, a dropped D2H would hold up the
+    # queue in R1, and R2 would count a lagging D2H as queued after it ended).
+    lagging = lagging or fifo
+    admission = full if admission is None else bool(admission)
+    integer_evictions = full if integer_evictions is None else bool(integer_evictions)
+    cumulative_placement = (tier == "aggregated" if cumulative_placement is None
+                            else bool(cumulative_placement))
+    b = _Builder(inst, M, tier, _groups(inst, steps), lagging=lagging,
+                 binary_placement=binary_placement, integral_copies=integral_copies,
+                 fifo=fifo, admission=admission, integer_evictions=integer_evictions,
+                 cumulative_placement=cumulative_placement, deadline=deadline)
+    b.rebuild_candidates()
+    b.decisions()
+    b.placements()
+    b.placement_prefix_sums()
+    b.placement_order()
+    b.copies()
+    b.copy_order()
+    b.fifo_r1()
+    b.work_conserving_r2()
+    b.lagging_r3()
+    b.step_durations()
+    b.gamma()
+    b.memory_at_ops()
+    b.admission_r5()
+    b.rebuild_instants()
+    return b.result()

@@ -5,7 +5,7 @@ argues that for every plan the evaluator runs to the end, setting the model's va
 what the plan's trace shows gives a feasible point whose objective is the plan's step time
 T. :func:`point_from_trace` builds that point, so the argument can be checked row by row on
 every plan (tests/test_milp_point.py): a row the point violates is a row that cuts off a
-real run of the runtime, and :meth:`~slackopt.solvers.milp.model._Lin.violations` names it.
+real run of the runtime, and :meth:`~slackopt.solvers.milp.lin._Lin.violations` names it.
 """
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ import numpy as np
 from slackopt.instance import Instance
 from slackopt.plan import SWAP, Plan
 from slackopt.simulate import Evaluation, build_tasks
-from slackopt.solvers.milp.model import _Lin
+from slackopt.solvers.milp.lin import _Lin
 
 
 @dataclass

@@ -23,8 +23,9 @@ from slackopt.solvers.milp.certify import seconds_below
 from slackopt.solvers.milp.checkpoint import checkpoint_bound
 from slackopt.solvers.milp.enumerate import deficit_bound, enumerate_optimum
 from slackopt.solvers.milp.incumbent import recompute_only_incumbent
+from slackopt.solvers.milp.lin import _INF, ModelTimeout
 from slackopt.solvers.milp.lns import lns
-from slackopt.solvers.milp.model import _INF, ModelTimeout, build_model, model_floor
+from slackopt.solvers.milp.model import build_model, model_floor
 from slackopt.solvers.milp.primal import Incumbent, improve
 from slackopt.solvers.milp.timing_bound import timing_bound
 from slackopt.solvers.seeds import cheap_solver_names, seed_plans

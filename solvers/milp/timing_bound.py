@@ -143,7 +143,7 @@ from slackopt.solver import OPTIMAL_REL_TOL
 from slackopt.solvers.milp.backends import _ScipBackend, lp_relaxation
 from slackopt.solvers.milp.certify import seconds_below
 from slackopt.solvers.milp.checkpoint import bound_arrays
-from slackopt.solvers.milp.model import _INF, ModelTimeout, _Lin
+from slackopt.solvers.milp.lin import _INF, ModelTimeout, _Lin
 from slackopt.solvers.milp.runpoint import RunView, complete_point, decided
 
 MAX_UNITS = 6_000
