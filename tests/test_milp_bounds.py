@@ -443,7 +443,7 @@ def test_timing_bound_below_enumerated_chain_optima(seed, layers, link):
     timing bound is at most the optimum that the exact enumeration proves, and where the
     bound is tight the plan read from the MILP runs at that optimum."""
     from slackopt.solvers.milp.enumerate import enumerate_optimum
-    from slackopt.solvers.milp.primal import Incumbent
+    from slackopt.solvers.milp.incumbent import Incumbent
     from slackopt.workloads.synthetic import chain
     inst = chain(layers, seed=seed, link=link)
     for frac in (0.85, 0.65, 0.45):

@@ -33,7 +33,7 @@ from slackopt.solvers.milp.enumerate import (
     enumerate_optimum,
     search_space,
 )
-from slackopt.solvers.milp.primal import Incumbent
+from slackopt.solvers.milp.incumbent import Incumbent
 from slackopt.workloads import make
 
 KEYS = [("hand", 0.9), ("hand", 0.75), ("hand", 0.6), ("chain5", 0.95), ("chain5", 0.8),

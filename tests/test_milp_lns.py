@@ -23,6 +23,7 @@ from slackopt.plan import Plan
 from slackopt.simulate import simulate
 from slackopt.solvers.milp import MILP
 from slackopt.solvers.milp.enumerate import BranchAndBound, enumerate_optimum
+from slackopt.solvers.milp.incumbent import Incumbent
 from slackopt.solvers.milp.lns import (
     _start_size,
     _two_blocks,
@@ -30,7 +31,6 @@ from slackopt.solvers.milp.lns import (
     default_window_plans,
     lns,
 )
-from slackopt.solvers.milp.primal import Incumbent
 from slackopt.workloads import make
 
 KEYS = [("hand", 0.75), ("hand", 0.6), ("chain5", 0.8), ("chain5-nvlink", 0.65),

@@ -161,7 +161,7 @@ above for every plan, row by row, not only the optimum's value.
 
 Search (solvers/milp/search.py): the declared list ``PHASES``, each a function of one
 shared state, run in order; their results are only ever improved. The incumbent U is the
-fastest plan simulated so far (:class:`~slackopt.solvers.milp.primal.Incumbent`; never
+fastest plan simulated so far (:class:`~slackopt.solvers.milp.incumbent.Incumbent`; never
 slower than any seed). Bounds are kept by source, in two kinds:
 
 - *certified* (they alone decide ``lower_bound_s`` and the status words): T*; the deficit
@@ -279,7 +279,7 @@ from slackopt.solvers.milp.backends import (  # noqa: F401 - re-exported
     _ScipBackend,
     lp_relaxation,
 )
-from slackopt.solvers.milp.incumbent import recompute_only_incumbent
+from slackopt.solvers.milp.cpsat_seed import recompute_only_incumbent
 from slackopt.solvers.milp.lin import _Lin  # noqa: F401
 from slackopt.solvers.milp.model import _Model, build_model, model_floor  # noqa: F401
 from slackopt.solvers.milp.search import MILP, MODEL_OPTIONS, TIERS  # noqa: F401

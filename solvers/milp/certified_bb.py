@@ -5,7 +5,7 @@ that floating point cannot fool").
 A MILP solver's dual bound (SCIP's best bound) rests on LP solves whose tolerances are
 not checked, so it is not a bound here. :func:`certified_milp_bound` runs its own
 best-first branch and bound over the binaries of a
-:class:`~slackopt.solvers.milp.model._Lin` whose every bound is a safe dual bound
+:class:`~slackopt.solvers.milp.lin._Lin` whose every bound is a safe dual bound
 (:func:`~slackopt.solvers.milp.certify.safe_lp_bound`, Neumaier and Shcherbina 2004) of
 a node LP solved by GLOP.
 

@@ -72,8 +72,8 @@ from slackopt import _fastsim as fast
 from slackopt.instance import Instance
 from slackopt.plan import KEEP, RECOMP, SWAP
 from slackopt.simulate import _fast_static
+from slackopt.solvers.milp.incumbent import Incumbent
 from slackopt.solvers.milp.model import floor_profile
-from slackopt.solvers.milp.primal import Incumbent
 
 CHUNK_PLANS = 20_000
 """The search runs in subtrees of at most about this many nominal plans (fixed prefixes of

@@ -1,160 +1,150 @@
-"""CP-SAT's exact best recompute-only plan, a first incumbent for the MILP search."""
+"""The incumbent of the MILP search: every candidate plan is judged by the evaluator, and
+the incumbent is the fastest one simulated so far; a deterministic local search around it
+(1-flip descent, then paired moves) finds better plans with the evaluator as judge.
+
+Nothing here proves anything: the incumbent's simulated step time is an upper bound U on
+the optimum, and the returned plan is never slower than any candidate ever considered
+(SlackSwap's plan included), because the incumbent only ever changes to a faster plan.
+"""
 
 from __future__ import annotations
 
+import itertools
+import math
 import time
-from typing import Any
+from collections.abc import Callable, Iterator
 
 import numpy as np
 
 from slackopt.instance import Instance
-from slackopt.plan import KEEP, RECOMP
-from slackopt.solvers.milp.model import _rebuild_gaps
+from slackopt.plan import KEEP, RECOMP, SWAP, Plan
+from slackopt.simulate import simulate
+
+_INF = float("inf")
+SUBSETS_ALL = 400
+"""The large-neighbourhood step tries every 2- and 3-subset of tensors when there are at
+most this many 3-subsets (up to 14 tensors), else draws subsets until the call budget
+ends."""
 
 
-# =========================================================================== CP-SAT incumbent
-def recompute_only_incumbent(inst: Instance, M: int, time_limit_s: float = 5.0,
-                             seed: int = 0, deterministic_time: float | None = None
-                             ) -> np.ndarray | None:
-    """The best keep/recomp plan (no copies) under the model's memory rows, with CP-SAT.
-
-    With no copies the model's step time is T* + the recompute time and every quantity is
-    integral (bytes; recompute time in nanoseconds), so CP-SAT solves it exactly: minimise
-    the summed c_u of recomp tensors subject to the exact-tier memory rows (op ends and
-    rebuild starts, rebuild positions as in the evaluator). The result is an incumbent for
-    the MILP loop, checked by the evaluator; it proves nothing by itself.
+class Incumbent:
+    """The fastest plan simulated so far, and a cache of every simulated decision vector.
 
     Args:
-        inst, M: the instance and the budget (bytes).
-        time_limit_s: wall-clock limit (s) for building the model and solving it (None
-            is returned when building it takes the whole limit).
-        seed: CP-SAT's random seed (one worker: deterministic for a seed).
-        deterministic_time: CP-SAT's work limit in its deterministic time units, or None;
-            with it the result does not depend on machine speed (unless the wall-clock
-            limit ends the search first).
+        inst: the (lowered) instance.
+        M: the budget (bytes).
+        on_improve: called with (step time in s, source) when the incumbent improves.
+
+    Attributes:
+        step_s: the incumbent's simulated step time (s), inf before the first feasible plan.
+        dec: its decisions (int8 array over saved tensors), or None.
+        source: which phase proposed it ("slackswap", "local_search", "milp:3", ...).
+        evaluations: plans simulated (each decision vector once).
+    """
+
+    def __init__(self, inst: Instance, M: int,
+                 on_improve: Callable[[float, str], None] | None = None) -> None:
+        self.inst, self.M = inst, int(M)
+        self.step_s = _INF
+        self.dec: np.ndarray | None = None
+        self.source = ""
+        self.evaluations = 0
+        self._seen: dict[bytes, float] = {}
+        self._on_improve = on_improve
+
+    def consider(self, dec: np.ndarray, source: str) -> float:
+        """Simulate `dec` (once; later calls read the cache) and keep it if it is faster
+        than the incumbent. Returns its step time (s), inf if it does not run."""
+        dec = np.asarray(dec, dtype=np.int8)
+        key = dec.tobytes()
+        val = self._seen.get(key)
+        if val is not None:
+            return val
+        ev = simulate(self.inst, Plan(dec, self.inst.saved_names), self.M)
+        self.evaluations += 1
+        val = float(ev.step_time_s) if ev.feasible else _INF
+        self._seen[key] = val
+        if val < self.step_s:
+            self.step_s, self.dec, self.source = val, dec.copy(), source
+            if self._on_improve is not None:
+                self._on_improve(val, source)
+        return val
+
+
+def improve(inc: Incumbent, calls: int, seed: int, deadline: float) -> int:
+    """Local search around the incumbent, at most `calls` calls of ``inc.consider``.
+
+    Rounds of (1) first-improvement 1-flip descent: each tensor in turn tries the other
+    decisions (keep, swap, recomp where rebuildable); the first faster plan becomes the
+    incumbent and the scan restarts there; (2) once no flip helps, a large-neighbourhood
+    step: every joint change of k = 2 or 3 tensors (all subsets on small instances,
+    ``SUBSETS_ALL``; else subsets drawn from ``numpy.random.default_rng(seed)`` until
+    the budget ends, half of them k tensors adjacent in production order). Tight
+    budgets need these: freeing one tensor's bytes pays for keeping
+    another (unet2 at 0.8 P: the optimum is three changes away from SlackSwap's plan, and
+    no single or paired change improves it). An improvement restarts the descent.
+
+    Deterministic for a given incumbent, `calls` and `seed` (the work limit is counted
+    in calls, not seconds); `deadline` (perf_counter seconds) only cuts it short, so a
+    later deadline runs a longer prefix of the same sequence of candidates.
 
     Returns:
-        The decisions (int8 array over saved tensors), or None if CP-SAT finds none
-        within its limits (or none exists).
+        The calls made.
     """
-    from ortools.sat.python import cp_model
+    if inc.dec is None or calls <= 0:
+        return 0
+    inst = inc.inst
+    ok_rec = np.isfinite(np.asarray(inst.c))
+    live = [t for t in range(inst.n_saved) if np.asarray(inst.s)[t] > 0]
+    order = sorted(live, key=lambda t: (int(inst.saved_prod_idx[t]), t))
+    rng = np.random.default_rng(seed)
+    made = 0
 
-    end = time.perf_counter() + float(time_limit_s)   # building counts against the limit
-    n, nf, nS = inst.n_ops, inst.n_fwd, inst.n_saved
-    s = [int(v) for v in np.asarray(inst.s, dtype=np.int64)]
-    c = np.asarray(inst.c, dtype=np.float64)
-    rec_ok = np.isfinite(c).tolist()
-    cns = [int(round(x * 1e9)) if ok else 0 for x, ok in zip(c.tolist(), rec_ok, strict=True)]
-    prod = inst.saved_prod_idx.tolist()
-    lastf = inst.saved_last_fwd_idx.tolist()
-    firstb = inst.saved_first_bwd_idx.tolist()
-    lastb = inst.saved_last_bwd_idx.tolist()
-    ins = [tuple(int(i) for i in x) for x in inst.recipe_inputs]
-    deps: list[list[int]] = [[] for _ in range(nS)]
-    for u in range(nS):
-        for t in ins[u]:
-            deps[t].append(u)
-    # candidate gaps (same closure as build_model)
-    G = _rebuild_gaps(prod, rec_ok, deps, firstb)
-    static = inst.static_profile.tolist()
-    s_alloc = inst.static_alloc.tolist()
-    ws = inst.workspace.tolist()
-    extra = (np.asarray(inst.recipe_transient) + np.asarray(inst.recipe_workspace)).tolist()
-    cm = cp_model.CpModel()
-    xr = [cm.NewBoolVar(f"r{t}") if rec_ok[t] and s[t] > 0 else None for t in range(nS)]
-    y: list[dict[int, Any]] = [{} for _ in range(nS)]
-    for u in range(nS):
-        if xr[u] is None:
-            continue
-        for g in G[u]:
-            y[u][g] = cm.NewBoolVar("")
-        cm.Add(sum(y[u].values()) == xr[u])
+    def options(t: int) -> tuple[int, ...]:
+        return (KEEP, SWAP, RECOMP) if ok_rec[t] else (KEEP, SWAP)
 
-    def Y(u: int, k: int) -> list[Any]:
-        return [y[u][g] for g in G[u] if g <= k]
-
-    for u in range(nS):
-        if xr[u] is None:
-            continue
-        for v in deps[u]:
-            if xr[v] is None:
-                continue
-            for g in G[v]:
-                if g > firstb[u]:
-                    continue
-                cm.Add(sum(Y(u, g)) >= sum(Y(v, g)) + xr[u] - 1)
-        for g in G[u]:
-            if g == firstb[u]:
-                continue
-            sup = [y[v][g] for v in deps[u] if xr[v] is not None and g in y[v]]
-            cm.Add(y[u][g] <= sum(sup) if sup else y[u][g] == 0)
-    alive: list[int] = []
-    by_prod: list[list[int]] = [[] for _ in range(n)]
-    for t in range(nS):
-        by_prod[prod[t]].append(t)
-    for k in range(n):
-        if time.perf_counter() > end:
-            return None
-        alive.extend(by_prod[k])
-        const = static[k]
-        terms = []
-        for t in alive:
-            if k <= lastf[t]:
-                const += s[t]
-            elif k > lastb[t]:
-                continue
-            elif xr[t] is None:
-                const += s[t]
-            elif k < nf:
-                const += s[t]
-                terms.append(-s[t] * xr[t])
+    def subsets() -> Iterator[tuple[int, ...]]:
+        """Every 2-subset then every 3-subset when there are at most SUBSETS_ALL of
+        them; else an endless draw, alternating k = 2 and 3, half of the draws k
+        tensors adjacent in production order (the call budget ends it)."""
+        if math.comb(len(live), 3) <= SUBSETS_ALL:
+            yield from itertools.combinations(live, 2)
+            yield from itertools.combinations(live, 3)
+            return
+        i = 0
+        while True:
+            k = 2 + i % 2
+            if (i // 2) % 2 == 0:
+                j = int(rng.integers(len(order) - k + 1))
+                yield tuple(order[j:j + k])
             else:
-                const += s[t]
-                terms.append(-s[t] * xr[t])
-                terms += [s[t] * v for v in Y(t, k)]
-        if terms:
-            cm.Add(sum(terms) <= M - const)
-        elif const > M:
-            return None
-    for u in range(nS):
-        if xr[u] is None:
-            continue
-        for g in G[u]:
-            const = static[g] - s_alloc[g] - ws[g]
-            terms = [(s[u] + extra[u]) * y[u][g]]
-            for t in range(nS):
-                if lastb[t] >= g and prod[t] < g:
-                    if xr[t] is None:
-                        const += s[t]
-                    else:
-                        const += s[t]
-                        terms.append(-s[t] * xr[t])
-                        terms += [s[t] * v for v in Y(t, g - 1)]
-            for t in ins[u]:
-                if lastb[t] >= g:
-                    if xr[t] is not None:
-                        # t is recomp and not rebuilt before g: count it if y_ug
-                        om = cm.NewBoolVar("")
-                        cm.Add(om >= y[u][g] + xr[t] - 1 - sum(Y(t, g - 1)))
-                        terms.append(s[t] * om)
-                else:
-                    terms.append(s[t] * y[u][g])
-            cm.Add(sum(terms) <= M - const)
-    cm.Minimize(sum(cns[u] * xr[u] for u in range(nS) if xr[u] is not None))
-    left = end - time.perf_counter()
-    if left <= 0.0:
-        return None
-    solver = cp_model.CpSolver()
-    solver.parameters.max_time_in_seconds = float(left)
-    if deterministic_time is not None:
-        solver.parameters.max_deterministic_time = float(deterministic_time)
-    solver.parameters.num_workers = 1
-    solver.parameters.random_seed = int(seed) % 2**31
-    st = solver.Solve(cm)
-    if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        return None
-    dec = np.full(nS, KEEP, dtype=np.int8)
-    for t in range(nS):
-        if xr[t] is not None and solver.Value(xr[t]):
-            dec[t] = RECOMP
-    return dec
+                yield tuple(sorted(rng.choice(live, size=k, replace=False).tolist()))
+            i += 1
+
+    def neighbours(base: np.ndarray) -> Iterator[np.ndarray]:
+        """1-flips, then every joint change of the tensors of each subset."""
+        for t in live:
+            for d in options(t):
+                if d != base[t]:
+                    nd = base.copy()
+                    nd[t] = d
+                    yield nd
+        for sub in subsets():
+            for ds in itertools.product(*(options(t) for t in sub)):
+                if any(d == base[t] for t, d in zip(sub, ds, strict=True)):
+                    continue    # fewer changes: a smaller subset has them
+                nd = base.copy()
+                nd[list(sub)] = ds
+                yield nd
+
+    while made < calls and time.perf_counter() < deadline:
+        cur = inc.step_s
+        for nd in neighbours(inc.dec.copy()):
+            made += 1
+            if inc.consider(nd, "local_search") < cur:
+                break       # restart around the new incumbent
+            if made >= calls or time.perf_counter() >= deadline:
+                return made
+        else:
+            return made     # a local optimum of the whole neighbourhood
+    return made

@@ -11,7 +11,7 @@ subtree by the deficit bound with the fixed decisions (those outside the window
 included) and by the per-op memory floor, and simulates each leaf with the compiled
 evaluator. A window searched to its end yields the best plan that agrees with the
 incumbent outside the window (or proves the incumbent is that plan); a local search that
-changes up to three tensors (:func:`~slackopt.solvers.milp.primal.improve`) cannot reach
+changes up to three tensors (:func:`~slackopt.solvers.milp.incumbent.improve`) cannot reach
 plans that need many joint changes, e.g. freeing the bytes of several tensors around a
 peak to keep another.
 
@@ -57,7 +57,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from slackopt.solvers.milp.enumerate import BranchAndBound
-from slackopt.solvers.milp.primal import Incumbent
+from slackopt.solvers.milp.incumbent import Incumbent
 
 WINDOW_START = 8
 """First window size (saved tensors freed at once), before :func:`_start_size` lowers it

@@ -21,12 +21,12 @@ from slackopt.solverbase import BaseSolver, Outcome, Param, Run, warm_up_instanc
 from slackopt.solvers.milp.backends import _BACKEND_CLASSES, BACKENDS, lp_relaxation
 from slackopt.solvers.milp.certify import seconds_below
 from slackopt.solvers.milp.checkpoint import checkpoint_bound
+from slackopt.solvers.milp.cpsat_seed import recompute_only_incumbent
 from slackopt.solvers.milp.enumerate import deficit_bound, enumerate_optimum
-from slackopt.solvers.milp.incumbent import recompute_only_incumbent
+from slackopt.solvers.milp.incumbent import Incumbent, improve
 from slackopt.solvers.milp.lin import _INF, ModelTimeout
 from slackopt.solvers.milp.lns import lns
 from slackopt.solvers.milp.model import build_model, model_floor
-from slackopt.solvers.milp.primal import Incumbent, improve
 from slackopt.solvers.milp.timing_bound import timing_bound
 from slackopt.solvers.seeds import cheap_solver_names, seed_plans
 
@@ -163,7 +163,7 @@ class MILP(BaseSolver):
             limits) in the full tier and 5 in the exact and aggregated tiers, whose
             looser relaxations admit many plans of equal model value, so cutting them
             one by one seldom raises the bound.
-        local_search: evaluator-judged local search (:func:`~slackopt.solvers.milp.primal.improve`)
+        local_search: evaluator-judged local search (:func:`~slackopt.solvers.milp.incumbent.improve`)
             after the seeds and around each new MILP incumbent, in every tier.
         search_calls: most candidate plans one local search considers (a work limit,
             not a time limit, so results do not depend on machine speed).
