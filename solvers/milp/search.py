@@ -163,8 +163,9 @@ class MILP(BaseSolver):
             limits) in the full tier and 5 in the exact and aggregated tiers, whose
             looser relaxations admit many plans of equal model value, so cutting them
             one by one seldom raises the bound.
-        local_search: evaluator-judged local search (:func:`~slackopt.solvers.milp.incumbent.improve`)
-            after the seeds and around each new MILP incumbent, in every tier.
+        local_search: evaluator-judged local search
+            (:func:`~slackopt.solvers.milp.incumbent.improve`) after the seeds and around
+            each new MILP incumbent, in every tier.
         search_calls: most candidate plans one local search considers (a work limit,
             not a time limit, so results do not depend on machine speed).
         enum_plans: most plans the exact enumeration simulates
