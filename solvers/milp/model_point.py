@@ -20,6 +20,7 @@ from slackopt.instance import Instance
 from slackopt.plan import RECOMP, SWAP, Plan
 from slackopt.simulate import Evaluation, TaskList, simulate
 from slackopt.solvers.milp.model import _Model
+from slackopt.solvers.milp.runpoint import copy_events
 
 
 def _shares(lo: float, hi: float, steps: Sequence[tuple[float, float]]) -> list[float]:
@@ -101,7 +102,6 @@ def point_from_trace(model: _Model, inst: Instance, plan: Plan, M: int,
     dec = np.asarray(plan.decisions).tolist()
     nS = inst.n_saved
     names = inst.saved_names
-    pos = {nm: t for t, nm in enumerate(names)}
     s = np.asarray(inst.s, dtype=np.int64).tolist()
 
     # ---- the compute stream: one trace event per task, in task order
@@ -137,17 +137,7 @@ def point_from_trace(model: _Model, inst: Instance, plan: Plan, M: int,
             x[yv] = 1.0
 
     # ---- copies
-    d2h: dict[int, tuple[float, float]] = {}
-    h2d: dict[int, list[tuple[float, float]]] = {}
-    evict: dict[int, list[float]] = {}
-    for e in evaluation.trace:
-        lane = e["lane"]
-        if lane == "d2h":
-            d2h[pos[e["name"]]] = (float(e["start_s"]), float(e["end_s"]))
-        elif lane == "h2d":
-            h2d.setdefault(pos[e["name"]], []).append((float(e["start_s"]), float(e["end_s"])))
-        elif lane == "evict":
-            evict.setdefault(pos[e["name"]], []).append(float(e["start_s"]))
+    d2h, h2d, evict = copy_events(inst, evaluation)
     # A D2H still in flight when the last task ends is not in the trace (the trace records
     # copies when they end): it is the first copy in queue order (ready op, saved
     # position: the runtime's FIFO) that has no trace event and started, i.e. the engine

@@ -118,6 +118,28 @@ class RunView:
         return k is not None and k < self.op_task[op]
 
 
+def copy_events(inst: Instance, evaluation: Evaluation
+                ) -> tuple[dict[int, tuple[float, float]], dict[int, list[tuple[float, float]]],
+                           dict[int, list[float]]]:
+    """The copies and evictions of a traced run, by saved position: ``d2h[t]`` = (start,
+    end) of t's D2H (s), ``h2d[t]`` = (start, end) of each H2D of t in trace order,
+    ``evict[t]`` = the instants t's device copy was evicted. Shared by the points of the
+    time-indexed model (model_point.py) and of the bound models (:func:`read_run`)."""
+    pos = {nm: i for i, nm in enumerate(inst.saved_names)}
+    d2h: dict[int, tuple[float, float]] = {}
+    h2d: dict[int, list[tuple[float, float]]] = {}
+    evict: dict[int, list[float]] = {}
+    for e in evaluation.trace or ():
+        lane = e["lane"]
+        if lane == "d2h":
+            d2h[pos[e["name"]]] = (float(e["start_s"]), float(e["end_s"]))
+        elif lane == "h2d":
+            h2d.setdefault(pos[e["name"]], []).append((float(e["start_s"]), float(e["end_s"])))
+        elif lane == "evict":
+            evict.setdefault(pos[e["name"]], []).append(float(e["start_s"]))
+    return d2h, h2d, evict
+
+
 def read_run(inst: Instance, plan: Plan, evaluation: Evaluation) -> RunView:
     """Read the run of `plan` on `inst` from `evaluation` (its trace).
 
@@ -157,18 +179,8 @@ def read_run(inst: Instance, plan: Plan, evaluation: Evaluation) -> RunView:
             op_task[op] = k
         else:
             rebuild_task[t] = k
-    pos = {nm: i for i, nm in enumerate(inst.saved_names)}
-    d2h: dict[int, tuple[float, float]] = {}
-    h2d: dict[int, list[float]] = {}
-    evict: dict[int, list[float]] = {}
-    for e in evaluation.trace:
-        lane = e["lane"]
-        if lane == "d2h":
-            d2h[pos[e["name"]]] = (float(e["start_s"]), float(e["end_s"]))
-        elif lane == "h2d":
-            h2d.setdefault(pos[e["name"]], []).append(float(e["start_s"]))
-        elif lane == "evict":
-            evict.setdefault(pos[e["name"]], []).append(float(e["start_s"]))
+    d2h, h2d_spans, evict = copy_events(inst, evaluation)
+    h2d = {t: [a for a, _b in spans] for t, spans in h2d_spans.items()}
     first_need = [-1] * inst.n_saved
     nf = inst.n_fwd
     reads = [[] for _ in range(inst.n_ops)]
