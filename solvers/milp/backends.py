@@ -188,7 +188,13 @@ class _HighsBackend(_Backend):
             relative_gap_tolerance=self.rel_gap, random_seed=int(self.seed) % 2**31,
             enable_output=self.verbose)
         t0 = time.perf_counter()
-        res = mo.solve(self.m, mo.SolverType.HIGHS, params=params)
+        try:
+            res = mo.solve(self.m, mo.SolverType.HIGHS, params=params)
+        except Exception as e:  # noqa: BLE001 - MathOpt's error path can itself fail
+            # (ortools 9.15 raises AttributeError while translating a HiGHS error status):
+            # no solution and no bound from this solve; the search keeps what it has
+            return _Sol("unknown", None, None, None, time.perf_counter() - t0,
+                        f"HiGHS failed: {type(e).__name__}: {e}")
         secs = time.perf_counter() - t0
         reason = res.termination.reason
         TR = mo.TerminationReason

@@ -712,7 +712,8 @@ def _model(solver: MILP, st: _Search) -> bool | None:
             # simulated): an uncertified claim that U is optimal within gap_tol
             st.model_optimal = True
             if inc.dec is not None:
-                st.bound("model_milp", min(inc.step_s, cutoff() * to_s), certified=False)
+                st.bound("model_milp", min(inc.step_s, seconds_below(0.0, cutoff(), to_s)),
+                         certified=False)
                 if st.objective is None:
                     st.objective = cutoff() * to_s
             entry["lower_s"] = st.lower
@@ -742,7 +743,9 @@ def _model(solver: MILP, st: _Search) -> bool | None:
             add_cut(dec)
         if b is not None:
             # every cut vector was simulated (>= U); the rest are >= the model's bound
-            st.bound("model_milp", min(inc.step_s, max(st.T_star, b * to_s)),
+            # in seconds rounded down like the certified values (a MILP optimum equal to
+            # the plan's value otherwise reads one ulp above it)
+            st.bound("model_milp", min(inc.step_s, max(st.T_star, seconds_below(0.0, b, to_s))),
                      certified=False)
             entry["bound_s"] = b * to_s
         entry.update({"lower_s": st.lower,
