@@ -1,4 +1,4 @@
-"""A decision MILP whose proven dual bound is a lower bound on the step time: memory at
+"""A decision MILP whose optimum is a lower bound on the step time: memory at
 *every* op with a keep-all excess over M, forward and backward, where a swap counts as
 absent only when its D2H has ended in time on the serial D2H engine and its H2D fits
 before its next reader, and recomp chains keep their rebuilt recipe inputs resident.
@@ -7,9 +7,10 @@ It sharpens the checkpoint LP (solvers/milp/checkpoint.py) in three ways: D2H ti
 every op with an excess, not at four forward checkpoints (elsewhere the LP counts a swap
 freed at once); backward ops get the same timing (the LP's backward rows count a swap
 absent with no copy at all), plus H2D windows that start at the op; and the decisions
-are binary, solved by SCIP, whose proven *dual* bound (best bound) is used, so the bound
-holds when the search stops early. Its LP relaxation is solved first (a bound even when
-the search does not reach its root in time).
+are binary. The bound returned is certified: its LP relaxation's safe dual bound
+(solvers/milp/certify.py), raised by the certified branch and bound over the decisions
+(solvers/milp/certified_bb.py), valid also when the search stops early. SCIP's solve of
+the MILP gives candidate plans and an uncertified bound (``info["milp_bound_s"]``).
 
 The model (times in the unit of :func:`~.checkpoint.time_unit`, microseconds or a power of
 ten above, memory in P / 1e4 bytes; ``w_t = latency + s_t / W``
