@@ -31,6 +31,7 @@ import numpy as np
 import pytest
 from strategies import sample
 from test_milp_bounds import random_instance
+from test_milp_soundness_cases import same_producer
 
 from slackopt import Instance, Link, Op, Recipe, Tensor
 from slackopt.io import load_instance
@@ -168,17 +169,6 @@ def zero_byte_early_rebuild() -> tuple[Instance, int, dict[str, int]]:
     return inst, 4_000_000 - 1, {"x": SWAP, "u": RECOMP, "z": RECOMP}
 
 
-def rebuild_gaps_same_producer() -> Instance:
-    """The case rebuild_gaps_same_producer (../shared/cases/milp-soundness): v's recipe
-    reads u, another output of its own producer f0."""
-    ops = [Op("f0", "fwd", 1 * MS), Op("f1", "fwd", 1 * MS), Op("b0", "bwd", 1 * MS),
-           Op("b1", "bwd", 1 * MS), Op("rv", "rebuild", 0.1 * MS)]
-    tensors = [Tensor("u", 1_000_000, "f0", ("b1",), Recipe(("f0",))),
-               Tensor("v", 1_000_000, "f0", ("b0",), Recipe(("rv",), ("u",))),
-               Tensor("tmp", 3_000_000, "f1", ())]
-    return Instance("same-producer", ops, tensors, Link("slow", 1e8, 0.85, 1e-5))
-
-
 RECORDED = {f.__name__: f for f in (zero_byte_rebuild_time, zero_byte_rebuild_closure,
                                      zero_byte_early_rebuild)}
 REGRESSION_SEEDS = (40, 131, 356)
@@ -292,7 +282,7 @@ def test_soundness_cases():
         inst = load_instance(f)
         M = CASE_BUDGETS.get(f.stem, inst.meta.get("budget_bytes"))
         checked += check_instance(f.stem, inst, [] if M is None else [int(M)])
-    checked += check_instance("rebuild_gaps_same_producer", rebuild_gaps_same_producer(),
+    checked += check_instance("rebuild_gaps_same_producer", same_producer(),
                               [3_000_000])
     assert checked > 200
 
