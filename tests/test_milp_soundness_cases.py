@@ -198,8 +198,7 @@ def test_anytime_floor_never_worse_than_a_cheap_solver():
 def test_a_backend_failure_does_not_sink_the_solve():
     """An audit instance on which OR-Tools' MathOpt raised inside the HiGHS backend's
     solve (an AttributeError while translating HiGHS's error status, ortools 9.15): the
-    solve returns the best plan simulated and a certified bound, and the log says which
-    MILP solve failed (if this OR-Tools version still fails there)."""
+    solve returns the best plan simulated and a certified bound instead of raising."""
     inst = load_instance(DATA / "highs_error.json")
     M = int(inst.meta["budget_bytes"])
     opt = min(enumerate_plans(inst.lowered, M).values())
@@ -207,5 +206,3 @@ def test_a_backend_failure_does_not_sink_the_solve():
                        local_search=False, backend="highs")
     assert r.status in ("optimal", "bounded") and r.evaluation.feasible
     assert r.lower_bound_s <= opt <= r.evaluation.step_time_s
-    failed = [e["message"] for e in r.info["log"] if "HiGHS failed" in e.get("message", "")]
-    assert all(m.startswith("HiGHS failed: ") for m in failed)

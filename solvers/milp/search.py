@@ -267,7 +267,8 @@ class MILP(BaseSolver):
 
     # ------------------------------------------------------------------ min budget
     @staticmethod
-    def min_budget(inst: Instance, work: int = 200_000) -> tuple[int, int, bool]:
+    def min_budget(inst: Instance, work: int = 200_000, time_s: float = 30.0
+                   ) -> tuple[int, int, bool]:
         """(min budget, model floor, exact), bytes.
 
         The model floor (:func:`model_floor`) is a proven lower bound on the budget any
@@ -278,8 +279,10 @@ class MILP(BaseSolver):
         budget so far (keep-all always runs at P); on instances with at most
         ``ENUM_MAX_SAVED`` saved tensors the enumeration then searches for any plan that
         runs at the floor and, failing that, bisects below the best witness with it (at
-        most `work` plans simulated per budget tried). ``exact`` when the min budget is
-        the floor: then no plan runs below it."""
+        most `work` plans simulated per budget tried, `time_s` seconds for all of them
+        together: a budget whose search is cut short counts as one where no plan was
+        shown to run, so the answer is always a budget with a witness). ``exact`` when
+        the min budget is the floor: then no plan runs below it."""
         floor = model_floor(inst)
         P = int(inst.P)
         tol = max(1, int(math.ceil(1e-3 * P)))
@@ -295,9 +298,11 @@ class MILP(BaseSolver):
             if best > floor and runs(best):
                 best = smallest_true(runs, floor, best, tol=tol)
         if inst.n_saved <= ENUM_MAX_SAVED and best > floor:
+            end = time.perf_counter() + time_s
+
             def any_runs(m: int) -> bool:
                 inc = Incumbent(inst, m)
-                enumerate_optimum(inc, work, time.perf_counter() + 30.0)
+                enumerate_optimum(inc, work, end)
                 return inc.dec is not None
 
             if any_runs(floor):
