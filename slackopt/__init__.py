@@ -16,6 +16,7 @@ from slackopt.solver import (
     register_solver,
     registered_solvers,
     solve,
+    solve_budgets,
     unregister_solver,
 )
 from slackopt.solverbase import BaseSolver, Outcome, Param, Run, SolverParamError
@@ -24,6 +25,6 @@ __all__ = [
     "BaseSolver", "Evaluation", "Instance", "KEEP", "Link", "Op", "Outcome", "Param", "Plan",
     "RECOMP", "Recipe", "Run", "SWAP", "SlackoptError", "SolveResult", "Solver",
     "SolverParamError", "Tensor", "budget_bytes", "get_solver", "register_solver",
-    "registered_solvers", "simulate", "solve", "unregister_solver",
+    "registered_solvers", "simulate", "solve", "solve_budgets", "unregister_solver",
 ]
 __version__ = "0.1.0"

@@ -477,12 +477,15 @@ def solve(
     output: Annotated[Path | None, typer.Option("--output", "-o",
                                                 help="Plan file to write.")] = None,
     param: ParamOpt = None,
+    start_plan: Annotated[Path | None, typer.Option(
+        "--start-plan", help="Plan file to beat, e.g. one that solve -o wrote at a smaller "
+        "budget: the plan returned is never slower than it under this budget.")] = None,
     force: ForceOpt = False,
     json_output: JsonOpt = False,
 ) -> dict[str, Any] | None:
     """Plan an instance under a budget with one solver and evaluate the plan."""
     from slackopt.instance import budget_bytes
-    from slackopt.io import OutputExistsError, load_instance, save_plan
+    from slackopt.io import OutputExistsError, load_instance, load_plan, save_plan
     from slackopt.solver import solve as run_solver
 
     inst = load_instance(instance)
@@ -491,7 +494,9 @@ def solve(
         raise OutputExistsError(f"{output}: file exists; pass --force to replace it, or "
                                 "choose another path")
     params = _parse_params(param, SOLVE_OPTIONS)
-    res = run_solver(inst, solver, m, time_limit_s=time_limit, seed=seed, **params)
+    start = load_plan(start_plan, inst) if start_plan is not None else None
+    res = run_solver(inst, solver, m, time_limit_s=time_limit, seed=seed, start_plan=start,
+                     **params)
     plan, ev = res.plan, res.evaluation
     min_b = res.info.get("min_budget_bytes") if res.status == "infeasible" else None
     plan_file = None

@@ -12,6 +12,7 @@ re-simulates every returned plan and attaches the :class:`~slackopt.simulate.Eva
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import Any, Protocol, runtime_checkable
@@ -332,6 +333,7 @@ def solve(
     *,
     time_limit_s: float | None = None,
     seed: int | None = None,
+    start_plan: Plan | None = None,
     **params: Any,
 ) -> SolveResult:
     """Plan `instance` under `budget` with `solver` and evaluate the plan.
@@ -342,11 +344,20 @@ def solve(
         budget: fraction of P (0.5), bytes (int), or a size string ("11.5GB").
         time_limit_s: passed to the solver.
         seed: passed to the solver.
+        start_plan: a plan of `instance` to beat (e.g. the plan found at a smaller budget,
+            :func:`solve_budgets`), or None. The rule: the result is never slower than
+            `start_plan` simulated under this budget. When that plan runs and the solver's
+            plan does not, or runs slower, the result takes `start_plan` (with its
+            evaluation; ``objective_s`` its step) and keeps the solver's lower bound, which
+            is valid for every plan: the status becomes what the bound proves for it
+            ("optimal"/"bounded", or "feasible" without a bound); ``info["start_plan"]``
+            records both step times and whether it was taken.
         **params: hyperparameters when `solver` is a name.
 
     Returns:
         The SolveResult with ``evaluation`` set (the plan simulated under the budget) and
-        ``planning_time_s`` measured here if the solver left it at 0.
+        ``planning_time_s`` measured here if the solver left it at 0 (the start plan's
+        simulation is not counted).
 
     Views (``Tensor.storage``): the solver plans ``instance.lowered`` (one saved unit per
     storage) and its plan is expanded back to every view (:meth:`Plan.from_lowered`), so
@@ -355,7 +366,10 @@ def solve(
 
     Raises:
         SolverError: unknown solver or bad parameters. BudgetError: unparseable budget.
+        PlanError: a `start_plan` whose tensors are not those of `instance`.
     """
+    if start_plan is not None:
+        start_plan.check(instance)
     if isinstance(solver, str):
         solver = get_solver(solver, **params)
     elif not isinstance(solver, Solver):
@@ -382,7 +396,99 @@ def solve(
             res.lower_bound_s = None
             if res.status in ("optimal", "bounded"):
                 res.status = "feasible"
+    if start_plan is not None:
+        _beat_start_plan(res, instance, m, start_plan)
     return res
+
+
+def _beat_start_plan(res: SolveResult, instance: Instance, m: int, start: Plan) -> None:
+    """The start-plan rule of :func:`solve`: `res` takes `start` when `start` runs under M
+    and `res`'s plan does not, or runs slower (changes `res` in place)."""
+    ev = simulate(instance, start, m)
+    own = res.evaluation if res.plan is not None and res.status in PLAN_STATUSES else None
+    own_step = float(own.step_time_s) if own is not None and own.feasible else None
+    taken = ev.feasible and (own_step is None or float(ev.step_time_s) < own_step)
+    res.info["start_plan"] = {"step_s": float(ev.step_time_s) if ev.feasible else None,
+                              "solver_step_s": own_step, "taken": bool(taken)}
+    if not taken:
+        return
+    T = float(ev.step_time_s)
+    res.plan, res.evaluation, res.objective_s = start, ev, T
+    for k in ("gap", "min_budget_bytes", "min_budget_note", "plan_proven_optimal"):
+        res.info.pop(k, None)
+    L = res.lower_bound_s
+    if L is None or res.status not in PLAN_STATUSES:
+        # A bound that came with "infeasible" or "timeout" claimed something the start plan
+        # refutes or does not need; only a plan status's bound is kept.
+        res.lower_bound_s = None
+        res.status = "feasible"
+        return
+    if bound_error(res.info, L, T):
+        res.lower_bound_s, res.status = None, "feasible"
+        return
+    res.info["gap"] = (T - float(L)) / float(L) if L > 0 else 0.0
+    res.status = "optimal" if res.info["gap"] <= OPTIMAL_REL_TOL else "bounded"
+
+
+def solve_budgets(
+    instance: Instance,
+    solver: str | Solver,
+    budgets: Iterable[float | int | str],
+    *,
+    time_limit_s: float | None = None,
+    seed: int | None = None,
+    **params: Any,
+) -> list[SolveResult]:
+    """Plan `instance` under several budgets with one solver, chained from the smallest.
+
+    The budgets are solved in increasing order of bytes (ties in the order given), each
+    with the same `time_limit_s` and `seed`, and each with the best plan of the smaller
+    budgets as :func:`solve`'s `start_plan`. Rule: for budgets M1 <= M2 of one call, the
+    plan at M2 is never slower than the plan at M1 simulated under M2. A plan that runs
+    under M1 fits under M2 (its peak is at most M1), and in the evaluator a larger budget
+    has not been seen to slow a fixed plan down (tests/test_budget_chain.py checks this on
+    generated instances; it is not proven: the H2D admission depends on M), so in practice
+    a larger budget never returns a slower plan than a smaller one with the same limit. A
+    violation is recorded, not hidden: ``info["budget_chain"]`` of the larger budget's
+    result names the smaller budget whose step was shorter.
+
+    Args:
+        instance: the problem.
+        solver: a registered name or a solver object (one object serves every budget).
+        budgets: budgets as :func:`solve` takes them (fraction of P, bytes, size string).
+        time_limit_s: the limit of each solve (s), or None.
+        seed: the seed of each solve.
+        **params: hyperparameters when `solver` is a name.
+
+    Returns:
+        One SolveResult per budget, in the order of `budgets`.
+
+    Raises:
+        SolverError, BudgetError: as :func:`solve`.
+    """
+    if isinstance(solver, str):
+        solver = get_solver(solver, **params)
+    elif params:
+        raise SolverError("hyperparameters go to the solver's constructor when passing an object")
+    budgets = list(budgets)
+    ms = [budget_bytes(instance, b) for b in budgets]
+    out: list[SolveResult | None] = [None] * len(ms)
+    best: tuple[float, int, Plan] | None = None  # (step, bytes, plan) of the fastest so far
+    for i in sorted(range(len(ms)), key=lambda j: ms[j]):
+        res = solve(instance, solver, ms[i], time_limit_s=time_limit_s, seed=seed,
+                    start_plan=best[2] if best is not None else None)
+        ev = res.evaluation
+        if res.plan is not None and ev is not None and ev.feasible:
+            T = float(ev.step_time_s)
+            if best is not None and T > best[0]:
+                res.info["budget_chain"] = {
+                    "smaller_budget_bytes": best[1], "smaller_budget_step_s": best[0],
+                    "note": "a larger budget ran the smaller budget's plan slower: the "
+                            "evaluator is not monotone in M for this plan"}
+            if best is None or T <= best[0]:
+                best = (T, ms[i], res.plan)
+        out[i] = res
+    return [r for r in out if r is not None]
 
 
 def bound_error(info: dict[str, Any], lower_bound_s: float, step_time_s: float) -> bool:
