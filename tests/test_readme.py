@@ -1,6 +1,8 @@
-"""Every example in README.md runs, and shows what the command prints.
+"""Every example in README.md and in the documentation site (docs/*.md) runs, and shows
+what the command prints.
 
-The README's fenced blocks are read in order:
+Each page's fenced blocks are read in order (each page runs in a scratch directory of its
+own):
 
 - ``text`` blocks hold ``$ slackopt ...`` commands (a trailing ``\\`` continues a line)
   followed by lines of their output. Each command runs as a process in a scratch directory
@@ -13,8 +15,8 @@ The README's fenced blocks are read in order:
 - A block after ``<!-- readme-test: slow ... -->`` runs for minutes (the MILP to its 300 s
   limit): its command is parsed by the command line (every option known and valid) but
   not run.
-- ``python`` blocks run in the same scratch directory, in order, after the text blocks
-  before them (the PyTorch example reads the files the profile example wrote).
+- ``python`` blocks run in the page's scratch directory, in order, after the text blocks
+  before them (the PyTorch example reads the files the profile example of its page wrote).
 - ``bash`` blocks are the install and test commands that built the environment these
   tests run in; they are checked to be exactly that.
 
@@ -36,20 +38,23 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+PAGES = [README, *sorted((ROOT / "docs").glob("*.md"))]
+"""The files whose examples run: the README and every page of the documentation site."""
 WALL_CLOCK_COLUMNS = {"planning"}
 WALL_CLOCK_ROWS = {"planning_time_s"}
 
 
 @dataclass
 class Block:
+    page: str  # file name, e.g. "README.md" or "pytorch.md"
     lang: str
     line: int
     text: str
     marker: str  # "", "measured" or "slow"
 
 
-def blocks() -> list[Block]:
-    lines = README.read_text(encoding="utf-8").splitlines()
+def blocks(path: Path) -> list[Block]:
+    lines = path.read_text(encoding="utf-8").splitlines()
     out: list[Block] = []
     i = 0
     while i < len(lines):
@@ -62,7 +67,7 @@ def blocks() -> list[Block]:
             j += 1
         prev = next((ln for ln in reversed(lines[:i]) if ln.strip()), "")
         mk = re.match(r"<!-- readme-test: (\w+)", prev)
-        out.append(Block(m.group(1), i + 1, "\n".join(lines[i + 1:j]), mk.group(1) if mk else ""))
+        out.append(Block(path.name, m.group(1), i + 1, "\n".join(lines[i + 1:j]), mk.group(1) if mk else ""))
         i = j + 1
     return out
 
@@ -123,25 +128,36 @@ def check_output(shown: list[str], printed: str, measured: bool) -> None:
         assert any(same(r) for r in rows), f"no printed row matches {want}\nprinted:\n{printed}"
 
 
-@pytest.fixture(scope="module")
-def scratch(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    d = tmp_path_factory.mktemp("readme")
-    for name in ("instances", "tests"):
-        (d / name).symlink_to(ROOT / name)
-    return d
+_SCRATCH: dict[str, Path] = {}
+
+
+@pytest.fixture
+def scratch(block: Block, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The scratch directory of the block's page (shared by the blocks of one page)."""
+    if block.page not in _SCRATCH:
+        d = tmp_path_factory.mktemp(block.page.replace(".", "_"))
+        for name in ("instances", "tests"):
+            (d / name).symlink_to(ROOT / name)
+        _SCRATCH[block.page] = d
+    return _SCRATCH[block.page]
 
 
 def needs_torch(block: Block) -> bool:
     return "profile" in block.text or "torch_runtime" in block.text
 
 
-ALL = blocks()
+ALL = [b for page in PAGES for b in blocks(page)]
 TEXT = [b for b in ALL if b.lang == "text" and "$ slackopt" in b.text]
 PYTHON = [b for b in ALL if b.lang == "python"]
 
 
+def _id(b: Block) -> str:
+    return f"{b.page}:{b.line}"
+
+
 def test_the_readme_has_the_examples_this_test_runs() -> None:
     assert len(TEXT) >= 4 and len(PYTHON) >= 2
+    assert sum(b.page == "README.md" for b in TEXT) >= 3
     markers = [b.marker for b in TEXT if b.marker]
     assert "measured" in markers and set(markers) <= {"measured", "slow"}, markers
     for b in ALL:
@@ -151,8 +167,7 @@ def test_the_readme_has_the_examples_this_test_runs() -> None:
             assert b.lang in ("text", "python", "json", ""), (b.line, b.lang)
 
 
-@pytest.mark.parametrize("block", [b for b in ALL if b.lang == "json"],
-                         ids=lambda b: f"line{b.line}")
+@pytest.mark.parametrize("block", [b for b in ALL if b.lang == "json"], ids=_id)
 def test_json_examples_load_as_gpu_files(block: Block, tmp_path: Path) -> None:
     """The README's JSON example is a --gpu file of peaks: it must load as one."""
     from slackopt.hardware import gpu_from_file
@@ -163,7 +178,7 @@ def test_json_examples_load_as_gpu_files(block: Block, tmp_path: Path) -> None:
     assert gpu.name == data["name"] and gpu.peak_flops == data["peak_flops"]
 
 
-@pytest.mark.parametrize("block", TEXT, ids=[f"line{b.line}" for b in TEXT])
+@pytest.mark.parametrize("block", TEXT, ids=_id)
 def test_command_examples(block: Block, scratch: Path) -> None:
     if needs_torch(block):
         pytest.importorskip("torch")
@@ -189,16 +204,16 @@ def test_command_examples(block: Block, scratch: Path) -> None:
         check_output(shown, res.stdout, measured=block.marker == "measured")
 
 
-@pytest.mark.parametrize("block", PYTHON, ids=[f"line{b.line}" for b in PYTHON])
+@pytest.mark.parametrize("block", PYTHON, ids=_id)
 def test_python_examples(block: Block, scratch: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     if needs_torch(block):
         pytest.importorskip("torch")
         if not (scratch / "gpt-plan.json").exists():  # the profile example writes it
-            prof = next(b for b in TEXT if needs_torch(b))
+            prof = next(b for b in TEXT if needs_torch(b) and b.page == block.page)
             test_command_examples(prof, scratch)
     monkeypatch.chdir(scratch)
     namespace: dict = {"__name__": "__readme__"}
-    exec(compile(block.text, f"README.md:{block.line}", "exec"), namespace)  # noqa: S102
+    exec(compile(block.text, _id(block), "exec"), namespace)  # noqa: S102
     if "compare(" in block.text and "__main__" not in block.text:  # "Your own solver"'s
         df = namespace["df"]                            # runs in tests/test_solver_contract
         assert len(df) == 6 and set(df["solver"]) == {"slackswap", "checkpoint", "genetic"}
@@ -210,7 +225,7 @@ def test_the_readme_lists_every_preset_and_workload() -> None:
     from slackopt.hardware import GPUS, LINKS
     from slackopt.workloads import WORKLOADS
 
-    text = squash(README.read_text(encoding="utf-8"))
+    text = squash((ROOT / "docs" / "cli.md").read_text(encoding="utf-8"))
     assert f"GPU presets (`--gpu`): {', '.join(GPUS)}." in text
     assert f"Host-link presets (`--link`): {', '.join(LINKS)} " in text
     assert ", ".join(f"`{w}`" for w in WORKLOADS) in text

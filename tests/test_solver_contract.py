@@ -315,9 +315,9 @@ def test_store_rows_of_other_code_are_not_returned(tmp_path: Path, monkeypatch) 
     assert edited.attrs["runs_now"] == 1 and edited.attrs["runs_from_store"] == 0
 
 
-# ------------------------------------------------------------------ the README example
+# ------------------------------------------------ the "Your own solver" example (docs/python.md)
 def _readme_blocks() -> dict[str, str]:
-    text = (ROOT / "README.md").read_text()
+    text = (ROOT / "docs" / "python.md").read_text()
     return dict(re.findall(r"<!-- readme-example: (\S+) -->\n```\w+\n(.*?)```", text, re.S))
 
 
