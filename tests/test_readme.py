@@ -67,7 +67,8 @@ def blocks(path: Path) -> list[Block]:
             j += 1
         prev = next((ln for ln in reversed(lines[:i]) if ln.strip()), "")
         mk = re.match(r"<!-- readme-test: (\w+)", prev)
-        out.append(Block(path.name, m.group(1), i + 1, "\n".join(lines[i + 1:j]), mk.group(1) if mk else ""))
+        out.append(Block(path.name, m.group(1), i + 1, "\n".join(lines[i + 1:j]),
+                         mk.group(1) if mk else ""))
         i = j + 1
     return out
 
