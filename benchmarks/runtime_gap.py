@@ -1,4 +1,5 @@
-"""How much of the best plans' step time the runtime policy loses (slackopt.runtime_gap).
+"""How much of the best plans' step time the runtime policy loses
+(slackopt.experiments.runtime_gap).
 
 Run: python benchmarks/runtime_gap.py [--time-limit 10] [--plan-time-limit 20]
          [--paper gpt2-xl_a100-pcie4:0.5,...] [--no-small] [--out FILE.json]
@@ -30,8 +31,8 @@ import time
 from pathlib import Path
 
 from slackopt import solve
+from slackopt.experiments.runtime_gap import runtime_gap
 from slackopt.io import load_instance
-from slackopt.runtime_gap import runtime_gap
 from slackopt.solvers.milp.checkpoint import checkpoint_bound
 from slackopt.solvers.milp.enumerate import deficit_bound
 

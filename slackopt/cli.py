@@ -575,7 +575,7 @@ def simulate(
     """Evaluate a plan file on an instance, under the budget it was planned for unless
     --budget says otherwise (stderr and the JSON say which budget was used); with
     --best-schedule, also how much of the step time the runtime policy loses
-    (slackopt.runtime_gap)."""
+    (slackopt.experiments.runtime_gap)."""
     from slackopt.instance import budget_bytes
     from slackopt.io import load_instance, read_plan_file
     from slackopt.simulate import simulate as run_simulation
@@ -606,7 +606,7 @@ def simulate(
            "decisions": p.counts(), "bytes_by_decision": p.bytes_by_decision(inst),
            "evaluation": _evaluation_doc(ev)}
     if best_schedule:
-        from slackopt.runtime_gap import runtime_gap
+        from slackopt.experiments.runtime_gap import runtime_gap
 
         doc["runtime_gap"] = runtime_gap(
             inst, p, m, time_limit_s=10.0 if time_limit is None else time_limit,
@@ -1223,8 +1223,8 @@ def reproduce_cmd(
 ) -> dict[str, Any] | None:
     """Regenerate the paper's Figures 4 and 5, Tables 2 and 3 and the VGG-16 vDNN check,
     with a report that puts every number beside the paper's."""
+    from slackopt.experiments.reproduce import reproduce
     from slackopt.io import OutputExistsError
-    from slackopt.reproduce import reproduce
 
     if (out / "report.md").exists() and not force:
         raise OutputExistsError(f"{out} already holds a reproduction (report.md); pass --force "

@@ -43,7 +43,7 @@ class BudgetError(SlackoptError, ValueError):
 
 
 class AnalysisError(SlackoptError, ValueError):
-    """Bad arguments to an analysis of a plan (slackopt.runtime_gap): a time limit that
+    """Bad arguments to an analysis of a plan (slackopt.experiments.runtime_gap): a time limit that
     is not a finite number > 0, or a "lower bound" that is not one."""
 
 

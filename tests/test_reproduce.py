@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from slackopt.cli import main
-from slackopt.reproduce import ABLATIONS, FIGURE4_SOLVERS, TINY_BUDGETS, Claim
+from slackopt.experiments.reproduce import ABLATIONS, FIGURE4_SOLVERS, TINY_BUDGETS, Claim
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +73,7 @@ def test_reproduce_tiny_writes_everything(tiny_run, capsys):
 def test_paper_numbers_file_is_complete_and_well_formed():
     """Every claim in slackopt/data/paper_numbers.toml has the fields the report needs, a
     known unit and [lo, hi] with lo <= hi; a computed value without an entry is refused."""
-    from slackopt.reproduce import _claims, paper_numbers
+    from slackopt.experiments.reproduce import _claims, paper_numbers
 
     paper = paper_numbers()
     assert len(paper) == 123  # 95 of sections 1-4.4 and 28 of section 4.5

@@ -1,5 +1,6 @@
-"""Best schedules of a plan's decisions (slackopt.schedule, slackopt.best_schedule) and
-the split of a step time into decisions and runtime (slackopt.runtime_gap).
+"""Best schedules of a plan's decisions (slackopt.experiments.schedule,
+slackopt.experiments.best_schedule) and
+the split of a step time into decisions and runtime (slackopt.experiments.runtime_gap).
 
 - Hand-computed cases where the barrier-free runtime is provably slower than the best
   schedule of the same decisions, with the amount worked out beside each.
@@ -24,9 +25,9 @@ from test_milp_bounds import random_instance
 from test_runtimes import mk
 
 from slackopt import Instance, Plan, simulate
-from slackopt.best_schedule import best_schedule
-from slackopt.runtime_gap import runtime_gap
-from slackopt.schedule import (
+from slackopt.experiments.best_schedule import best_schedule
+from slackopt.experiments.runtime_gap import runtime_gap
+from slackopt.experiments.schedule import (
     Schedule,
     ScheduleError,
     check_schedule,

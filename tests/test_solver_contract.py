@@ -417,7 +417,7 @@ def test_slackopt_imports_no_solver_module() -> None:
 
 
 def test_reproduce_gets_fixed_plans_from_the_registered_solvers() -> None:
-    from slackopt.reproduce import _checkpoint_plan, _vdnn_plan
+    from slackopt.experiments.reproduce import _checkpoint_plan, _vdnn_plan
     from slackopt.solvers.baselines import checkpoint_plan
     from slackopt.solvers.vdnn import vdnn_plan
     from slackopt.workloads import make

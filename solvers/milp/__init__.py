@@ -261,7 +261,7 @@ model so its optimum is no longer a certified lower bound. Nor can a CP-SAT inte
 schedule with the decisions fixed tighten the upper bound: the upper bound is the
 evaluator's time for the decisions, and its runtime fixes the schedule. (How much faster
 a schedule of the same decisions could run outside the runtime is what
-:mod:`slackopt.runtime_gap` measures, with a CP-SAT schedule and this model's exact or
+:mod:`slackopt.experiments.runtime_gap` measures, with a CP-SAT schedule and this model's exact or
 aggregated tier, decisions fixed, as the lower bound: :mod:`.decision_bound`.)
 
 Determinism: for a given seed and thread count the backends are deterministic when they

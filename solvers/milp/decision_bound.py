@@ -7,7 +7,7 @@ tier's size), fixes the keep/swap/recomp binaries to the plan's, and solves what
 a linear program (those tiers have no other integer variable), with GLOP.
 
 Why it bounds *every* schedule of the decisions, not only the runtime's trace (the class
-of schedules is defined in :mod:`slackopt.schedule`): the package docstring
+of schedules is defined in :mod:`slackopt.experiments.schedule`): the package docstring
 (solvers/milp/__init__.py) proves the bound for a trace of the evaluator by mapping the
 trace to an assignment (decisions, rebuild positions, step durations from the trace's
 op ends, copy shares from the copies' busy intervals, evictions) that satisfies every row.

@@ -260,7 +260,7 @@ class MILP(BaseSolver):
                        time_limit_s: float = 30.0) -> tuple[float | None, dict]:
         """A lower bound (s) on every schedule of `plan`'s decisions (not only the
         runtime's): :func:`slackopt.solvers.milp.decision_bound.decision_bound`, reached
-        through the solver registry by :mod:`slackopt.runtime_gap`."""
+        through the solver registry by :mod:`slackopt.experiments.runtime_gap`."""
         from slackopt.solvers.milp.decision_bound import decision_bound
 
         return decision_bound(instance, plan, budget_bytes, time_limit_s=time_limit_s)

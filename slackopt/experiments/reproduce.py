@@ -11,7 +11,7 @@
 - the section 4.1 check (``vgg16_titanx.csv``): vDNNconv and vDNNall overhead on VGG-16
   with vDNN's Titan X parameters;
 - Figure 5 (``figure5.png``): the GPT-2 XL step at 50% of P under vDNN and SlackSwap;
-- section 4.5 at 30% of P (:mod:`slackopt.sensitivity`): Figure 6a (``figure6a.png``,
+- section 4.5 at 30% of P (:mod:`slackopt.experiments.sensitivity`): Figure 6a (``figure6a.png``,
   ``.csv``; GPT-2 XL, link 12-450 GB/s: every baseline and SlackSwap, its swapped and
   recomputed bytes), Figure 6b (``figure6b.png``, ``.csv``; Llama-7B, sequence 2K-32K
   at 16K tokens per batch: f, SlackSwap, checkpointing) and the GPU generations
@@ -400,7 +400,7 @@ def _barrier_diagnostics(run: _Run) -> dict[str, float]:
 def _sensitivity(run: _Run) -> dict[str, pd.DataFrame]:
     """Section 4.5: the link sweep (Figure 6a), the sequence sweep (Figure 6b) and the GPU
     generations, at 30% of P; writes figure6a/6b and gpu_generations (PNG + CSV)."""
-    from slackopt import sensitivity as sn
+    from slackopt.experiments import sensitivity as sn
 
     tiny = run.mode == "tiny"
     # In this (warm) process: about 70 solves of 0.02-0.5 s each, less than what starting
@@ -482,8 +482,8 @@ def _figure6b_plot(d: pd.DataFrame) -> Any:
 
 
 def _generations_plot(d: pd.DataFrame) -> Any:
+    from slackopt.experiments.sensitivity import lead_over_baselines
     from slackopt.plot import GPU_LABELS, _fig
-    from slackopt.sensitivity import lead_over_baselines
 
     lead = lead_over_baselines(d, ["workload", "gpu"])
     gpus = list(dict.fromkeys(d["gpu"]))
@@ -681,7 +681,7 @@ def _values(run: _Run, fig4: pd.DataFrame, t3: pd.DataFrame, vgg: Mapping[str, f
                 V[f"fig6b.slackswap@{seq}"] = _pct(_ok_throughput(ss))
             V[f"fig6b.checkpoint@{seq}"] = _pct(_ok_throughput(g[g["solver"] == "checkpoint"]))
     if "generations" in sens:
-        from slackopt.sensitivity import lead_over_baselines
+        from slackopt.experiments.sensitivity import lead_over_baselines
 
         for r in lead_over_baselines(sens["generations"], ["workload", "gpu"]).to_dict("records"):
             V[f"gen.{r['workload']}@{r['gpu']}"] = r["ratio"]
@@ -696,7 +696,7 @@ def _ok_throughput(d: pd.DataFrame) -> float:
 
 
 def _values_fig6a(d: pd.DataFrame, V: dict[str, float], F: dict[str, dict[str, str]]) -> None:
-    from slackopt.sensitivity import SWAP_CENTRIC, lead_over_baselines
+    from slackopt.experiments.sensitivity import SWAP_CENTRIC, lead_over_baselines
 
     for W, g in d.groupby("link_gbps"):
         tag = f"{W:g}"
@@ -881,8 +881,8 @@ def _table3_md(run: _Run, t3: pd.DataFrame, ga_note: str, plan_s: Mapping[tuple,
 
 def _sens_md(sens: Mapping[str, pd.DataFrame]) -> str:
     """Section 4.5 of report.md: the three sweeps as tables."""
-    from slackopt.sensitivity import GPU_GENERATIONS as GPU_ORDER
-    from slackopt.sensitivity import lead_over_baselines
+    from slackopt.experiments.sensitivity import GPU_GENERATIONS as GPU_ORDER
+    from slackopt.experiments.sensitivity import lead_over_baselines
 
     def pct(x: float) -> str:
         return "-" if x != x else f"{x:.1%}"

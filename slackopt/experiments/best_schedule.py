@@ -2,10 +2,10 @@
 
 The runtime (:mod:`slackopt.simulate`) schedules a plan's decisions by fixed rules; the
 class of all schedules that obey the physical rules only is defined in
-:mod:`slackopt.schedule`. :func:`best_schedule` searches that class with OR-Tools CP-SAT
+:mod:`slackopt.experiments.schedule`. :func:`best_schedule` searches that class with OR-Tools CP-SAT
 and returns an explicit schedule whose makespan S is an **upper bound** on the fastest
 schedule of the decisions, by construction: every schedule it returns has been replayed
-by :func:`slackopt.schedule.check_schedule`, which checks every rule in exact (float)
+by :func:`slackopt.experiments.schedule.check_schedule`, which checks every rule in exact (float)
 arithmetic, and S is the checker's makespan, not the model's.
 
 The CP-SAT model (integer nanoseconds) is a *restriction* of the class, so that each of its
@@ -24,7 +24,7 @@ solutions is a feasible schedule:
   that starts after every D2H has ended, costed the same. The true copy ends no later;
 - memory: a cumulative constraint (capacity M) over memory blocks: the non-saved bytes
   while each task runs and in the gap after it (levels known from the task list), and
-  per saved tensor its resident intervals by the rules of :mod:`slackopt.schedule` (a
+  per saved tensor its resident intervals by the rules of :mod:`slackopt.experiments.schedule` (a
   swapped tensor freed at a time >= both its D2H end and its last forward reader's
   end); host pinned memory the same way when the instance sets a limit. (A reservoir
   constraint over the same events found no solution in seconds even at 1.5 P.)
@@ -34,12 +34,13 @@ memory at every instant is at most the model's level, so each solution is feasib
 (the checker confirms it). The model has evictions (an optional re-fetch before each later
 reader, the buffer freed when the reader before it ends) but no device read of a lagging
 offload (each swap is offloaded or resident): a restriction again. The
-runtime's own schedule (:func:`slackopt.schedule.runtime_schedule`; in the class whenever
+runtime's own schedule (:func:`slackopt.experiments.schedule.runtime_schedule`; in the
+class whenever
 the runtime runs the plan, its evictions as re-fetches) is a hint for CP-SAT and a
 candidate, so the result is never slower than the runtime.
 
 "optimal" in CP-SAT's status means optimal for this restricted model only, not for the
-class; :mod:`slackopt.runtime_gap` brackets the best schedule with a lower bound.
+class; :mod:`slackopt.experiments.runtime_gap` brackets the best schedule with a lower bound.
 """
 
 from __future__ import annotations
@@ -48,9 +49,7 @@ import math
 import time
 from dataclasses import dataclass
 
-from slackopt.instance import Instance
-from slackopt.plan import RECOMP, SWAP, Plan
-from slackopt.schedule import (
+from slackopt.experiments.schedule import (
     Schedule,
     ScheduleCheck,
     ScheduleError,
@@ -58,6 +57,8 @@ from slackopt.schedule import (
     check_schedule,
     runtime_schedule,
 )
+from slackopt.instance import Instance
+from slackopt.plan import RECOMP, SWAP, Plan
 from slackopt.simulate._tasks import TaskList, _static
 
 TICK_S = 1e-9
@@ -71,7 +72,7 @@ class BestSchedule:
     Attributes:
         schedule: the fastest verified schedule found (None if none was found: CP-SAT
             found no solution in time and the runtime fails the plan).
-        check: its :class:`~slackopt.schedule.ScheduleCheck` (makespan, peak), or None.
+        check: its :class:`~slackopt.experiments.schedule.ScheduleCheck` (makespan, peak), or None.
         upper_bound_s: ``check.makespan_s`` (s): the fastest schedule of the decisions
             takes at most this long; None without a schedule.
         source: "cp-sat" or "runtime" (the runtime's own schedule was not beaten).
@@ -128,7 +129,7 @@ def best_schedule(instance: Instance, plan: Plan, budget_bytes: int, *,
         RuntimeError: CP-SAT returned a schedule the checker rejects (a bug in the model;
             the checker's message is attached).
 
-    Source: docs/model.md; the class of schedules in :mod:`slackopt.schedule`.
+    Source: docs/model.md; the class of schedules in :mod:`slackopt.experiments.schedule`.
     """
     if not time_limit_s > 0:
         raise ValueError(f"time_limit_s must be > 0, got {time_limit_s}")

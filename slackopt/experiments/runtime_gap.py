@@ -3,12 +3,13 @@
 A plan fixes keep/swap/recomp per saved tensor; the evaluator runs those decisions under
 a fixed runtime policy and reports the step time U. The fastest *schedule* of the same
 decisions (the class of schedules obeying the physical rules only:
-:mod:`slackopt.schedule`) takes S_opt <= U. :func:`runtime_gap` brackets S_opt and splits
+:mod:`slackopt.experiments.schedule`) takes S_opt <= U. :func:`runtime_gap` brackets S_opt
+and splits
 the gap between U and the instance's best lower bound L:
 
 - ``S_best`` (upper bound on S_opt): the makespan of an explicit schedule, found by CP-SAT
-  (:func:`slackopt.best_schedule.best_schedule`) or the runtime's own when CP-SAT does
-  not beat it, and verified by :func:`slackopt.schedule.check_schedule`. Valid because a
+  (:func:`slackopt.experiments.best_schedule.best_schedule`) or the runtime's own when CP-SAT does
+  not beat it, and verified by :func:`slackopt.experiments.schedule.check_schedule`. Valid because a
   schedule that passes the checker is in the class, so the best one is no slower.
 - ``L_dec`` (lower bound on S_opt): the larger of (a) the compute floor, the sum of the
   plan's task durations (every schedule runs every task, in order, on one stream: ops
@@ -36,11 +37,11 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from slackopt.best_schedule import BestSchedule, best_schedule
 from slackopt.errors import AnalysisError, SolverError
+from slackopt.experiments.best_schedule import BestSchedule, best_schedule
+from slackopt.experiments.schedule import _lowered
 from slackopt.instance import Instance
 from slackopt.plan import Plan
-from slackopt.schedule import _lowered
 from slackopt.simulate import simulate
 from slackopt.simulate._tasks import TaskList
 
@@ -63,7 +64,7 @@ class RuntimeGap:
         lost_to_runtime_max_s: U - L_dec.
         lost_to_decisions_max_s: S_best - L (may be negative, see the module
             docstring), None without S_best or L.
-        schedule: the :class:`~slackopt.best_schedule.BestSchedule` result.
+        schedule: the :class:`~slackopt.experiments.best_schedule.BestSchedule` result.
         info: the relaxation's info (tier, size, seconds).
     """
 

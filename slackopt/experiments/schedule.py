@@ -5,7 +5,7 @@ offloads queued at production, the H2D admission rule, evictions, claims). That 
 one way to schedule the plan's decisions; a *schedule* here is any other way that obeys
 the physical rules only, so that the fastest schedule of a plan's decisions separates the
 time lost to the decisions from the time lost to the runtime
-(:mod:`slackopt.runtime_gap`).
+(:mod:`slackopt.experiments.runtime_gap`).
 
 The class of schedules (what :func:`check_schedule` accepts), for a plan's decisions on an
 instance at budget M (docs/model.md, "Instance", "Plan semantics" and "Copy cost", with
@@ -44,7 +44,7 @@ the runtime rules dropped):
   start until its last reader ends; the total is <= the limit.
 
 Times are compared with a tolerance of :data:`TIME_TOL_S` (1 ps) for float rounding: a
-schedule whose start times come from integer nanoseconds (:mod:`slackopt.best_schedule`)
+schedule whose start times come from integer nanoseconds (:mod:`slackopt.experiments.best_schedule`)
 meets the rules exactly in real arithmetic and within rounding in floats.
 
 Views (``Tensor.storage``): a plan is checked on ``instance.lowered`` (one saved unit per
@@ -372,7 +372,7 @@ def runtime_schedule(instance: Instance, plan: Plan, budget_bytes: int) -> Sched
     offload; its D2H is left out; or read from its device copy first, then evicted and
     fetched). None if the run is infeasible.
 
-    Used as a candidate and a hint by :func:`slackopt.best_schedule.best_schedule`; its
+    Used as a candidate and a hint by :func:`slackopt.experiments.best_schedule.best_schedule`; its
     replay by :func:`check_schedule` reproduces the evaluator's step time.
     """
     from slackopt.simulate import simulate
