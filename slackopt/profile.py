@@ -1490,8 +1490,43 @@ def build_from_factory(
         raise ProfileError(f"device '{device}': {e}") from None
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise ProfileError(f"device '{device}' asked for but CUDA is not available")
-    with _within(FakeTensorMode() if fake else None):
-        return _build(target, fn, params, shapes, dtypes, input_high, dev, seed)
+    mode = FakeTensorMode() if fake else None
+    with _within(mode), warnings.catch_warnings():
+        # copy.deepcopy of a fake module (nn.TransformerEncoder clones its layer) warns
+        # about the fake data pointer; _adopt_fakes then re-makes those tensors.
+        warnings.filterwarnings("ignore", "Accessing the data pointer of FakeTensor")
+        return _build(target, fn, params, shapes, dtypes, input_high, dev, seed, mode)
+
+
+def _adopt_fakes(model: Any, mode: Any) -> None:
+    """Make every parameter and buffer of `model` a fake tensor of `mode`, in place.
+
+    A module built under `mode` has such tensors already, except those that
+    ``copy.deepcopy`` made (``nn.TransformerEncoder`` clones its layer; the copy of a fake
+    tensor belongs to a new fake mode) and real tensors the factory took from elsewhere.
+    Each becomes a fake tensor of `mode` with the same shape, strides, dtype, device and
+    ``requires_grad`` (no values: none are needed); a tensor shared by two modules stays
+    shared. Source: ``FakeTensorConverter.from_meta_and_device``
+    (``torch._subclasses.fake_tensor``).
+    """
+    memo: dict[int, Any] = {}
+
+    def ours(t: Any) -> bool:
+        return isinstance(t, FakeTensor) and t.fake_mode is mode
+
+    def adopt(t: Any) -> Any:
+        if id(t) not in memo:
+            meta = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="meta")
+            new = mode.fake_tensor_converter.from_meta_and_device(mode, meta, t.device)
+            memo[id(t)] = (torch.nn.Parameter(new, requires_grad=t.requires_grad)
+                           if isinstance(t, torch.nn.Parameter) else new)
+        return memo[id(t)]
+
+    for mod in model.modules():
+        for table in (mod._parameters, mod._buffers):
+            for n, t in list(table.items()):
+                if t is not None and not ours(t):
+                    table[n] = adopt(t)
 
 
 def _on(have: Any, want: Any) -> bool:
@@ -1501,8 +1536,10 @@ def _on(have: Any, want: Any) -> bool:
 
 def _build(target: str, fn: Callable[..., Any], params: Mapping[str, Any],
            shapes: list[tuple[int, ...]], dtypes: list[Any], input_high: int | None,
-           dev: Any, seed: int) -> tuple[Any, Any, Callable[..., Any] | None]:
-    """The factory call and the inputs of :func:`build_from_factory`."""
+           dev: Any, seed: int, mode: Any | None
+           ) -> tuple[Any, Any, Callable[..., Any] | None]:
+    """The factory call and the inputs of :func:`build_from_factory` (inside `mode`, a
+    FakeTensorMode, if not None)."""
     torch.manual_seed(seed)
     try:
         made = fn(**params)
@@ -1526,6 +1563,8 @@ def _build(target: str, fn: Callable[..., Any], params: Mapping[str, Any],
     if not isinstance(model, torch.nn.Module):
         raise ProfileError(f"factory '{target}' must return a torch.nn.Module or a dict with "
                            f"'model', got {type(model).__name__}")
+    if mode is not None:
+        _adopt_fakes(model, mode)
     if any(not _on(t.device, dev) for t in (*model.parameters(), *model.buffers())):
         model = model.to(dev)  # only when needed: a fake module cannot swap its tensors
     model = model.train()
