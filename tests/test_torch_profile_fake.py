@@ -199,3 +199,28 @@ def test_fake_model_needs_roofline_and_one_mode():
     real_inputs = (torch.randint(0, 64, (2, 16)),)
     with pytest.raises(ProfileError, match="mix real tensors and fake"):
         profile_step(model, real_inputs, loss_fn, timing="roofline", gpu="h100")
+
+
+def test_plan_made_on_the_fake_profile_runs_on_the_real_model():
+    """Plan Llama at 0.5 P from its fake profile, then execute the plan on the real model
+    that the stored factory rebuilds: the runtime follows the evaluator task by task (its
+    saved-bytes timeline equals the simulated one) with the plan's copies and rebuilds."""
+    pytest.importorskip("transformers")
+    from slackopt import solve
+    from slackopt.instance import budget_bytes
+    from slackopt.simulate import simulate
+    from slackopt.torch_runtime import execute_plan
+
+    cfg = HF / "llama-tiny" / "config.json"
+    fake = profile_factory(f"hf:{cfg}", ["2x16"], fake=True, timing="roofline", gpu="h100")
+    res = solve(fake, "slackswap", 0.5)
+    assert res.evaluation.feasible, res.evaluation.failure
+    counts = res.plan.counts()
+    assert counts["swap"] + counts["recomp"] > 0
+    model, inputs, loss_fn = build_from_factory(fake.meta["factory"], ["2x16"],
+                                                seed=fake.meta["seed"])
+    rep = execute_plan(model, inputs, loss_fn, fake, res.plan, 0.5)
+    ev = simulate(fake, res.plan, budget_bytes(fake, 0.5), engine="reference")
+    assert rep.matches_plan(), rep.to_dict()
+    assert rep.memory_timeline == rep.simulated_timeline
+    assert (rep.d2h_bytes, rep.h2d_bytes) == (ev.d2h_bytes, ev.h2d_bytes)
