@@ -1385,7 +1385,8 @@ def _hf_factory(path: str, overrides: Mapping[str, Any]) -> dict[str, Any]:
     cfg_path = Path(path)
     if not cfg_path.exists():
         raise ProfileError(f"Hugging Face config '{path}' not found (give a config.json or "
-                           "the folder that holds one)")
+                           "the folder that holds one; a factory in a module named hf is "
+                           "hf.py:FACTORY)")
     try:
         config = transformers.AutoConfig.from_pretrained(str(cfg_path), local_files_only=True)
     except Exception as e:
