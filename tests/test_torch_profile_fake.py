@@ -224,3 +224,25 @@ def test_plan_made_on_the_fake_profile_runs_on_the_real_model():
     assert rep.matches_plan(), rep.to_dict()
     assert rep.memory_timeline == rep.simulated_timeline
     assert (rep.d2h_bytes, rep.h2d_bytes) == (ev.d2h_bytes, ev.h2d_bytes)
+
+
+def test_shipped_llama_3_8b_config_has_the_published_dimensions():
+    """instances/configs/llama-3-8b: one layer of it, faked, holds the parameters worked
+    out by hand from the dimensions (bf16, untied head): embedding and head 2 x 128256 x
+    4096, attention 2 x 4096^2 + 2 x 4096 x 1024 (8 KV heads of 128), SwiGLU 3 x 4096 x
+    14336, two RMSNorms per layer and a final one. 32 layers are 8.03e9 parameters."""
+    pytest.importorskip("transformers")
+    cfg = ROOT / "instances" / "configs" / "llama-3-8b" / "config.json"
+    inst = profile_factory(f"hf:{cfg}", ["1x64"], fake=True, timing="roofline", gpu="h100",
+                           params={"num_hidden_layers": 1})
+    h, ffn, vocab, kv = 4096, 14336, 128256, 8 * 128
+    layer = 2 * h * h + 2 * h * kv + 3 * h * ffn + 2 * h
+    assert 2 * vocab * h + 32 * layer + h == 8_030_261_248
+    assert inst.meta["persistent_bytes"]["parameters"] == 2 * (2 * vocab * h + layer + h)
+    assert (inst.meta["param_dtype"], inst.meta["attn_implementation"]) == ("bfloat16", "sdpa")
+    import transformers
+
+    c = transformers.AutoConfig.from_pretrained(str(cfg), local_files_only=True)
+    theta = (getattr(c, "rope_parameters", None) or {}).get("rope_theta") \
+        or getattr(c, "rope_theta", None)  # transformers 5 moved it into rope_parameters
+    assert (theta, c.max_position_embeddings) == (500000.0, 8192)
