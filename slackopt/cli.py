@@ -1144,7 +1144,9 @@ def profile_cmd(
         help="Your model factory: a module name importable from the current directory, or a "
         ".py file, then ':' and a callable. FACTORY(**params) returns a torch.nn.Module, or a "
         "dict with 'model' and optionally 'loss_fn' (loss_fn(output, *inputs) -> scalar) and "
-        "'make_inputs' (make_inputs(shapes, device) -> tensors).")],
+        "'make_inputs' (make_inputs(shapes, device) -> tensors). Or hf:PATH/config.json: a "
+        "Hugging Face model from its config (nothing downloaded; -i BxS tokens; --param "
+        "overrides config fields, e.g. num_hidden_layers=1).")],
     output: Annotated[Path, typer.Option("--output", "-o", help="Instance file to write.")],
     input_shape: Annotated[list[str] | None, typer.Option(
         "--input-shape", "-i", help="Shape of one positional model input, e.g. 4x128; "
@@ -1158,8 +1160,12 @@ def profile_cmd(
     ] = None,
     device: Annotated[str, typer.Option(help="Where to run the step: cpu, cuda, cuda:1.")
                       ] = "cpu",
-    timing: Annotated[str, typer.Option(help="measure (timed on the device) or roofline "
-                                        "(from FLOPs and bytes on --gpu).")] = "measure",
+    timing: Annotated[str | None, typer.Option(
+        help="measure (timed on the device) or roofline (from FLOPs and bytes on --gpu); "
+        "default measure, roofline with --fake.")] = None,
+    fake: Annotated[bool, typer.Option(
+        "--fake", help="Trace under PyTorch's FakeTensorMode: no weights or activations are "
+        "allocated, so any model size fits; needs --gpu (roofline timing).")] = False,
     gpu: Annotated[str | None, typer.Option(help=f"GPU preset ({', '.join(GPUS)}) or a "
                                             "JSON file of peaks, for roofline timing and "
                                             "the default link. Refused with measure timing "
@@ -1184,20 +1190,23 @@ def profile_cmd(
                                 "choose another path")
     from slackopt.profile import profile_factory
 
-    inst = profile_factory(target, input_shape or [], input_dtypes=input_dtype or ["float32"],
+    timing = timing or ("roofline" if fake else "measure")
+    inst = profile_factory(target, input_shape or [], input_dtypes=input_dtype,
                            input_high=input_high, params=_parse_params(param), device=device,
-                           seed=seed, timing=timing, gpu=gpu, link=link, name=name,
+                           seed=seed, fake=fake, timing=timing, gpu=gpu, link=link, name=name,
                            warmup=warmup, repeat=repeat)
     path = save_instance(inst, output, overwrite=force)
-    keys = ("model_class", "input_shapes", "input_dtypes", "device", "timing",
-            "torch_version", "persistent_bytes", "recipes")
+    keys = ("model_class", "input_shapes", "input_dtypes", "input_kwargs", "device", "fake",
+            "timing", "gpu", "attn_implementation", "torch_version", "persistent_bytes",
+            "recipes")
     doc = {"path": str(path), **inst.summary(), **{k: inst.meta.get(k) for k in keys}}
     if json_output:
         return doc
     con = _console()
     con.print(f"wrote {path}")
-    con.print(_kv_table(f"Instance {inst.name} ({doc['model_class']}, {inst.meta['device']}, "
-                        f"{timing})", _summary_rows(inst.summary()), _SUMMARY_LABELS))
+    con.print(_kv_table(f"Instance {inst.name} ({doc['model_class']}, {inst.meta['device']}"
+                        f"{', fake' if fake else ''}, {timing})",
+                        _summary_rows(inst.summary()), _SUMMARY_LABELS))
     con.print(_kv_table("Persistent (outside the budget)",
                         {f"{k}_bytes": v for k, v in inst.meta["persistent_bytes"].items()},
                         {f"{k}_bytes": k for k in inst.meta["persistent_bytes"]}))

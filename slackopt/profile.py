@@ -25,7 +25,24 @@ Usage::
     assert report.matches_plan()
 
 From the command line: ``slackopt profile MODULE:FACTORY --input-shape 4x128 -o model.json``
-(:func:`build_from_factory` states the factory contract).
+(:func:`build_from_factory` states the factory contract), or a Hugging Face model from its
+configuration alone: ``slackopt profile --fake hf:PATH/config.json -i 1x8192 --gpu h100 -o
+F.json`` (``hf:`` in :func:`build_from_factory`).
+
+Fake profiling (any model size, no GPU)
+---------------------------------------
+A model whose parameters are fake tensors (``FakeTensor``, made under PyTorch's
+``FakeTensorMode``, ``torch._subclasses.fake_tensor``; ``fake=True`` of
+:func:`build_from_factory`) is profiled
+by the same tracer inside its fake mode: every ATen call runs its meta kernel, which
+computes output shapes, dtypes, strides and storage aliasing but allocates no data, so
+memory use does not grow with the model or the batch. The op sequence, storages, views,
+in-place writes, random ops and recipes are those of the real step on the same device
+type (the tracer sits above the fake mode and sees the calls autograd makes, as in a real
+step); durations come from the roofline (fake tensors have no run time to measure). The
+tests check that a fake and a real roofline profile of the same models are equal.
+Source: PyTorch documentation, "Fake tensor" (torch.compile internals: ``FakeTensorMode``,
+meta kernels, ``fake_mode.from_tensor``).
 
 How the step is read
 --------------------
@@ -109,6 +126,7 @@ class MissingTorchError(SlackoptError, ImportError):
 
 try:
     import torch
+    from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
     from torch.multiprocessing.reductions import StorageWeakRef
     from torch.utils._python_dispatch import TorchDispatchMode
     from torch.utils._pytree import tree_flatten
@@ -388,7 +406,9 @@ class StepTracer(TorchDispatchMode):
     # -- dispatch
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if self.paused or is_view_op(func):
+        # prim ops (prim.device, ...) are metadata queries a tensor subclass (FakeTensor)
+        # answers through dispatch; a real tensor answers them without dispatching.
+        if self.paused or is_view_op(func) or func.namespace == "prim":
             return func(*args, **kwargs)
         label = op_label(func)
         index = len(self.ops)
@@ -757,6 +777,9 @@ def profile_step(
             (mean of squares of the floating-point outputs).
         timing: "measure" (perf_counter on CPU, CUDA events on a GPU; seconds) or
             "roofline" (:func:`slackopt.hardware.roofline_s` of `gpu` from FLOPs and bytes).
+            A fake model (parameters that are fake tensors, see "Fake profiling" in
+            the module docstring) needs "roofline"; it is then traced once inside its
+            ``FakeTensorMode`` (warmup 0, repeat 1).
         gpu: GPU preset ("a100"), path of a JSON file of peaks
             (:func:`slackopt.hardware.gpu_from_file`) or a GPU; needed for "roofline"
             (which uses the peak of each op's dtype); also picks the default link. Refused
@@ -780,7 +803,8 @@ def profile_step(
 
     Raises:
         ProfileError: unknown timing mode or preset, a bad GPU file, roofline without a
-            GPU, a GPU with measured CPU timing, bad inputs, a ``torch.compile``d module, a
+            GPU, a GPU with measured CPU timing, a fake model with measured timing, fake
+            and real tensors mixed, bad inputs, a ``torch.compile``d module, a
             loss that is not a scalar needing grad, repeats whose op sequences differ.
         MissingTorchError: PyTorch is not installed (at import).
     """
@@ -794,12 +818,97 @@ def profile_step(
     if timing == "roofline" and g is None:
         raise ProfileError("timing='roofline' needs a GPU preset (gpu='a100', ...)")
     lk = _resolve_link(link, g)
-    inputs, kwargs = as_model_inputs(example_inputs)
+    with _within(fake_mode_of(model)):  # a batch callable makes its tensors fake too
+        inputs, kwargs = as_model_inputs(example_inputs)
+    fake = fake_mode_of(model, (inputs, kwargs))
+    if fake is not None:
+        if timing != "roofline":
+            raise ProfileError(FAKE_TIMING_ERROR)
+        warmup, repeat = 0, 1  # no lazy state to warm; the roofline gives the same each step
     _refuse_compiled(model)
     note = _check_timing(timing, _device_of(model, (inputs, kwargs)), g, lk)
     if note is not None:
         warnings.warn(note, UserWarning, stacklevel=2)
+    with _within(fake):
+        rec, runs = _run_steps(model, inputs, kwargs, loss_fn, timing, g, warmup, repeat,
+                               restore)
 
+    param_keys = {p.untyped_storage()._cdata for p in model.parameters()}
+    buffer_keys = {b.untyped_storage()._cdata for b in model.buffers()} - param_keys
+    input_keys = {s._cdata for x in tree_flatten((inputs, kwargs))[0]
+                  if (s := storage_of(x)) is not None}
+    params = next(iter(model.parameters()), None)
+    meta = {
+        "generator": GENERATOR,
+        "params": {"timing": timing, "warmup": warmup, "repeat": repeat,
+                   "max_recipe_ops": max_recipe_ops},
+        "model_class": f"{type(model).__module__}.{type(model).__qualname__}",
+        "training": bool(getattr(model, "training", True)),
+        "input_shapes": [list(x.shape) if isinstance(x, torch.Tensor) else None
+                         for x in inputs],
+        "input_dtypes": [str(x.dtype).removeprefix("torch.") if isinstance(x, torch.Tensor)
+                         else type(x).__name__ for x in inputs],
+        "input_kwargs": {k: ([list(v.shape), str(v.dtype).removeprefix("torch.")]
+                             if isinstance(v, torch.Tensor) else type(v).__name__)
+                         for k, v in kwargs.items()},
+        "param_dtype": (str(params.dtype).removeprefix("torch.") if params is not None
+                        else None),
+        "spread": _spread(runs),
+        "timing_note": note,
+        "torch_version": str(torch.__version__),
+        "device": _device_of(model, (inputs, kwargs)),
+        "fake": fake is not None,
+        "timing": timing,
+        "gpu": g.name if g is not None else None,
+        "link": lk.name,
+    }
+    return build_instance(rec.ops, rec.storages, name or f"{type(model).__name__}-profile",
+                          lk, meta, max_recipe_ops=max_recipe_ops, param_keys=param_keys,
+                          buffer_keys=buffer_keys, input_keys=input_keys, n_packs=rec.n_packs)
+
+
+FAKE_TIMING_ERROR = (
+    "fake profiling (FakeTensor parameters, --fake) has no run time to measure: use roofline "
+    "timing on a GPU preset (timing='roofline', gpu='h100'; --timing roofline --gpu h100)")
+
+
+def fake_mode_of(model: Any, example_inputs: Any = ()) -> Any | None:
+    """The ``FakeTensorMode`` the model's parameters and buffers and the input tensors
+    belong to, or None when they are all real tensors.
+
+    Args:
+        model: a ``torch.nn.Module``.
+        example_inputs: tensors, sequences or dicts of them (anything ``tree_flatten``
+            reads).
+
+    Raises:
+        ProfileError: fake and real tensors mixed, or fake tensors of two fake modes (build
+            the model and its inputs under one ``FakeTensorMode``, as
+            :func:`build_from_factory` with ``fake=True`` does).
+    """
+    ts = [*model.parameters(), *model.buffers(),
+          *(x for x in tree_flatten(example_inputs)[0] if isinstance(x, torch.Tensor))]
+    modes = {id(t.fake_mode): t.fake_mode for t in ts if isinstance(t, FakeTensor)}
+    if not modes:
+        return None
+    if len(modes) > 1 or any(not isinstance(t, FakeTensor) for t in ts):
+        raise ProfileError("the model and its inputs mix real tensors and fake tensors (or "
+                           "fake tensors of two FakeTensorModes): build both under one "
+                           "FakeTensorMode (build_from_factory(..., fake=True))")
+    return next(iter(modes.values()))
+
+
+def _within(mode: Any | None) -> Any:
+    """`mode` (a FakeTensorMode) as a context manager; no-op for None."""
+    return contextlib.nullcontext() if mode is None else mode
+
+
+def _run_steps(model: Any, inputs: tuple[Any, ...], kwargs: dict[str, Any],
+               loss_fn: Callable[..., Any] | None, timing: str, g: GPU | None,
+               warmup: int, repeat: int, restore: bool
+               ) -> tuple[_Recorder, list[_Recorder]]:
+    """Warm-up steps, then `repeat` recorded steps; the last recorder with the per-op
+    median durations, and all recorders."""
     state = _StepState(model) if restore else None
     params = list(model.parameters())
 
@@ -835,35 +944,7 @@ def profile_step(
                                    "is not repeatable (data-dependent control flow?)")
         for i, op in enumerate(rec.ops):
             op.duration_s = float(statistics.median(r.ops[i].duration_s for r in runs))
-
-    param_keys = {p.untyped_storage()._cdata for p in model.parameters()}
-    buffer_keys = {b.untyped_storage()._cdata for b in model.buffers()} - param_keys
-    input_keys = {s._cdata for x in tree_flatten((inputs, kwargs))[0]
-                  if (s := storage_of(x)) is not None}
-    meta = {
-        "generator": GENERATOR,
-        "params": {"timing": timing, "warmup": warmup, "repeat": repeat,
-                   "max_recipe_ops": max_recipe_ops},
-        "model_class": f"{type(model).__module__}.{type(model).__qualname__}",
-        "training": bool(getattr(model, "training", True)),
-        "input_shapes": [list(x.shape) if isinstance(x, torch.Tensor) else None
-                         for x in inputs],
-        "input_dtypes": [str(x.dtype).removeprefix("torch.") if isinstance(x, torch.Tensor)
-                         else type(x).__name__ for x in inputs],
-        "input_kwargs": {k: ([list(v.shape), str(v.dtype).removeprefix("torch.")]
-                             if isinstance(v, torch.Tensor) else type(v).__name__)
-                         for k, v in kwargs.items()},
-        "spread": _spread(runs),
-        "timing_note": note,
-        "torch_version": str(torch.__version__),
-        "device": _device_of(model, (inputs, kwargs)),
-        "timing": timing,
-        "gpu": g.name if g is not None else None,
-        "link": lk.name,
-    }
-    return build_instance(rec.ops, rec.storages, name or f"{type(model).__name__}-profile",
-                          lk, meta, max_recipe_ops=max_recipe_ops, param_keys=param_keys,
-                          buffer_keys=buffer_keys, input_keys=input_keys, n_packs=rec.n_packs)
+    return rec, runs
 
 
 def _spread(runs: Sequence[_Recorder]) -> dict[str, Any]:
@@ -1206,9 +1287,10 @@ def load_factory(target: str) -> Callable[..., Any]:
 
 
 def resolve_factory(target: str) -> str:
-    """`target` in a form that loads from any working directory: a ``.py`` path made
-    absolute, a top-level module found in the current directory turned into its absolute
-    file path; a dotted or installed module is kept as it is (importable anywhere).
+    """`target` in a form that loads from any working directory: a ``.py`` path or an
+    ``hf:`` config path made absolute, a top-level module found in the current directory
+    turned into its absolute file path; a dotted or installed module is kept as it is
+    (importable anywhere).
 
     Raises:
         ProfileError: malformed target.
@@ -1217,6 +1299,8 @@ def resolve_factory(target: str) -> str:
     import os
     from pathlib import Path
 
+    if target.startswith(HF_PREFIX):
+        return HF_PREFIX + str(Path(target[len(HF_PREFIX):]).resolve())
     mod_name, sep, attr = target.rpartition(":")
     if not sep or not mod_name or not attr:
         raise ProfileError(f"'{target}' is not MODULE:FACTORY (for example mymodels:make_gpt)")
@@ -1279,15 +1363,73 @@ def make_inputs(shapes: Sequence[tuple[int, ...]], dtypes: Sequence[Any], device
     return tuple(out)
 
 
+HF_PREFIX = "hf:"
+"""A target ``hf:PATH`` names a Hugging Face config (a ``config.json`` or its folder)."""
+
+# Hugging Face architecture suffixes -> the Auto class that builds them (token-in models
+# whose labels are the input ids).
+_HF_AUTO = (("ForCausalLM", "AutoModelForCausalLM"), ("LMHeadModel", "AutoModelForCausalLM"),
+            ("ForMaskedLM", "AutoModelForMaskedLM"))
+
+
+def _hf_factory(path: str, overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """``{"model", "make_inputs"}`` for the Hugging Face config at `path` (see
+    :func:`build_from_factory`); run under the caller's fake mode, if any."""
+    from pathlib import Path
+
+    try:
+        import transformers
+    except ImportError:
+        raise ProfileError("hf: models need Hugging Face transformers: pip install "
+                           "transformers") from None
+    cfg_path = Path(path)
+    if not cfg_path.exists():
+        raise ProfileError(f"Hugging Face config '{path}' not found (give a config.json or "
+                           "the folder that holds one; a factory in a module named hf is "
+                           "hf.py:FACTORY)")
+    try:
+        config = transformers.AutoConfig.from_pretrained(str(cfg_path), local_files_only=True)
+    except Exception as e:
+        raise ProfileError(f"cannot read the Hugging Face config '{path}': "
+                           f"{type(e).__name__}: {e}") from None
+    for k, v in overrides.items():
+        if not hasattr(config, k):
+            raise ProfileError(f"the {type(config).__name__} of '{path}' has no field '{k}' "
+                               "(--param sets fields of the config for hf: models)")
+        setattr(config, k, v)
+    archs = list(getattr(config, "architectures", None) or [])
+    auto = "AutoModelForCausalLM"
+    if archs:
+        found = [a for suffix, a in _HF_AUTO if archs[0].endswith(suffix)]
+        if not found:
+            raise ProfileError(f"'{path}': architecture {archs[0]} is not a causal or masked "
+                               "language model (supported: *ForCausalLM, *LMHeadModel, "
+                               "*ForMaskedLM)")
+        auto = found[0]
+    model = getattr(transformers, auto).from_config(config)
+    vocab = int(config.vocab_size)
+
+    def make(shapes: Sequence[tuple[int, ...]], device: Any) -> dict[str, Any]:
+        if len(shapes) != 1 or len(shapes[0]) != 2:
+            raise ProfileError(f"hf: models take one input shape BxS (batch x tokens, e.g. "
+                               f"--input-shape 1x8192), got {len(shapes)} shapes"
+                               + (f" ({'x'.join(map(str, shapes[0]))})" if shapes else ""))
+        ids = torch.randint(0, vocab, shapes[0], device=device)
+        return {"input_ids": ids, "labels": ids}
+
+    return {"model": model, "make_inputs": make}
+
+
 def build_from_factory(
     target: str,
     input_shapes: Sequence[str | Sequence[int]] = (),
     *,
-    input_dtypes: Sequence[str] = ("float32",),
+    input_dtypes: Sequence[str] | None = None,
     input_high: int | None = None,
     params: Mapping[str, Any] | None = None,
     device: str = "cpu",
     seed: int = 0,
+    fake: bool = False,
 ) -> tuple[Any, Any, Callable[..., Any] | None]:
     """Build ``(model, inputs, loss_fn)`` from a user's factory, as ``slackopt profile`` does.
 
@@ -1301,38 +1443,109 @@ def build_from_factory(
     the factory is called and again before the inputs are made, so the same arguments give
     the same model and inputs (run a plan on what was profiled by calling this again).
 
+    A target ``hf:PATH`` builds a Hugging Face model from its config alone (PATH a
+    ``config.json`` or its folder; read with ``AutoConfig``, nothing downloaded) with the
+    Auto class of its ``architectures`` (``AutoModelForCausalLM.from_config`` for
+    ``*ForCausalLM`` / ``*LMHeadModel``, ``AutoModelForMaskedLM`` for ``*ForMaskedLM``),
+    in the config's dtype and with the attention implementation transformers selects for
+    it (SDPA where the model supports it); the inputs are a batch ``{"input_ids",
+    "labels"}`` of one shape BxS, and the loss is the model's own.
+
     Args:
-        target: ``MODULE:FACTORY`` (see :func:`load_factory`).
+        target: ``MODULE:FACTORY`` (see :func:`load_factory`) or ``hf:PATH``.
         input_shapes: one shape per positional model input ("4x128" or a tuple).
-        input_dtypes: one dtype name for all inputs or one per input.
+        input_dtypes: one dtype name for all inputs or one per input; default "float32".
         input_high: exclusive upper bound of integer inputs; default the model's
             vocabulary (:func:`vocab_size`), required for integer inputs of a model
             without one.
-        params: keyword arguments for the factory.
+        params: keyword arguments for the factory; for ``hf:`` fields of the config to
+            override (``num_hidden_layers=1``).
         device: "cpu", "cuda", "cuda:1", ...
         seed: the torch seed.
+        fake: build the model and the inputs under a fresh ``FakeTensorMode``
+            (``torch._subclasses.fake_tensor``): shapes, dtypes and storages without data,
+            whatever the size; :func:`profile_step` then profiles it with roofline timing.
 
     Returns:
         The module, the inputs (a tuple, or a dict of keyword arguments from make_inputs)
         and the loss function (None: the default loss).
 
     Raises:
-        ProfileError: a bad target, factory result, shape, dtype or device.
+        ProfileError: a bad target, factory result, shape, dtype, device or config; a
+            make_inputs that fails without input shapes (give ``--input-shape``).
     """
-    fn = load_factory(target)
     params = dict(params or {})
     shapes = [s if isinstance(s, tuple) else parse_shape(s) if isinstance(s, str)
               else tuple(int(d) for d in s) for s in input_shapes]
-    dtypes = [parse_dtype(d) for d in input_dtypes] or [torch.float32]
+    dtypes = [parse_dtype(d) for d in (input_dtypes or ())] or [torch.float32]
+    if target.startswith(HF_PREFIX):
+        hf_path = target[len(HF_PREFIX):]
+
+        def fn(**kw: Any) -> Any:
+            return _hf_factory(hf_path, kw)
+    else:
+        fn = load_factory(target)
     try:
         dev = torch.device(device)
     except RuntimeError as e:
         raise ProfileError(f"device '{device}': {e}") from None
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise ProfileError(f"device '{device}' asked for but CUDA is not available")
+    mode = FakeTensorMode() if fake else None
+    with _within(mode), warnings.catch_warnings():
+        # copy.deepcopy of a fake module (nn.TransformerEncoder clones its layer) warns
+        # about the fake data pointer; _adopt_fakes then re-makes those tensors.
+        warnings.filterwarnings("ignore", "Accessing the data pointer of FakeTensor")
+        return _build(target, fn, params, shapes, dtypes, input_high, dev, seed, mode)
+
+
+def _adopt_fakes(model: Any, mode: Any) -> None:
+    """Make every parameter and buffer of `model` a fake tensor of `mode`, in place.
+
+    A module built under `mode` has such tensors already, except those that
+    ``copy.deepcopy`` made (``nn.TransformerEncoder`` clones its layer; the copy of a fake
+    tensor belongs to a new fake mode) and real tensors the factory took from elsewhere.
+    Each becomes a fake tensor of `mode` with the same shape, strides, dtype, device and
+    ``requires_grad`` (no values: none are needed); a tensor shared by two modules stays
+    shared. Source: ``FakeTensorConverter.from_meta_and_device``
+    (``torch._subclasses.fake_tensor``).
+    """
+    memo: dict[int, Any] = {}
+
+    def ours(t: Any) -> bool:
+        return isinstance(t, FakeTensor) and t.fake_mode is mode
+
+    def adopt(t: Any) -> Any:
+        if id(t) not in memo:
+            meta = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="meta")
+            new = mode.fake_tensor_converter.from_meta_and_device(mode, meta, t.device)
+            memo[id(t)] = (torch.nn.Parameter(new, requires_grad=t.requires_grad)
+                           if isinstance(t, torch.nn.Parameter) else new)
+        return memo[id(t)]
+
+    for mod in model.modules():
+        for table in (mod._parameters, mod._buffers):
+            for n, t in list(table.items()):
+                if t is not None and not ours(t):
+                    table[n] = adopt(t)
+
+
+def _on(have: Any, want: Any) -> bool:
+    """Tensor device `have` is device `want` ("cuda" matches any CUDA index)."""
+    return have.type == want.type and (want.index is None or have.index == want.index)
+
+
+def _build(target: str, fn: Callable[..., Any], params: Mapping[str, Any],
+           shapes: list[tuple[int, ...]], dtypes: list[Any], input_high: int | None,
+           dev: Any, seed: int, mode: Any | None
+           ) -> tuple[Any, Any, Callable[..., Any] | None]:
+    """The factory call and the inputs of :func:`build_from_factory` (inside `mode`, a
+    FakeTensorMode, if not None)."""
     torch.manual_seed(seed)
     try:
         made = fn(**params)
+    except SlackoptError:
+        raise
     except Exception as e:
         raise ProfileError(f"factory '{target}' raised {type(e).__name__}: {e}") from None
     loss_fn = None
@@ -1351,7 +1564,11 @@ def build_from_factory(
     if not isinstance(model, torch.nn.Module):
         raise ProfileError(f"factory '{target}' must return a torch.nn.Module or a dict with "
                            f"'model', got {type(model).__name__}")
-    model = model.to(dev).train()
+    if mode is not None:
+        _adopt_fakes(model, mode)
+    if any(not _on(t.device, dev) for t in (*model.parameters(), *model.buffers())):
+        model = model.to(dev)  # only when needed: a fake module cannot swap its tensors
+    model = model.train()
     torch.manual_seed(seed)
     if inputs_fn is not None:
         try:
@@ -1361,6 +1578,10 @@ def build_from_factory(
         except SlackoptError:
             raise
         except Exception as e:
+            if not shapes:
+                raise ProfileError(
+                    f"the make_inputs of '{target}' needs input shapes: give --input-shape "
+                    f"(e.g. -i 4x128, once per input) ({type(e).__name__}: {e})") from None
             raise ProfileError(f"make_inputs of '{target}' raised {type(e).__name__}: {e}") \
                 from None
     else:
@@ -1382,33 +1603,38 @@ def profile_factory(
     target: str,
     input_shapes: Sequence[str | Sequence[int]] = (),
     *,
-    input_dtypes: Sequence[str] = ("float32",),
+    input_dtypes: Sequence[str] | None = None,
     input_high: int | None = None,
     params: Mapping[str, Any] | None = None,
     device: str = "cpu",
     seed: int = 0,
+    fake: bool = False,
     **profile_kwargs: Any,
 ) -> Instance:
     """Profile the model a user's factory builds (what ``slackopt profile`` runs).
 
     Args:
-        target, input_shapes, input_dtypes, input_high, params, device, seed: as for
-            :func:`build_from_factory` (which states the factory contract).
+        target, input_shapes, input_dtypes, input_high, params, device, seed, fake: as for
+            :func:`build_from_factory` (which states the factory contract and ``hf:``).
         **profile_kwargs: passed to :func:`profile_step` (timing, gpu, link, name, warmup,
-            repeat, max_recipe_ops).
+            repeat, max_recipe_ops); `fake` needs timing="roofline" and a gpu.
 
     Returns:
         The instance; ``meta`` also records ``factory`` (resolved by
         :func:`resolve_factory`, so :func:`build_from_factory` finds it from any directory),
-        ``factory_params``, ``seed`` and ``input_high``.
+        ``factory_params``, ``seed``, ``input_high`` and ``attn_implementation`` (the
+        attention a Hugging Face model runs, ``config._attn_implementation``: "sdpa",
+        "eager", ...; None for other models).
 
     Raises:
-        ProfileError: a bad target, factory result, shape, dtype or device, or the model
-            failing on the inputs (the model's error is quoted).
+        ProfileError: a bad target, factory result, shape, dtype or device, measured timing
+            with `fake`, or the model failing on the inputs (the model's error is quoted).
     """
+    if fake and profile_kwargs.get("timing", "measure") != "roofline":
+        raise ProfileError(FAKE_TIMING_ERROR)
     model, inputs, loss_fn = build_from_factory(
         target, input_shapes, input_dtypes=input_dtypes, input_high=input_high, params=params,
-        device=device, seed=seed)
+        device=device, seed=seed, fake=fake)
     try:
         inst = profile_step(model, inputs, loss_fn, **profile_kwargs)
     except SlackoptError:
@@ -1422,12 +1648,15 @@ def profile_factory(
     inst.meta["input_high"] = input_high if input_high is not None else vocab_size(model)
     inst.meta["factory_params"] = {str(k): v for k, v in (params or {}).items()}
     inst.meta["seed"] = seed
+    inst.meta["attn_implementation"] = getattr(getattr(model, "config", None),
+                                               "_attn_implementation", None)
     return inst
 
 
 __all__ = [
-    "GENERATOR", "MissingTorchError", "OpRec", "ProfileError", "StepTracer", "StorageRec",
-    "as_input_tuple", "as_model_inputs", "build_from_factory", "build_instance", "default_loss",
+    "FAKE_TIMING_ERROR", "GENERATOR", "HF_PREFIX", "MissingTorchError", "OpRec",
+    "ProfileError", "StepTracer", "StorageRec", "as_input_tuple", "as_model_inputs",
+    "build_from_factory", "build_instance", "default_loss", "fake_mode_of",
     "is_never_recompute", "is_random_op", "is_view_op", "load_factory", "make_inputs",
     "op_kind", "op_label", "parse_dtype", "parse_shape", "profile_factory", "profile_step",
     "resolve_factory", "run_loss", "storage_of", "vocab_size", "written_tensors",

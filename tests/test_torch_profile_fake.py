@@ -1,0 +1,248 @@
+"""Fake profiling (``slackopt profile --fake``): the step traced under FakeTensorMode.
+
+The central check: on the test models - the nanoGPT-style decoder with dropout, the
+ResNet-style CNN (BatchNorm, in-place ReLU), PyTorch's TransformerEncoder (its layers are
+deep-copied fake modules) and GPT-2 and Llama built by transformers from the tiny configs
+in tests/data/hf - the fake instance equals the real roofline profile of the same model
+field by field: every op (name, kind, duration, FLOPs, layer, random, never_recompute),
+every tensor (size, producer, readers, recipe, category), the link and the metadata but
+for ``fake``. Then: the memory a fake profile needs does not grow with the model, the
+Hugging Face path from a config file on the command line, and the errors (measured timing
+with --fake, mixed fake and real tensors, bad hf: targets, a factory's make_inputs
+without --input-shape).
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")  # import guard only: CI installs torch
+
+import torch_models  # noqa: E402,F401  (imported once: factories below load it by name)
+
+from slackopt import io  # noqa: E402
+from slackopt.cli import main  # noqa: E402
+from slackopt.profile import (  # noqa: E402
+    ProfileError,
+    build_from_factory,
+    profile_factory,
+    profile_step,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+MODELS = "torch_models"  # by module name: the real and the fake profile name one class
+HF = Path(__file__).parent / "data" / "hf"
+
+
+def profile_pair(target: str, shapes: list[str], params: dict | None = None):
+    """The real roofline profile and the fake one of the same factory (h100 roofline)."""
+    kw = dict(params=params or {}, timing="roofline", gpu="h100")
+    real = profile_factory(target, shapes, warmup=0, repeat=1, **kw)
+    fake = profile_factory(target, shapes, fake=True, **kw)
+    return real, fake
+
+
+def assert_same_instance(real, fake) -> None:
+    """Field by field: the op list, the tensor list, the link, the metadata but `fake`."""
+    a, b = io.instance_to_dict(real), io.instance_to_dict(fake)
+    assert [o["name"] for o in a["ops"]] == [o["name"] for o in b["ops"]]
+    for x, y in zip(a["ops"], b["ops"], strict=True):
+        assert x == y, (x, y)
+    assert [t["name"] for t in a["tensors"]] == [t["name"] for t in b["tensors"]]
+    for x, y in zip(a["tensors"], b["tensors"], strict=True):
+        assert x == y, (x, y)
+    assert a["link"] == b["link"]
+    assert (a["meta"].pop("fake"), b["meta"].pop("fake")) == (False, True)
+    assert a["meta"] == b["meta"]
+    assert {k: a[k] for k in a if k not in ("ops", "tensors", "link", "meta")} == \
+        {k: b[k] for k in b if k not in ("ops", "tensors", "link", "meta")}
+
+
+def test_fake_equals_real_nanogpt_with_dropout():
+    """Random ops (dropout) flagged alike, masks as tensors of category "mask", recipes."""
+    real, fake = profile_pair(f"{MODELS}:gpt_factory", ["2x16"], {"dropout": 0.1})
+    assert_same_instance(real, fake)
+    assert sum(op.random for op in fake.ops) >= 4  # embedding, attention, 2 residual / layer
+    assert any(t.category == "mask" for t in fake.tensors)
+    assert fake.meta["recipes"]["rebuildable"] > 0 and fake.n_saved > 10
+
+
+def test_fake_equals_real_cnn_inplace_and_batchnorm():
+    """In-place ReLU splits a storage into NAME.pre and NAME; BatchNorm never recomputes."""
+    real, fake = profile_pair(f"{MODELS}:vision_factory", ["2x3x16x16"])
+    assert_same_instance(real, fake)
+    assert any(t.name.endswith(".pre") for t in fake.tensors)
+    assert any(op.never_recompute and op.kind == "batchnorm" for op in fake.ops)
+    assert fake.meta["persistent_bytes"]["buffers"] > 0  # running statistics
+
+
+def test_fake_equals_real_transformer_encoder_deepcopied_layers():
+    """nn.TransformerEncoder deep-copies its layer: the copies are re-made in the mode."""
+    real, fake = profile_pair(f"{MODELS}:encoder_factory", ["2x8x32"])
+    assert_same_instance(real, fake)
+    assert any(op.kind == "attention" for op in fake.ops)
+
+
+@pytest.mark.parametrize("name", ["gpt2-tiny", "llama-tiny"])
+def test_fake_equals_real_hugging_face_from_config(name):
+    """GPT-2 (dropout on, tied head) and Llama (GQA, RoPE) from config files: the batch
+    is input_ids and labels of one BxS shape; the attention is SDPA and recorded."""
+    pytest.importorskip("transformers")  # CI installs it ([dev] extra)
+    cfg = HF / name / "config.json"
+    real, fake = profile_pair(f"hf:{cfg}", ["2x16"])
+    assert_same_instance(real, fake)
+    assert fake.meta["attn_implementation"] == "sdpa"
+    assert fake.meta["input_kwargs"] == {"input_ids": [[2, 16], "int64"],
+                                         "labels": [[2, 16], "int64"]}
+    assert fake.meta["factory"] == f"hf:{cfg.resolve()}"
+    # SDPA with dropout runs PyTorch's math fallback on the CPU (matmul, softmax, dropout);
+    # without dropout (Llama) the fused CPU flash kernel.
+    fused = any("scaled_dot_product" in op.name for op in fake.ops)
+    assert fused == (name == "llama-tiny")
+    assert any(op.kind == "loss" for op in fake.ops)  # the model's cross entropy
+    assert any(op.random for op in fake.ops) == (name == "gpt2-tiny")
+
+
+def test_hf_config_selects_the_attention(tmp_path):
+    """A config that asks for eager attention runs it (no SDPA op) and says so."""
+    pytest.importorskip("transformers")
+    cfg = json.loads((HF / "llama-tiny" / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**cfg, "attn_implementation": "eager"}))
+    inst = profile_factory(f"hf:{tmp_path}", ["2x16"], fake=True, timing="roofline",
+                           gpu="h100", params={"num_hidden_layers": 1})
+    assert inst.meta["attn_implementation"] == "eager"
+    assert not any("scaled_dot_product" in op.name for op in inst.ops)
+    assert any(op.kind == "softmax" for op in inst.ops)
+    assert max(op.layer for op in inst.ops) == 0  # num_hidden_layers overridden to 1
+
+
+FACTORY = '''
+import torch
+from torch import nn
+
+def big(width=65536):
+    return nn.Sequential(nn.Linear(width, width), nn.ReLU(), nn.Linear(width, 8))
+'''
+
+
+def test_fake_profile_allocates_no_weights_or_activations(tmp_path):
+    """A 17 GB fp32 layer (65536 x 65536) at batch 4096: weights 17.2 GB, activations
+    2 x 1.07 GB; the fake profile's peak resident memory grows by far less than either."""
+    (tmp_path / "bigmodel.py").write_text(FACTORY)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    inst = profile_factory(f"{tmp_path / 'bigmodel.py'}:big", ["4096x65536"], fake=True,
+                           timing="roofline", gpu="h100")
+    grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - before
+    w = 65536
+    assert inst.meta["persistent_bytes"]["parameters"] == 4 * (w * w + w + 8 * w + 8)
+    assert inst.meta["persistent_bytes"]["inputs"] == 4 * 4096 * w
+    hidden = 4 * 4096 * w  # the first Linear's output, saved for ReLU's backward
+    assert hidden in inst.s.tolist()
+    assert grown < 1e9, grown
+    gemm = max((op for op in inst.ops if op.kind == "gemm"), key=lambda o: o.flops)
+    assert gemm.flops == 2 * 4096 * w * w
+
+
+def run_cli(capsys, *args):
+    rc = main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def test_cli_fake_hf_config_then_describe(capsys, tmp_path):
+    """The issue's command on a tiny config; describe reads the file."""
+    pytest.importorskip("transformers")
+    out_path = tmp_path / "F.json"
+    rc, out, err = run_cli(capsys, "profile", "--fake", f"hf:{HF / 'llama-tiny' / 'config.json'}",
+                           "-i", "1x32", "--gpu", "h100", "-o", out_path, "--json")
+    assert rc == 0, err
+    doc = json.loads(out)
+    assert (doc["fake"], doc["timing"], doc["gpu"], doc["attn_implementation"]) == (
+        True, "roofline", "h100", "sdpa")
+    assert doc["saved_tensors"] > 0 and doc["input_kwargs"]["input_ids"] == [[1, 32], "int64"]
+    rc, out, err = run_cli(capsys, "describe", out_path, "--json")
+    assert rc == 0, err
+    d = json.loads(out)
+    inst = io.load_instance(out_path)
+    assert (d["saved_bytes"], d["peak_bytes"]) == (inst.A, inst.P)
+
+
+def test_cli_fake_errors(capsys, tmp_path):
+    """One line, exit 2, for each mistake; the issue-25 case (no -i) names --input-shape."""
+    out_path = tmp_path / "x.json"
+    llama = f"hf:{HF / 'llama-tiny' / 'config.json'}"
+    cases = [
+        (["--fake", f"{MODELS}:gpt_factory", "-i", "2x16", "--timing", "measure",
+          "--gpu", "h100"], "roofline"),
+        (["--fake", f"{MODELS}:gpt_factory", "-i", "2x16"], "GPU preset"),
+        ([f"{MODELS}:gpt_factory"], "--input-shape"),
+        (["--fake", "hf:/no/such/config.json", "-i", "2x16", "--gpu", "h100"], "not found"),
+        (["--fake", llama, "-i", "2x16", "-i", "2x16", "--gpu", "h100"], "BxS"),
+        (["--fake", llama, "-i", "2x16", "--gpu", "h100", "-p", "n_layerz=1"], "n_layerz"),
+    ]
+    for args, words in cases:
+        rc, out, err = run_cli(capsys, "profile", *args, "-o", out_path)
+        assert rc == 2, (args, out, err)
+        assert out == "" and "Traceback" not in err and words in err, (args, err)
+        assert len(err.strip().splitlines()) == 1, err
+    assert not out_path.exists()
+
+
+def test_fake_model_needs_roofline_and_one_mode():
+    model, inputs, loss_fn = build_from_factory(f"{MODELS}:gpt_factory", ["2x16"], fake=True)
+    with pytest.raises(ProfileError, match="roofline"):
+        profile_step(model, inputs, loss_fn)
+    real_inputs = (torch.randint(0, 64, (2, 16)),)
+    with pytest.raises(ProfileError, match="mix real tensors and fake"):
+        profile_step(model, real_inputs, loss_fn, timing="roofline", gpu="h100")
+
+
+def test_plan_made_on_the_fake_profile_runs_on_the_real_model():
+    """Plan Llama at 0.5 P from its fake profile, then execute the plan on the real model
+    that the stored factory rebuilds: the runtime follows the evaluator task by task (its
+    saved-bytes timeline equals the simulated one) with the plan's copies and rebuilds."""
+    pytest.importorskip("transformers")
+    from slackopt import solve
+    from slackopt.instance import budget_bytes
+    from slackopt.simulate import simulate
+    from slackopt.torch_runtime import execute_plan
+
+    cfg = HF / "llama-tiny" / "config.json"
+    fake = profile_factory(f"hf:{cfg}", ["2x16"], fake=True, timing="roofline", gpu="h100")
+    res = solve(fake, "slackswap", 0.5)
+    assert res.evaluation.feasible, res.evaluation.failure
+    counts = res.plan.counts()
+    assert counts["swap"] + counts["recomp"] > 0
+    model, inputs, loss_fn = build_from_factory(fake.meta["factory"], ["2x16"],
+                                                seed=fake.meta["seed"])
+    rep = execute_plan(model, inputs, loss_fn, fake, res.plan, 0.5)
+    ev = simulate(fake, res.plan, budget_bytes(fake, 0.5), engine="reference")
+    assert rep.matches_plan(), rep.to_dict()
+    assert rep.memory_timeline == rep.simulated_timeline
+    assert (rep.d2h_bytes, rep.h2d_bytes) == (ev.d2h_bytes, ev.h2d_bytes)
+
+
+def test_shipped_llama_3_8b_config_has_the_published_dimensions():
+    """instances/configs/llama-3-8b: one layer of it, faked, holds the parameters worked
+    out by hand from the dimensions (bf16, untied head): embedding and head 2 x 128256 x
+    4096, attention 2 x 4096^2 + 2 x 4096 x 1024 (8 KV heads of 128), SwiGLU 3 x 4096 x
+    14336, two RMSNorms per layer and a final one. 32 layers are 8.03e9 parameters."""
+    pytest.importorskip("transformers")
+    cfg = ROOT / "instances" / "configs" / "llama-3-8b" / "config.json"
+    inst = profile_factory(f"hf:{cfg}", ["1x64"], fake=True, timing="roofline", gpu="h100",
+                           params={"num_hidden_layers": 1})
+    h, ffn, vocab, kv = 4096, 14336, 128256, 8 * 128
+    layer = 2 * h * h + 2 * h * kv + 3 * h * ffn + 2 * h
+    assert 2 * vocab * h + 32 * layer + h == 8_030_261_248
+    assert inst.meta["persistent_bytes"]["parameters"] == 2 * (2 * vocab * h + layer + h)
+    assert (inst.meta["param_dtype"], inst.meta["attn_implementation"]) == ("bfloat16", "sdpa")
+    import transformers
+
+    c = transformers.AutoConfig.from_pretrained(str(cfg), local_files_only=True)
+    theta = (getattr(c, "rope_parameters", None) or {}).get("rope_theta") \
+        or getattr(c, "rope_theta", None)  # transformers 5 moved it into rope_parameters
+    assert (theta, c.max_position_embeddings) == (500000.0, 8192)
