@@ -19,9 +19,10 @@ import pytest
 import slackopt
 from slackopt import KEEP, SWAP, BaseSolver, Outcome, Param, Plan
 from slackopt.compare import compare, run_key
+from slackopt.compare.code_id import solver_code_id
 from slackopt.errors import SolverError
 from slackopt.solver import get_solver, registered_solvers, solver_class
-from slackopt.solverbase import SolverParamError, solver_code_id
+from slackopt.solverbase import SolverParamError
 from slackopt.testing import (
     CHECKS,
     CheckContext,
@@ -489,7 +490,7 @@ def test_code_identity_covers_the_solver_folder(tmp_path: Path, monkeypatch) -> 
     """A user's solver file that imports a helper module from its own folder: editing the
     helper changes the identity; slackopt and installed packages (numpy) are not part of
     it, and the same files in another folder give the same identity."""
-    from slackopt.solverbase import _code_modules
+    from slackopt.compare.code_id import _code_modules
 
     def make(folder: Path, helper_text: str) -> type:
         folder.mkdir(exist_ok=True)
