@@ -33,7 +33,29 @@ ENTRY_POINT_GROUP = "slackopt.solvers"
 
 @runtime_checkable
 class Solver(Protocol):
-    """Plans one instance under one budget (bytes)."""
+    """Plans one instance under one budget (bytes): any object with this ``solve`` is a
+    solver (``isinstance(obj, Solver)``).
+
+    The protocol, not the base class: a class that subclasses it must define ``solve``
+    itself. To write only ``plan(instance, budget_bytes, run)`` and get ``solve`` (timing,
+    status words, minimum budget) written for you, subclass
+    :class:`slackopt.BaseSolver` (:mod:`slackopt.solverbase`).
+
+    Raises:
+        TypeError: at class definition, for a subclass that does not define ``solve``
+            (naming :class:`~slackopt.solverbase.BaseSolver` as the fix).
+    """
+
+    def __init_subclass__(cls, **kw: Any) -> None:
+        super().__init_subclass__(**kw)
+        if not cls.__dict__.get("_is_protocol", False) and cls.solve is Solver.solve:
+            hint = ("; it defines plan(), which is BaseSolver's template"
+                    if callable(getattr(cls, "plan", None)) else "")
+            raise TypeError(
+                f"{cls.__name__} subclasses slackopt.Solver, the protocol, without defining "
+                f"solve(){hint}. Subclass slackopt.BaseSolver to write plan() only, or define "
+                "solve(instance, budget_bytes, *, time_limit_s=None, seed=None) -> "
+                "SolveResult")
 
     def solve(self, instance: Instance, budget_bytes: int, *, time_limit_s: float | None = None,
               seed: int | None = None) -> SolveResult: ...
@@ -304,7 +326,8 @@ def solve(
     messages name storages by their base tensor.
 
     Raises:
-        SolverError: unknown solver or bad parameters. BudgetError: unparseable budget.
+        SolverError: unknown solver or bad parameters, or a solver whose ``solve`` returns
+            something else than a SolveResult. BudgetError: unparseable budget.
     """
     if isinstance(solver, str):
         solver = get_solver(solver, **params)
@@ -319,6 +342,10 @@ def solve(
     t0 = time.perf_counter()
     res = solver.solve(low, m, time_limit_s=time_limit_s, seed=seed)
     elapsed = time.perf_counter() - t0
+    if not isinstance(res, SolveResult):
+        raise SolverError(f"solver '{solver_name(solver)}': solve() returned "
+                          f"{type(res).__name__}, not a slackopt.SolveResult (a class with "
+                          "plan() only subclasses slackopt.BaseSolver, which writes solve())")
     if not res.planning_time_s:
         res.planning_time_s = elapsed
     if res.plan is not None and low is not instance:

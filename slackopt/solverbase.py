@@ -34,8 +34,11 @@ Rules for ``plan(instance, budget_bytes, run)``:
 
 - ``instance`` is already lowered (one saved unit per storage, :func:`slackopt.solve`);
   return decisions for ``instance.saved_names``. ``budget_bytes`` is M, an int.
-- Randomness comes only from ``run.seed`` (``np.random.default_rng(run.seed_or(0))``):
-  the same seed gives the same plan (checked with no time limit).
+- Randomness comes only from ``run.seed``, the seed given to ``solve(seed=)``
+  (``np.random.default_rng(run.seed_or(0))``, and ``run.seed = run.seed_or(0)`` to report
+  the default used): the same seed gives the same plan (checked with no time limit). The
+  seed has one source, the call's; a ``seed`` hyperparameter is deprecated
+  (:data:`DEPRECATED_SEED_PARAM`).
 - ``run.time_limit_s`` (s, or None): a search polls ``run.expired()`` /
   ``run.remaining()`` and returns its best plan so far; the whole call must end within
   1.5 x limit + 1 s (:func:`hard_deadline_s`). Report "timeout" only
@@ -111,6 +114,10 @@ class Param:
         choices: the allowed values (``str``), or the allowed items (``tuple``).
         none: None is allowed (means "the solver's default rule").
         doc: one line for messages and ``slackopt solvers``.
+        deprecated: why the hyperparameter is deprecated and what replaces it; a value
+            other than the ``__init__`` default then warns (FutureWarning) at
+            construction. The key stays accepted and in ``params`` (so store keys of
+            earlier runs still match).
     """
 
     type: type
@@ -121,6 +128,7 @@ class Param:
     choices: Sequence[Any] | None = None
     none: bool = False
     doc: str = ""
+    deprecated: str = ""
 
     def rule(self) -> str:
         """The constraint in words, e.g. ``"int >= 1 or None"``."""
@@ -187,6 +195,15 @@ class Param:
     def report(self, value: Any) -> Any:
         """The JSON form of a stored value (tuples become lists)."""
         return list(value) if isinstance(value, tuple) else value
+
+
+DEPRECATED_SEED_PARAM = Param(
+    int, deprecated="the seed comes from solve(seed=) (slackopt.solve(..., seed=K), "
+    "--seed K), the one seed source; this hyperparameter, used only when solve() gets "
+    "seed=None, will be removed")
+"""The spec of a ``seed`` hyperparameter kept for compatibility (genetic, milp): accepted
+and reported in ``params`` (store keys of earlier runs still match), a FutureWarning when
+set to anything but its default."""
 
 
 def param_names(cls: type) -> list[str]:
@@ -330,6 +347,11 @@ class BaseSolver:
                     f"{_solver_label(cls)}: {k} must be {cls.param_specs[k].rule()}, got "
                     f"{getattr(self, k)!r} ({e}); valid keys: {describe_params(cls)}"
                 ) from None
+            if cls.param_specs[k].deprecated and getattr(self, k) != param_defaults(cls)[k]:
+                import warnings
+
+                warnings.warn(f"{_solver_label(cls)}: {k}={getattr(self, k)!r}: "
+                              f"{cls.param_specs[k].deprecated}", FutureWarning, stacklevel=3)
         try:
             self.check_params()
         except ValueError as e:
@@ -558,9 +580,9 @@ class Run:
 
     Attributes:
         time_limit_s: seconds allowed (None: no limit).
-        seed: the seed given (None: use a fixed default, e.g. ``run.seed_or(0)``). A
-            solver that substitutes its default may set ``run.seed`` to the seed it used;
-            the SolveResult reports ``run.seed``.
+        seed: the seed given to ``solve(seed=)`` (None: use a fixed default through
+            :meth:`seed_or`). A solver that substitutes its default sets ``run.seed`` to
+            the seed it used; the SolveResult reports ``run.seed``.
         started: ``time.perf_counter()`` at the start of the call.
     """
 
@@ -581,7 +603,8 @@ class Run:
         return self.remaining() <= 0
 
     def seed_or(self, default: int = 0) -> int:
-        """The seed, or `default` when None."""
+        """The seed of this call as an int, or `default` when ``solve`` got seed=None;
+        every seeded solver draws its seed here (genetic, milp)."""
         return default if self.seed is None else int(self.seed)
 
 
@@ -639,11 +662,10 @@ def min_budget_by_bisection(instance: Instance, feasible_at: Callable[[int], boo
     return smallest_true(feasible_at, int(lo), P, tol=max(1, math.ceil(MIN_BUDGET_REL_TOL * P)))
 
 
-__all__ = ["BaseSolver", "Param", "Outcome", "Run", "SolverParamError", "check_time_limit",
-           "hard_deadline_s", "HARD_TIMEOUT_FACTOR", "HARD_TIMEOUT_SLACK_S",
-           "describe_params",
-           "param_names", "non_default_params", "min_budget_by_bisection",
-           "MIN_BUDGET_REL_TOL"]
+__all__ = ["BaseSolver", "DEPRECATED_SEED_PARAM", "HARD_TIMEOUT_FACTOR", "HARD_TIMEOUT_SLACK_S",
+           "MIN_BUDGET_REL_TOL", "Outcome", "Param", "Run", "SolverParamError",
+           "check_time_limit", "describe_params", "hard_deadline_s", "min_budget_by_bisection",
+           "non_default_params", "param_names"]
 
 
 def __getattr__(name: str) -> Any:

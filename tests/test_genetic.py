@@ -90,7 +90,7 @@ def test_finds_the_enumerated_optimum(enum_instances, name, frac, seeding):
     assert inst.n_saved <= 8
     M = int(frac * inst.P)
     opt = enumerated_optimum(inst, M)
-    res = Genetic(seeding=seeding, seed=1, **SEARCH).solve(inst, M)
+    res = Genetic(seeding=seeding, **SEARCH).solve(inst, M, seed=1)
     if opt is None:
         assert res.status == "infeasible"
         assert res.info["history"][-1]["best_over_bytes"] > 0
@@ -134,15 +134,18 @@ def test_never_worse_than_the_best_seed(tiny, frac):
 
 def test_deterministic_for_a_seed_and_any_worker_count(tiny):
     M = int(0.5 * tiny.P)
-    kw = dict(population=12, generations=5, seed=7)
-    a = Genetic(**kw).solve(tiny, M)
-    b = Genetic(**kw).solve(tiny, M)
-    c = Genetic(workers=2, **kw).solve(tiny, M)
+    kw = dict(population=12, generations=5)
+    a = Genetic(**kw).solve(tiny, M, seed=7)
+    b = Genetic(**kw).solve(tiny, M, seed=7)
+    c = Genetic(workers=2, **kw).solve(tiny, M, seed=7)
     assert a.plan == b.plan == c.plan
     assert a.info["history"] == b.info["history"] == c.info["history"]
     assert a.info["evaluations"] == c.info["evaluations"] and c.info["workers"] == 2
-    # The solve() seed overrides the constructor's.
-    d = Genetic(population=12, generations=5, seed=0).solve(tiny, M, seed=7)
+    # The deprecated constructor seed (a FutureWarning) is the fallback for seed=None
+    # only: the solve() seed wins over it.
+    with pytest.warns(FutureWarning, match=r"seed=3: the seed comes from solve\(seed=\)"):
+        old = Genetic(population=12, generations=5, seed=3)
+    d = old.solve(tiny, M, seed=7)
     assert d.plan == a.plan and d.seed == 7
 
 
@@ -155,7 +158,7 @@ def test_restores_the_global_random_state(tiny):
 
 def test_random_start(tiny):
     M = int(0.6 * tiny.P)
-    res = Genetic(seeding="random", population=16, generations=15, seed=3).solve(tiny, M)
+    res = Genetic(seeding="random", population=16, generations=15).solve(tiny, M, seed=3)
     assert res.info["seeds"] == [] and "best_seed" not in res.info
     assert res.status == "bounded" and simulate(tiny, res.plan, M).feasible
     hist = res.info["history"]
@@ -193,7 +196,7 @@ def test_infeasible_plans_rank_by_bytes_over_then_time(tiny, enum_instances):
 
 def test_infeasible_only_population_descends_bytes_over(tiny):
     M = int(0.05 * tiny.P)  # below every plan of the instance
-    res = Genetic(seeding="random", population=16, generations=10, seed=0).solve(tiny, M)
+    res = Genetic(seeding="random", population=16, generations=10).solve(tiny, M, seed=0)
     assert res.status == "infeasible" and res.objective_s is None
     over = [h["best_over_bytes"] for h in res.info["history"]]
     assert all(o > 0 for o in over)

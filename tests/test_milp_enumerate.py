@@ -152,8 +152,8 @@ def test_solver_with_enumeration_is_optimal_and_deterministic(key, frac):
     M = int(frac * inst.P)
     times = enumerate_plans(inst, M)
     opt = min(times.values())
-    a = MILP(seed=2).solve(inst, M)
-    b = MILP(seed=2).solve(inst, M)
+    a = MILP().solve(inst, M, seed=2)
+    b = MILP().solve(inst, M, seed=2)
     for r in (a, b):
         assert r.status == "optimal" and r.info["plan_proven_optimal"]
         assert r.lower_bound_s == r.info["upper_bound_s"] == opt

@@ -1,0 +1,104 @@
+"""The import structure of slackopt/ (DESIGN.md, "Keep the direction of the arrows").
+
+A static check with ast over every module of the package (solvers/ excluded: it sits above
+slackopt): imports at top level and inside functions count alike, since a lazy import is
+still a dependency. The one exception is a module-level ``__getattr__`` (PEP 562): the
+hook behind a deprecated alias that resolves an old name from its new home.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import networkx as nx
+
+ROOT = Path(__file__).resolve().parents[1]
+
+CORE = ("slackopt", "slackopt._source", "slackopt.bisection", "slackopt.errors",
+        "slackopt.hardware", "slackopt.instance", "slackopt.io", "slackopt.plan",
+        "slackopt.result", "slackopt.solver", "slackopt.solverbase", "slackopt.testing")
+"""Modules below compare/ (with simulate/ and workloads/, matched by prefix)."""
+CORE_PACKAGES = ("slackopt.simulate", "slackopt.workloads")
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(tree: ast.Module, name: str, is_package: bool) -> list[str]:
+    """The modules `tree` imports (absolute names), PEP 562 ``__getattr__`` hooks left
+    out; ``from package import submodule`` names the submodule."""
+    skip = {id(n) for f in tree.body if isinstance(f, ast.FunctionDef)
+            and f.name == "__getattr__" for n in ast.walk(f)}
+    pkg = name if is_package else name.rpartition(".")[0]
+    out = []
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        if isinstance(node, ast.Import):
+            out += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = pkg.split(".")
+                base = ".".join(parts[:len(parts) - node.level + 1] + ([base] if base else []))
+            out += [f"{base}.{a.name}" for a in node.names] + [base]
+    return out
+
+
+def import_graph() -> nx.DiGraph:
+    """Module -> the slackopt modules it imports, over slackopt/ (solvers/ left out)."""
+    files = {_module_name(f): f for f in (ROOT / "slackopt").rglob("*.py")
+             if "solvers" not in f.relative_to(ROOT).parts}
+    g = nx.DiGraph()
+    for name, f in files.items():
+        g.add_node(name)
+        seen = _imports(ast.parse(f.read_text()), name, f.name == "__init__.py")
+        for dep in seen:
+            # `from a.b import c`: c when it is a module, else a.b itself
+            if dep in files and dep != name and not any(
+                    d.startswith(dep + ".") and d in files for d in seen):
+                g.add_edge(name, dep)
+    return g
+
+
+def test_graph_sees_the_edges_it_must() -> None:
+    """The checker itself: known imports are edges (a parser that saw none would pass the
+    checks below vacuously)."""
+    g = import_graph()
+    assert g.has_edge("slackopt.solver", "slackopt.solverbase")
+    assert g.has_edge("slackopt.solverbase", "slackopt.result")
+    assert g.has_edge("slackopt.compare.grid", "slackopt.compare.code_id")
+    assert g.has_edge("slackopt.cli", "slackopt.compare")  # a lazy import counts
+    assert not g.has_edge("slackopt.solverbase", "slackopt.compare.code_id")  # PEP 562 hook
+
+
+def test_no_import_circle() -> None:
+    """No module of slackopt/ imports one that imports it back, directly or not (issue 24:
+    solver.py and solverbase.py imported each other)."""
+    cycles = sorted(nx.simple_cycles(import_graph()), key=len)
+    assert cycles == [], f"import circles: {cycles[:5]}"
+
+
+def test_core_never_reaches_compare_or_the_solvers() -> None:
+    """The core (instance, plan, simulate, the solver contract, testing) depends on no
+    sweep module, not even through another module; nothing in slackopt/ imports a
+    solver (the arrow is solvers -> slackopt)."""
+    g = import_graph()
+    core = [m for m in g if m in CORE or m.startswith(tuple(p + "." for p in CORE_PACKAGES))
+            or m in CORE_PACKAGES]
+    assert "slackopt.simulate" in core and "slackopt.result" in core
+    bad = {m: sorted(d for d in nx.descendants(g, m) if d.startswith("slackopt.compare"))
+           for m in core}
+    assert {m: d for m, d in bad.items() if d} == {}
+    solver_imports = []
+    for f in (ROOT / "slackopt").rglob("*.py"):
+        if "solvers" in f.relative_to(ROOT).parts:
+            continue
+        name = _module_name(f)
+        solver_imports += [f"{name}: {d}" for d in
+                           _imports(ast.parse(f.read_text()), name, f.name == "__init__.py")
+                           if d.startswith("slackopt.solvers") or d.split(".")[0] == "solvers"]
+    assert solver_imports == []
