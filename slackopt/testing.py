@@ -1,15 +1,17 @@
 """Conformance checks of the solver contract, for the built-in solvers and for yours.
 
-In the style of scikit-learn's ``check_estimator`` / ``parametrize_with_checks``: each
-check is a function ``check(cls, ctx)`` that raises AssertionError (or the solver's own
-error) with a message naming what broke. :func:`check_solver` runs them all on one class;
-:func:`solver_checks` lists them, for ``pytest.mark.parametrize``::
+In the style of scikit-learn's ``check_estimator`` / ``parametrize_with_checks``
+(``sklearn.utils.estimator_checks``): each check is a function ``check(cls, ctx)`` that
+raises AssertionError (or the solver's own error) with a message naming what broke.
+:func:`check_solver` runs them all on one class; :func:`parametrize_with_checks` makes one
+pytest test per (solver, check), so a failure names both::
 
-    from slackopt.testing import check_solver
+    from slackopt.testing import check_solver, parametrize_with_checks
     check_solver(MySolver)              # raises AssertionError naming the failed check
 
-    @pytest.mark.parametrize("check", solver_checks(MySolver), ids=lambda c: c.__name__)
-    def test_contract(check): check(MySolver, CheckContext())
+    @parametrize_with_checks([MySolver, "slackswap"])   # None: every registered solver
+    def test_contract(solver, check):
+        check(solver)
 
 The checks (the contract of :class:`slackopt.solverbase.BaseSolver`):
 
@@ -37,10 +39,11 @@ The checks (the contract of :class:`slackopt.solverbase.BaseSolver`):
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -289,10 +292,39 @@ CHECKS: tuple[Check, ...] = (
 """Every check, in the order :func:`check_solver` runs them."""
 
 
-def solver_checks(cls: type | None = None) -> list[Check]:
-    """The checks (:data:`CHECKS`), for ``pytest.mark.parametrize``; `cls` is accepted for
-    symmetry with scikit-learn and unused."""
-    return list(CHECKS)
+def parametrize_with_checks(solvers: Iterable[type | str] | None = None,
+                            ctx: CheckContext | None = None) -> Any:
+    """A pytest decorator that runs every check (:data:`CHECKS`) on every solver, one test
+    per pair, as scikit-learn's ``parametrize_with_checks`` does for estimators.
+
+    The decorated test takes ``solver`` (the class) and ``check`` (the check with `ctx`
+    bound: call ``check(solver)``); test ids are ``"<solver name>-<check name>"``. The
+    checks of one class share `ctx`, so they share its cached solves.
+
+    Args:
+        solvers: solver classes, registered names, or ``"file.py:Class"`` references;
+            None: every registered solver (:func:`slackopt.solver.registered_solvers`).
+        ctx: instances, budgets, time limit and hyperparameters (default
+            :class:`CheckContext`).
+
+    Returns:
+        A ``pytest.mark.parametrize`` mark over ``("solver", "check")``.
+
+    Raises:
+        SolverError: an unknown solver name. ImportError: pytest is not installed (the
+            ``[dev]`` extra).
+    """
+    import pytest
+
+    from slackopt.solver import registered_solvers, solver_class
+
+    specs = list(registered_solvers()) if solvers is None else list(solvers)
+    classes = [solver_class(x) if isinstance(x, str) else x for x in specs]
+    ctx = ctx or CheckContext()
+    return pytest.mark.parametrize(("solver", "check"), [
+        pytest.param(cls, functools.partial(check, ctx=ctx),
+                     id=f"{getattr(cls, 'name', None) or cls.__name__}-{check.__name__}")
+        for cls in classes for check in CHECKS])
 
 
 def check_solver(cls: type, ctx: CheckContext | None = None) -> None:
@@ -319,7 +351,7 @@ def check_solver(cls: type, ctx: CheckContext | None = None) -> None:
             raise AssertionError(f"{check.__name__}: {e}") from None
 
 
-__all__ = ["CHECKS", "CheckContext", "check_solver", "solver_checks", "check_base_class",
+__all__ = ["CHECKS", "CheckContext", "check_solver", "parametrize_with_checks", "check_base_class",
            "check_params_round_trip", "check_distinct_keys", "check_bad_params",
            "check_same_seed_same_plan", "check_plans_feasible", "check_min_budget_reachable",
            "check_time_limit"]

@@ -33,44 +33,43 @@ from slackopt.testing import (
     check_same_seed_same_plan,
     check_solver,
     check_time_limit,
+    parametrize_with_checks,
 )
 from slackopt.workloads.synthetic import chain
 
 ROOT = Path(__file__).resolve().parents[1]
 
-NOT_YET_MIGRATED: dict[str, str] = {}
-"""Registered solvers not on BaseSolver yet, with why. This list only shrinks: a test
-below fails once one of them passes check_base_class, so it must leave the list."""
-
-MIGRATED = sorted(set(registered_solvers()) - set(NOT_YET_MIGRATED))
 _CTX = CheckContext()
 
 
-@pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__)
-@pytest.mark.parametrize("name", MIGRATED)
-def test_registered_solver_passes_check(name: str, check) -> None:
-    check(solver_class(name), _CTX)
+@parametrize_with_checks(None, _CTX)
+def test_registered_solver_passes_check(solver, check) -> None:
+    check(solver)
 
 
-def test_not_yet_migrated_list_is_honest() -> None:
-    """Every listed solver is registered and not on BaseSolver (one test, not one per
-    name, so that an empty list runs and passes rather than skips)."""
-    for name in sorted(NOT_YET_MIGRATED):
-        assert name in registered_solvers(), f"{name} is not registered: drop it from the list"
-        cls = solver_class(name)
-        try:
-            check_base_class(cls, _CTX)
-        except AssertionError as e:
-            assert "is not a slackopt.solverbase.BaseSolver subclass" in str(e)
-        else:
-            pytest.fail(f"{name} is on BaseSolver now: remove it from NOT_YET_MIGRATED so the "
-                        "whole contract runs on it")
+def test_parametrize_with_checks_pairs_every_solver_with_every_check() -> None:
+    """One test per (solver, check), ids naming both, the context bound to each check:
+    a check that fails names its solver in the test id."""
+    mark = parametrize_with_checks([_OverBudget, "keep_all"], _CTX)
+    names, params = mark.args
+    assert names == ("solver", "check")
+    assert [p.id for p in params] == [f"{n}-{c.__name__}" for n in ("over_budget", "keep_all")
+                                      for c in CHECKS]
+    assert [p.values[0] for p in params] == [_OverBudget] * len(CHECKS) + \
+        [solver_class("keep_all")] * len(CHECKS)
+    by_id = {p.id: p.values[1] for p in params}
+    by_id["keep_all-check_plans_feasible"](solver_class("keep_all"))  # passes
+    with pytest.raises(AssertionError, match="reported feasible but the evaluator says"):
+        by_id["over_budget-check_plans_feasible"](_OverBudget)
+    every = parametrize_with_checks(None, _CTX).args[1]
+    assert len(every) == len(registered_solvers()) * len(CHECKS)
+    with pytest.raises(SolverError, match="unknown solver 'no-such'"):
+        parametrize_with_checks(["no-such"])
 
 
-def test_migrated_and_pending_cover_every_registered_solver() -> None:
-    assert set(MIGRATED) | set(NOT_YET_MIGRATED) == set(registered_solvers())
+def test_the_classic_baselines_are_registered() -> None:
     assert {"keep_all", "checkpoint", "recompute_all", "sqrt_checkpoint", "vdnn",
-            "superneurons", "swapadvisor"} <= set(MIGRATED)
+            "superneurons", "swapadvisor"} <= set(registered_solvers())
 
 
 # ------------------------------------------------------------------ the checks can fail
@@ -111,6 +110,15 @@ class _Slow(BaseSolver):
     def plan(self, instance, budget_bytes, run):
         time.sleep(1.2)
         return Plan.keep_all(instance)
+
+
+def test_check_catches_a_class_not_on_the_base_class() -> None:
+    class Plain:
+        def solve(self, instance, budget_bytes, *, time_limit_s=None, seed=None): ...
+
+    with pytest.raises(AssertionError, match="Plain: is not a slackopt.solverbase.BaseSolver "
+                                             "subclass"):
+        check_base_class(Plain, _CTX)
 
 
 def test_check_catches_a_plan_over_budget() -> None:
