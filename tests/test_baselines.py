@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from planner_instances import blocks
 
 import slackopt.solvers.baselines as bl
 from slackopt import get_solver, simulate, solve
 from slackopt.bisection import smallest_true
 from slackopt.plan import KEEP, RECOMP, Plan
 from slackopt.solvers.baselines import Checkpoint, KeepAll, checkpoint_blocks, checkpoint_plan
+from tests.planner_instances import blocks
 
 
 @pytest.fixture(scope="module")

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import lane
-from test_runtimes import _cache_instance, mk
 
 from slackopt import get_solver, simulate, solve
 from slackopt.plan import KEEP, RECOMP, SWAP, Plan
@@ -30,6 +28,8 @@ from slackopt.solvers.slackswap_ablations import (
 from slackopt.solvers.superneurons import SuperNeurons, superneurons_plan
 from slackopt.solvers.swapadvisor import SwapAdvisor, belady_victims, swapadvisor_plan
 from slackopt.solvers.vdnn import VDNN, vdnn_plan
+from tests.helpers import lane
+from tests.test_runtimes import _cache_instance, mk
 
 approx = lambda x: pytest.approx(x, rel=1e-12, abs=1e-12)  # noqa: E731
 

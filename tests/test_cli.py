@@ -10,13 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_io import small_instance
 
 import slackopt.solver as solver_mod
 from slackopt import io
 from slackopt.cli import main
 from slackopt.plan import KEEP, RECOMP, Plan
 from slackopt.solver import SolveResult
+from tests.test_io import small_instance
 
 
 def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:

@@ -34,11 +34,11 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_io import small_instance
 
 from slackopt import io
 from slackopt.cli import main
 from slackopt.plan import Plan
+from tests.test_io import small_instance
 
 ROOT = Path(__file__).resolve().parents[1]
 SETTINGS = settings(max_examples=100, deadline=1000, derandomize=True, database=None,

@@ -12,8 +12,6 @@ import random
 
 import numpy as np
 import pytest
-from planner_instances import blocks
-from planner_instances import chain as hand_chain
 
 from slackopt import get_solver, simulate, solve
 from slackopt.plan import KEEP, RECOMP, SWAP, Plan
@@ -27,6 +25,8 @@ from slackopt.solvers.genetic import (
     score,
 )
 from slackopt.workloads import make
+from tests.planner_instances import blocks
+from tests.planner_instances import chain as hand_chain
 
 SEARCH = dict(population=24, generations=60)
 """Search size of the optimum tests: at most ~1,500 plans of the 4,374 (or fewer) there."""

@@ -15,7 +15,6 @@ import itertools
 
 import numpy as np
 import pytest
-from helpers import build
 
 from slackopt.plan import KEEP, RECOMP, SWAP, Plan
 from slackopt.simulate import simulate
@@ -25,6 +24,7 @@ from slackopt.solverbase import SolverParamError
 from slackopt.solvers.milp import MILP, build_model, lp_relaxation, model_floor
 from slackopt.workloads import make
 from slackopt.workloads.synthetic import unet
+from tests.helpers import build
 
 TIME_LIMIT_S = 90.0
 
