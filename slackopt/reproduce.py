@@ -586,8 +586,8 @@ def paper_numbers() -> dict[str, dict[str, Any]]:
 
 
 def _values(run: _Run, fig4: pd.DataFrame, t3: pd.DataFrame, vgg: Mapping[str, float],
-            fig5: Mapping[str, float], diag: Mapping[str, Any],
-            plan_s: Mapping[tuple, float], sens: Mapping[str, pd.DataFrame]
+            fig5: Mapping[str, float], plan_s: Mapping[tuple, float],
+            sens: Mapping[str, pd.DataFrame]
             ) -> tuple[dict[str, float], dict[str, dict[str, str]]]:
     """Our value of every claim this run computes (key -> number, in the claim's unit),
     and the names that fill a claim's text (key -> {"best": baseline})."""
@@ -1124,7 +1124,7 @@ def reproduce(out_dir: str | Path, *, quick: bool = False, workers: int = 2,
     diag["ga"] = _timed(run, "genetic diagnostics", lambda: _ga_diagnostics(run))
     plan_s = _timed(run, "planning times", lambda: _planning_times(run, fig4, t3))
     sens = _timed(run, "section 4.5", lambda: _sensitivity(run))
-    values, fields = _values(run, fig4, t3, vgg, fig5, diag, plan_s, sens)
+    values, fields = _values(run, fig4, t3, vgg, fig5, plan_s, sens)
     claims = _claims(values, fields)
     diag["sens"] = sens
     wall = time.perf_counter() - t0

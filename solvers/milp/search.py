@@ -62,8 +62,8 @@ not started when it is spent is skipped, unless no plan was found yet."""
 SEED_LIMIT_S = 10.0
 """Time limit (s) passed to each cheap seed solver."""
 TIMING_SHARE = 0.7
-"""Share of the time left that the timing MILP bound (phase 3b) may use; the rest is the
-time-indexed model's."""
+"""Share of the time left that the timing MILP bound (phase "timing_bound" of
+:data:`PHASES`) may use; the rest is the time-indexed model's."""
 BUILD_S_PER_UNIT = 5e-6
 """Model build time (s) per op x saved tensor, from above (GPT-2 XL: 1355 ops x 581
 saved tensors, 3.0 s on a shared 2-core machine): the model is skipped when the time
