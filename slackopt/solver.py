@@ -29,6 +29,19 @@ from slackopt.simulate import simulate, warm_up
 from slackopt.solverbase import describe_params, non_default_params
 
 ENTRY_POINT_GROUP = "slackopt.solvers"
+SOLVER_ALIASES: dict[str, str] = {"keep_all": "keep-all", "recompute_all": "recompute-all",
+                                  "sqrt_checkpoint": "sqrt-checkpoint"}
+"""Old registry names -> their canonical names. Registry names are lowercase words joined
+by hyphens (``torch-knapsack``, ``keep-all``); an old name still resolves everywhere a
+solver name is taken (:func:`get_solver`, :func:`solve`, compare, ``--solver``) and results
+are labelled with the canonical name. Aliases are never listed (:func:`registered_solvers`)
+and cannot be registered."""
+
+
+def canonical_name(name: str) -> str:
+    """The canonical registry name of `name` (itself unless it is an old name in
+    :data:`SOLVER_ALIASES`)."""
+    return SOLVER_ALIASES.get(name, name)
 
 
 @runtime_checkable
@@ -99,6 +112,9 @@ def register_solver(name: str, cls: Any) -> Any:
         cls = load_solver_class(cls)
     if not isinstance(name, str) or not name or ":" in name:
         raise SolverError(f"solver name {name!r} must be a non-empty string without ':'")
+    if name in SOLVER_ALIASES:
+        raise SolverError(f"'{name}' is the old name of the installed solver "
+                          f"'{SOLVER_ALIASES[name]}'; pick another name")
     if name in _RUNTIME:
         raise SolverError(f"a solver named '{name}' is already registered at runtime "
                           f"({_RUNTIME[name].value}); call "
@@ -228,17 +244,19 @@ def check_worker_importable(cls: type) -> None:
 
 
 def registered_solvers() -> dict[str, Any]:
-    """The registered solvers by name: the ``slackopt.solvers`` entry points and those of
-    :func:`register_solver`, each with ``name``, ``value`` ("module:Class") and
-    ``load()`` (the class)."""
-    eps: dict[str, Any] = {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
+    """The registered solvers by canonical name: the ``slackopt.solvers`` entry points and
+    those of :func:`register_solver`, each with ``name``, ``value`` ("module:Class") and
+    ``load()`` (the class). Old names (:data:`SOLVER_ALIASES`) are not listed; an
+    installation whose metadata still carries one lists it under its canonical name."""
+    eps: dict[str, Any] = {canonical_name(ep.name): ep
+                           for ep in entry_points(group=ENTRY_POINT_GROUP)}
     eps.update(_RUNTIME)
     return {k: eps[k] for k in sorted(eps)}
 
 
 def solver_class(name: str) -> type:
-    """The class of a registered solver name, or of a ``"file.py:Class"`` /
-    ``"module:Class"`` reference.
+    """The class of a registered solver name (or an old name, :data:`SOLVER_ALIASES`),
+    or of a ``"file.py:Class"`` / ``"module:Class"`` reference.
 
     Raises:
         SolverError: unknown name (the message lists the registered ones).
@@ -250,6 +268,7 @@ def solver_class(name: str) -> type:
                               "method, e.g. a slackopt.solverbase.BaseSolver subclass)")
         return cls
     eps = registered_solvers()
+    name = canonical_name(name)
     if name not in eps:
         known = ", ".join(eps) or "none (is slackopt installed? pip install -e .)"
         raise SolverError(f"unknown solver '{name}'; registered solvers: {known} (or give "

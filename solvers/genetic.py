@@ -292,7 +292,7 @@ class Genetic(BaseSolver):
 
     1. Generation 0. With ``seeding="slackswap+baselines"``: the plans of the seed solvers
        (by default every registered solver except this one and exact MILP solvers, at
-       least ``slackswap``, ``keep_all`` and ``checkpoint``; each asked with the run's seed
+       least ``slackswap``, ``keep-all`` and ``checkpoint``; each asked with the run's seed
        and a time limit of ``seed_time_limit_s``), duplicates removed, then mutated copies
        of the seeds (round robin) up to ``population`` individuals. With
        ``seeding="random"``: ``population`` uniformly random vectors (SwapAdvisor's start).

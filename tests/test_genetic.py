@@ -108,7 +108,7 @@ def test_finds_the_enumerated_optimum(enum_instances, name, frac, seeding):
 @pytest.mark.parametrize("frac", [0.5, 0.7])
 def test_never_worse_than_the_best_seed(tiny, frac):
     M = int(frac * tiny.P)
-    named = {n: solve(tiny, n, M).evaluation for n in ("slackswap", "checkpoint", "keep_all")}
+    named = {n: solve(tiny, n, M).evaluation for n in ("slackswap", "checkpoint", "keep-all")}
     for gens in (0, 4):
         res = solve(tiny, "genetic", M, population=12, generations=gens)
         seeds = res.info["seeds"]
@@ -265,7 +265,7 @@ class SlowSeed:
 
         SLOW_SEED_LIMITS.append(time_limit_s)
         time.sleep(0.3)
-        return get_solver("keep_all").solve(instance, budget_bytes)
+        return get_solver("keep-all").solve(instance, budget_bytes)
 
 
 class _EP:
@@ -286,14 +286,14 @@ def test_seeding_gets_a_share_of_the_time_limit(tiny, monkeypatch):
     SLOW_SEED_LIMITS.clear()
     M = int(0.4 * tiny.P)
     res = Genetic(population=8, generations=None, progress_s=None,
-                  seed_solvers=["slow_seed", "slackswap", "keep_all"]).solve(
+                  seed_solvers=["slow_seed", "slackswap", "keep-all"]).solve(
         tiny, M, time_limit_s=0.4)
     # the first seed solver is given at most the seeding share of the limit ...
     assert len(SLOW_SEED_LIMITS) == 1 and SLOW_SEED_LIMITS[0] <= SEEDING_SHARE * 0.4
     # ... and, as it overran that share, the others are skipped, not started
     seeds = {e["solver"]: e for e in res.info["seeds"]}
     assert seeds["slackswap"] == {"solver": "slackswap", "skipped": "no time left for seeding"}
-    assert seeds["keep_all"]["skipped"] == "no time left for seeding"
+    assert seeds["keep-all"]["skipped"] == "no time left for seeding"
     assert seeds["slow_seed"]["status"] in ("feasible", "infeasible")
     assert res.info["stopped_by"] == "time_limit"
 

@@ -329,7 +329,7 @@ def test_checkpoint_bound_gpt2_xl_backward_rows():
     assert deficit_bound(inst, M) * 1.005 < b <= ev.step_time_s * (1 + 1e-9)
 
 
-CHECKPOINT_SOLVERS = ("slackswap", "keep_all", "checkpoint", "recompute_all", "sqrt_checkpoint",
+CHECKPOINT_SOLVERS = ("slackswap", "keep-all", "checkpoint", "recompute-all", "sqrt-checkpoint",
                       "vdnn", "superneurons", "swapadvisor", "slackswap-swap-first",
                       "slackswap-recompute-only", "slackswap-barriers", "titan-auto",
                       "module-offload", "offload-all", "ckpt-offload")

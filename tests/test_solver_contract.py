@@ -50,15 +50,15 @@ def test_registered_solver_passes_check(solver, check) -> None:
 def test_parametrize_with_checks_pairs_every_solver_with_every_check() -> None:
     """One test per (solver, check), ids naming both, the context bound to each check:
     a check that fails names its solver in the test id."""
-    mark = parametrize_with_checks([_OverBudget, "keep_all"], _CTX)
+    mark = parametrize_with_checks([_OverBudget, "keep-all"], _CTX)
     names, params = mark.args
     assert names == ("solver", "check")
-    assert [p.id for p in params] == [f"{n}-{c.__name__}" for n in ("over_budget", "keep_all")
+    assert [p.id for p in params] == [f"{n}-{c.__name__}" for n in ("over_budget", "keep-all")
                                       for c in CHECKS]
     assert [p.values[0] for p in params] == [_OverBudget] * len(CHECKS) + \
-        [solver_class("keep_all")] * len(CHECKS)
+        [solver_class("keep-all")] * len(CHECKS)
     by_id = {p.id: p.values[1] for p in params}
-    by_id["keep_all-check_plans_feasible"](solver_class("keep_all"))  # passes
+    by_id["keep-all-check_plans_feasible"](solver_class("keep-all"))  # passes
     with pytest.raises(AssertionError, match="reported feasible but the evaluator says"):
         by_id["over_budget-check_plans_feasible"](_OverBudget)
     every = parametrize_with_checks(None, _CTX).args[1]
@@ -68,7 +68,7 @@ def test_parametrize_with_checks_pairs_every_solver_with_every_check() -> None:
 
 
 def test_the_classic_baselines_are_registered() -> None:
-    assert {"keep_all", "checkpoint", "recompute_all", "sqrt_checkpoint", "vdnn",
+    assert {"keep-all", "checkpoint", "recompute-all", "sqrt-checkpoint", "vdnn",
             "superneurons", "swapadvisor"} <= set(registered_solvers())
 
 
@@ -185,8 +185,8 @@ def test_params_come_from_the_signature_and_round_trip() -> None:
 
 def test_unknown_key_lists_every_valid_key_with_its_range() -> None:
     with pytest.raises(SolverParamError) as e:
-        get_solver("sqrt_checkpoint", gg=1)
-    assert str(e.value) == ("solver 'sqrt_checkpoint' has no parameter 'gg'; valid keys: "
+        get_solver("sqrt-checkpoint", gg=1)
+    assert str(e.value) == ("solver 'sqrt-checkpoint' has no parameter 'gg'; valid keys: "
                             "segment (int >= 1 or None, default None)")
 
 
@@ -205,8 +205,8 @@ def test_bad_values_name_the_rule_and_the_valid_keys(kwargs, rule) -> None:
 
 def test_bool_is_not_an_int_and_numpy_ints_are() -> None:
     with pytest.raises(SolverParamError, match="segment must be int >= 1 or None, got True"):
-        get_solver("sqrt_checkpoint", segment=True)
-    s = get_solver("sqrt_checkpoint", segment=np.int64(3))
+        get_solver("sqrt-checkpoint", segment=True)
+    s = get_solver("sqrt-checkpoint", segment=np.int64(3))
     assert s.params == {"segment": 3} and type(s.segment) is int
     json.dumps(s.params)
 
@@ -224,7 +224,7 @@ def test_a_class_without_specs_for_its_keywords_is_refused_at_definition() -> No
 
 def test_positional_parameters_are_refused() -> None:
     with pytest.raises(SolverParamError, match="keyword parameters only"):
-        solver_class("sqrt_checkpoint")(2)
+        solver_class("sqrt-checkpoint")(2)
 
 
 # ------------------------------------------------------------------ registry
@@ -314,7 +314,7 @@ def test_store_rows_of_other_code_are_not_returned(tmp_path: Path, monkeypatch) 
     import slackopt.compare as cmp
 
     store = tmp_path / "runs.sqlite"
-    args = ([chain(4)], ["keep_all"], [1.0])
+    args = ([chain(4)], ["keep-all"], [1.0])
     first = compare(*args, store=store, progress=False)
     assert first.attrs["runs_now"] == 1
     again = compare(*args, store=store, progress=False)
@@ -346,8 +346,8 @@ def test_readme_custom_solver_example_runs(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr
     rows = [ln.split() for ln in out.stdout.splitlines()[1:]]
     assert [(r[1], r[2], r[3]) for r in rows] == [
-        ("greedy_swap", "0.8", "feasible"), ("keep_all", "0.8", "infeasible"),
-        ("greedy_swap", "0.6", "feasible"), ("keep_all", "0.6", "infeasible")]
+        ("greedy_swap", "0.8", "feasible"), ("keep-all", "0.8", "infeasible"),
+        ("greedy_swap", "0.6", "feasible"), ("keep-all", "0.6", "infeasible")]
     exe = Path(sys.executable).with_name("slackopt")
     for line in blocks["cli"].strip().splitlines():
         argv = line.split()
@@ -361,7 +361,7 @@ def test_readme_custom_solver_example_runs(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("solver", "keys"), [
-    ("sqrt_checkpoint", "valid keys: segment (int >= 1 or None, default None)"),
+    ("sqrt-checkpoint", "valid keys: segment (int >= 1 or None, default None)"),
     ("milp", "valid keys: backend (str one of {scip, highs, pulp}, default 'scip')"),
 ])
 def test_cli_param_typo_lists_the_valid_keys(solver: str, keys: str) -> None:
@@ -475,7 +475,7 @@ def test_compare_table_labels_show_only_changed_params() -> None:
     full = json.dumps(get_solver("vdnn", mode="conv").params)
     assert _solver_label("vdnn", full) == 'vdnn {"mode":"conv"}'
     assert _solver_label("vdnn", json.dumps(get_solver("vdnn").params)) == "vdnn"
-    assert _solver_label("keep_all", "{}") == "keep_all"
+    assert _solver_label("keep-all", "{}") == "keep-all"
     assert _solver_label("not_here", '{"k":1}') == 'not_here {"k":1}'  # class unknown
 
 
@@ -627,3 +627,28 @@ def test_a_bound_above_the_solvers_own_plan_is_dropped_not_clamped(solver) -> No
     assert r.info["bound_error"]["lower_bound_s"] == pytest.approx(1.1 * T)
     assert r.info["bound_error"]["plan_step_s"] == T
     assert "gap" not in r.info and r.info["plan_proven_optimal"] is False
+
+
+def test_old_registry_names_resolve_to_the_canonical_ones(capsys) -> None:
+    """One naming style (lowercase words joined by hyphens): the old underscore names
+    still resolve wherever a name is taken, results carry the canonical name, and only
+    canonical names are listed or registrable."""
+    from slackopt.cli import main
+    from slackopt.solver import SOLVER_ALIASES, canonical_name
+
+    listed = set(registered_solvers())
+    assert all(n == n.lower() and "_" not in n for n in listed), sorted(listed)
+    assert not listed & set(SOLVER_ALIASES) and set(SOLVER_ALIASES.values()) <= listed
+    for old, new in SOLVER_ALIASES.items():
+        assert canonical_name(old) == new and solver_class(old) is solver_class(new)
+        assert solver_class(new).name == new
+    inst = chain(4)
+    assert slackopt.solve(inst, "keep_all", 1.0).solver == "keep-all"
+    df = compare([inst], ["sqrt_checkpoint", ("recompute_all", {})], [1.0], progress=False)
+    assert list(df["solver"]) == ["sqrt-checkpoint", "recompute-all"]
+    assert main(["solvers", "--json"]) == 0
+    names = {r["name"] for r in json.loads(capsys.readouterr().out)["solvers"]}
+    assert "keep-all" in names and "keep_all" not in names
+    with pytest.raises(SolverError, match="'keep_all' is the old name of the installed solver "
+                                          "'keep-all'"):
+        slackopt.register_solver("keep_all", solver_class("keep-all"))

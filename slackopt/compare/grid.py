@@ -16,7 +16,7 @@ import numpy as np
 from slackopt.compare.code_id import solver_code_id
 from slackopt.errors import SlackoptError, SolverError
 from slackopt.instance import Instance, parse_budget
-from slackopt.solver import get_solver, registered_solvers, solver_name
+from slackopt.solver import canonical_name, get_solver, registered_solvers, solver_name
 from slackopt.solverbase import BaseSolver
 
 SUITES: dict[str, tuple[str | tuple[str, dict[str, Any]], ...]] = {
@@ -147,7 +147,7 @@ def resolve_solvers(solvers: Iterable[SolverSpec] | str) -> list[tuple[str, dict
             # unknown names and bad parameters fail here, once; "file.py:Class" is
             # labelled by the class's name
             obj = get_solver(spec[0], **spec[1])
-            name = solver_name(obj) if ":" in spec[0] else spec[0]
+            name = solver_name(obj) if ":" in spec[0] else canonical_name(spec[0])
             params = dict(spec[1])
         elif callable(getattr(spec, "solve", None)):
             name, obj = solver_name(spec), spec
