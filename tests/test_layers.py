@@ -102,3 +102,23 @@ def test_core_never_reaches_compare_or_the_solvers() -> None:
                            _imports(ast.parse(f.read_text()), name, f.name == "__init__.py")
                            if d.startswith("slackopt.solvers") or d.split(".")[0] == "solvers"]
     assert solver_imports == []
+
+
+def test_importing_the_core_loads_no_sweep_or_solver_module() -> None:
+    """At run time too (a fresh interpreter): ``import slackopt`` and the conformance
+    checks load neither compare/ nor a solver module, and the old home of the code
+    identity still resolves (with its DeprecationWarning) from compare/code_id.py."""
+    import subprocess
+    import sys
+
+    code = ("import sys, warnings, slackopt, slackopt.testing\n"
+            "print(sorted(m for m in sys.modules if m.startswith(('slackopt.compare', "
+            "'slackopt.solvers'))))\n"
+            "with warnings.catch_warnings(record=True) as w:\n"
+            "    warnings.simplefilter('always')\n"
+            "    from slackopt.solverbase import solver_code_id\n"
+            "from slackopt.compare.code_id import solver_code_id as new\n"
+            "print(solver_code_id is new, [str(x.category.__name__) for x in w])\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=ROOT, check=True).stdout.splitlines()
+    assert out == ["[]", "True ['DeprecationWarning']"]
