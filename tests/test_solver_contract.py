@@ -28,6 +28,7 @@ from slackopt.testing import (
     CheckContext,
     check_bad_params,
     check_base_class,
+    check_distinct_keys,
     check_min_budget_reachable,
     check_plans_feasible,
     check_same_seed_same_plan,
@@ -119,6 +120,21 @@ def test_check_catches_a_class_not_on_the_base_class() -> None:
     with pytest.raises(AssertionError, match="Plain: is not a slackopt.solverbase.BaseSolver "
                                              "subclass"):
         check_base_class(Plain, _CTX)
+
+
+def test_check_catches_a_parameter_that_does_not_reach_params() -> None:
+    class Ignores(BaseSolver):  # stores a constant: k=5 gives the params (and key) of k=1
+        name = "ignores"
+        param_specs = {"k": Param(int, min=1)}
+
+        def __init__(self, *, k: int = 1) -> None:
+            self.k = 1
+
+        def plan(self, instance, budget_bytes, run):
+            return Plan.keep_all(instance)
+
+    with pytest.raises(AssertionError, match=r"k=2 is accepted but params do not change"):
+        check_distinct_keys(Ignores, _CTX)
 
 
 def test_check_catches_a_plan_over_budget() -> None:
@@ -289,6 +305,21 @@ def test_notebook_class_is_refused_before_any_worker_starts(monkeypatch) -> None
 
 
 # ------------------------------------------------------------------ code identity
+def test_store_key_parts_the_solver_does_not_control() -> None:
+    """The seed, the time limit and the code identity are put into the key by run_key
+    itself, for every solver (check_distinct_keys checks only the solver's part: its
+    name and params)."""
+    inst, s = chain(4), solver_class("checkpoint")()
+    k = run_key(inst, 10, s, seed=1, time_limit_s=2.0)
+    assert len(k) == 64 and k == run_key(inst, 10, s, seed=1, time_limit_s=2.0)
+    others = [run_key(inst, 10, s, seed=2, time_limit_s=2.0),
+              run_key(inst, 10, s, seed=None, time_limit_s=2.0),
+              run_key(inst, 10, s, seed=1, time_limit_s=None),
+              run_key(inst, 10, s, seed=1, time_limit_s=2.0, code="edited"),
+              run_key(inst, 11, s, seed=1, time_limit_s=2.0)]
+    assert len({k, *others}) == 6
+
+
 def test_code_identity_follows_the_source(tmp_path: Path) -> None:
     src = ("from slackopt import BaseSolver, Plan\n"
            "class K(BaseSolver):\n"
