@@ -1,10 +1,14 @@
-"""The Solver protocol, SolveResult, the solver registry and :func:`solve`.
+"""The Solver protocol, the solver registry and :func:`solve`.
+
+:class:`~slackopt.result.SolveResult`, the status words and :func:`bound_error` live in
+:mod:`slackopt.result` and are re-exported here (``slackopt.solver.STATUSES``, ...).
 
 A solver is any object with ``solve(instance, budget_bytes, *, time_limit_s=None,
 seed=None) -> SolveResult``; constructors only store keyword hyperparameters.
 Solvers register under the entry-point group ``slackopt.solvers`` (see pyproject.toml),
 or at runtime with :func:`register_solver`, or are named by ``"path/to/file.py:ClassName"``;
-this module knows no solver by name. New solvers subclass
+this module knows no solver by name (:data:`SOLVER_ALIASES` maps old names to
+canonical ones, without importing anything). New solvers subclass
 :class:`slackopt.solverbase.BaseSolver`. Only the evaluator ranks plans: :func:`solve`
 re-simulates every returned plan and attaches the :class:`~slackopt.simulate.Evaluation`.
 """
