@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT))  # the tests package
 
 import atheris  # noqa: E402
 
@@ -30,9 +30,8 @@ with atheris.instrument_imports():
     from slackopt import io  # noqa: E402
     from slackopt.errors import FileFormatError  # noqa: E402
 
-from test_io import small_instance  # noqa: E402
-
 from slackopt.plan import Plan  # noqa: E402
+from tests.test_io import small_instance  # noqa: E402
 
 INSTANCE = small_instance()
 TMP = Path(tempfile.mkdtemp(prefix="slackopt-atheris-"))

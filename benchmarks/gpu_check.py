@@ -35,8 +35,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _models(torch, small: bool):
-    sys.path.insert(0, str(ROOT / "tests"))
-    from torch_models import TinyGPT, TinyResNet, lm_loss
+    sys.path.insert(0, str(ROOT))  # the tests package
+    from tests.torch_models import TinyGPT, TinyResNet, lm_loss
 
     torch.manual_seed(0)
     if small:  # --dry-run on the CPU: the same flow on test-sized models

@@ -17,11 +17,10 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-
-from test_milp import enumerated, instance  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the tests package
 
 from slackopt.solvers.milp import _ScipBackend, build_model  # noqa: E402
+from tests.test_milp import enumerated, instance  # noqa: E402
 
 CASES = [("unet1", 0.75), ("hand", 0.6), ("unet2-b16-pcie5", 0.8), ("chain5-nvlink", 0.65)]
 VARIANTS = [("full", "full", {}), ("-admission", "full", dict(admission=False)),

@@ -635,7 +635,6 @@ class Instance:
         self.tensor_producer_idx = prod
         self.tensor_last_reader_idx = last
         self.tensor_size = size
-        self._reader_idx = reader_idx
 
         saved_mask = (first_bwd >= 0) & (prod < n_fwd)
         saved = np.flatnonzero(saved_mask)

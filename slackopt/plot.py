@@ -162,7 +162,7 @@ def _op_phases(instance: Instance | None) -> dict[str, str]:
 
 
 def _timeline_axes(ax: Axes, ev: Evaluation, instance: Instance | None, scale: float,
-                   unit: str, label: str) -> None:
+                   label: str) -> None:
     trace = _need_trace(ev, "timeline")
     phases = _op_phases(instance)
     bars: dict[str, list[tuple[float, float]]] = {k: [] for k in
@@ -249,7 +249,7 @@ def timeline(evaluation: Evaluation | Mapping[str, Evaluation], instance: Instan
     fig = _fig(width, 1.9 * n + 1.3)
     axes = fig.subplots(n, 1, sharex=True, squeeze=False)[:, 0]
     for ax, (label, ev) in zip(axes, evs.items(), strict=True):
-        _timeline_axes(ax, ev, instance, scale, unit, label)
+        _timeline_axes(ax, ev, instance, scale, label)
         ax.set_xlim(0, t_max * scale * 1.01)
     axes[-1].set_xlabel(f"time since the start of the step ({unit})")
     handles = []

@@ -1,10 +1,14 @@
-"""The Solver protocol, SolveResult, the solver registry and :func:`solve`.
+"""The Solver protocol, the solver registry and :func:`solve`.
+
+:class:`~slackopt.result.SolveResult`, the status words and :func:`bound_error` live in
+:mod:`slackopt.result` and are re-exported here (``slackopt.solver.STATUSES``, ...).
 
 A solver is any object with ``solve(instance, budget_bytes, *, time_limit_s=None,
 seed=None) -> SolveResult``; constructors only store keyword hyperparameters.
 Solvers register under the entry-point group ``slackopt.solvers`` (see pyproject.toml),
 or at runtime with :func:`register_solver`, or are named by ``"path/to/file.py:ClassName"``;
-this module knows no solver by name. New solvers subclass
+this module knows no solver by name (:data:`SOLVER_ALIASES` maps old names to
+canonical ones, without importing anything). New solvers subclass
 :class:`slackopt.solverbase.BaseSolver`. Only the evaluator ranks plans: :func:`solve`
 re-simulates every returned plan and attaches the :class:`~slackopt.simulate.Evaluation`.
 """
@@ -13,74 +17,63 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import Any, Protocol, runtime_checkable
 
 from slackopt.errors import SolverError
 from slackopt.instance import Instance, budget_bytes
 from slackopt.plan import Plan
-from slackopt.simulate import Evaluation, simulate, warm_up
+from slackopt.result import (  # noqa: F401  (re-exported: slackopt.solver.STATUSES, ...)
+    OPTIMAL_REL_TOL,
+    PLAN_STATUSES,
+    STATUSES,
+    SolveResult,
+    bound_error,
+)
+from slackopt.simulate import simulate, warm_up
+from slackopt.solverbase import describe_params, non_default_params
 
-STATUSES = ("optimal", "bounded", "feasible", "infeasible", "timeout", "error")
-"""What a result's status may say (see :class:`SolveResult`)."""
-OPTIMAL_REL_TOL = 1e-4
-"""Status "optimal" needs (U - L) / L <= this (0.01%), U the plan's simulated step time
-and L a lower bound valid for every plan. Not tighter: the MILP backends' feasibility
-tolerances (1e-6 absolute, on step times of a few hundred model units) make proofs to
-1e-6 relative slow or unreliable (unet2 at 0.8 P: over 24 s with SCIP, 13 s at 1e-4)."""
-PLAN_STATUSES = ("optimal", "bounded", "feasible")
-"""Statuses that come with a plan the solver believes runs under the budget."""
 ENTRY_POINT_GROUP = "slackopt.solvers"
+SOLVER_ALIASES: dict[str, str] = {"keep_all": "keep-all", "recompute_all": "recompute-all",
+                                  "sqrt_checkpoint": "sqrt-checkpoint"}
+"""Old registry names -> their canonical names. Registry names are lowercase words joined
+by hyphens (``torch-knapsack``, ``keep-all``); an old name still resolves everywhere a
+solver name is taken (:func:`get_solver`, :func:`solve`, compare, ``--solver``) and results
+are labelled with the canonical name. Aliases are never listed (:func:`registered_solvers`)
+and cannot be registered."""
 
 
-@dataclass
-class SolveResult:
-    """What a solver returns.
-
-    Attributes:
-        plan: the plan (None only when the solver produced none).
-        solver: registered solver name.
-        params: the solver's hyperparameters.
-        status: what was proven, one of
-            "optimal": the plan's simulated step time is proven minimal: a lower bound
-            valid for every plan is within ``OPTIMAL_REL_TOL`` (1e-4, relative) of it;
-            "bounded": a plan and a valid lower bound with a gap larger than that
-            (``info["gap"]`` = (step - bound) / bound when the solver reports it);
-            "feasible": a plan, no bound;
-            "infeasible": no plan fits the budget (``info["min_budget_bytes"]``: the
-            smallest budget the solver can reach, or None);
-            "timeout": the time limit ended the search with no plan and no proof;
-            "error": the solver failed.
-        objective_s: the solver's own model value (s), reported, never used to rank.
-        lower_bound_s: a lower bound on the step time of every plan under this budget
-            (s), valid for the evaluator's semantics (docs/model.md), or None.
-        planning_time_s: wall-clock planning time (s).
-        seed: the seed used, or None.
-        info: solver-specific details. Infeasible results put the smallest budget the
-            solver can reach in ``info["min_budget_bytes"]`` (or None if unknown).
-        evaluation: the evaluator's verdict on ``plan``, filled in by :func:`solve`.
-    """
-
-    plan: Plan | None
-    solver: str
-    params: dict[str, Any] = field(default_factory=dict)
-    status: str = "feasible"
-    objective_s: float | None = None
-    lower_bound_s: float | None = None
-    planning_time_s: float = 0.0
-    seed: int | None = None
-    info: dict[str, Any] = field(default_factory=dict)
-    evaluation: Evaluation | None = None
-
-    def __post_init__(self) -> None:
-        if self.status not in STATUSES:
-            raise ValueError(f"status '{self.status}' is not one of {', '.join(STATUSES)}")
+def canonical_name(name: str) -> str:
+    """The canonical registry name of `name` (itself unless it is an old name in
+    :data:`SOLVER_ALIASES`)."""
+    return SOLVER_ALIASES.get(name, name)
 
 
 @runtime_checkable
 class Solver(Protocol):
-    """Plans one instance under one budget (bytes)."""
+    """Plans one instance under one budget (bytes): any object with this ``solve`` is a
+    solver (``isinstance(obj, Solver)``).
+
+    The protocol, not the base class: a class that subclasses it must define ``solve``
+    itself. To write only ``plan(instance, budget_bytes, run)`` and get ``solve`` (timing,
+    status words, minimum budget) written for you, subclass
+    :class:`slackopt.BaseSolver` (:mod:`slackopt.solverbase`).
+
+    Raises:
+        TypeError: at class definition, for a subclass that does not define ``solve``
+            (naming :class:`~slackopt.solverbase.BaseSolver` as the fix).
+    """
+
+    def __init_subclass__(cls, **kw: Any) -> None:
+        super().__init_subclass__(**kw)
+        if not cls.__dict__.get("_is_protocol", False) and cls.solve is Solver.solve:
+            hint = ("; it defines plan(), which is BaseSolver's template"
+                    if callable(getattr(cls, "plan", None)) else "")
+            raise TypeError(
+                f"{cls.__name__} subclasses slackopt.Solver, the protocol, without defining "
+                f"solve(){hint}. Subclass slackopt.BaseSolver to write plan() only, or define "
+                "solve(instance, budget_bytes, *, time_limit_s=None, seed=None) -> "
+                "SolveResult")
 
     def solve(self, instance: Instance, budget_bytes: int, *, time_limit_s: float | None = None,
               seed: int | None = None) -> SolveResult: ...
@@ -124,6 +117,9 @@ def register_solver(name: str, cls: Any) -> Any:
         cls = load_solver_class(cls)
     if not isinstance(name, str) or not name or ":" in name:
         raise SolverError(f"solver name {name!r} must be a non-empty string without ':'")
+    if name in SOLVER_ALIASES:
+        raise SolverError(f"'{name}' is the old name of the installed solver "
+                          f"'{SOLVER_ALIASES[name]}'; pick another name")
     if name in _RUNTIME:
         raise SolverError(f"a solver named '{name}' is already registered at runtime "
                           f"({_RUNTIME[name].value}); call "
@@ -253,17 +249,19 @@ def check_worker_importable(cls: type) -> None:
 
 
 def registered_solvers() -> dict[str, Any]:
-    """The registered solvers by name: the ``slackopt.solvers`` entry points and those of
-    :func:`register_solver`, each with ``name``, ``value`` ("module:Class") and
-    ``load()`` (the class)."""
-    eps: dict[str, Any] = {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
+    """The registered solvers by canonical name: the ``slackopt.solvers`` entry points and
+    those of :func:`register_solver`, each with ``name``, ``value`` ("module:Class") and
+    ``load()`` (the class). Old names (:data:`SOLVER_ALIASES`) are not listed; an
+    installation whose metadata still carries one lists it under its canonical name."""
+    eps: dict[str, Any] = {canonical_name(ep.name): ep
+                           for ep in entry_points(group=ENTRY_POINT_GROUP)}
     eps.update(_RUNTIME)
     return {k: eps[k] for k in sorted(eps)}
 
 
 def solver_class(name: str) -> type:
-    """The class of a registered solver name, or of a ``"file.py:Class"`` /
-    ``"module:Class"`` reference.
+    """The class of a registered solver name (or an old name, :data:`SOLVER_ALIASES`),
+    or of a ``"file.py:Class"`` / ``"module:Class"`` reference.
 
     Raises:
         SolverError: unknown name (the message lists the registered ones).
@@ -275,6 +273,7 @@ def solver_class(name: str) -> type:
                               "method, e.g. a slackopt.solverbase.BaseSolver subclass)")
         return cls
     eps = registered_solvers()
+    name = canonical_name(name)
     if name not in eps:
         known = ", ".join(eps) or "none (is slackopt installed? pip install -e .)"
         raise SolverError(f"unknown solver '{name}'; registered solvers: {known} (or give "
@@ -299,8 +298,6 @@ def get_solver(name: str, **params: Any) -> Solver:
     except SolverError:
         raise
     except (TypeError, ValueError) as e:
-        from slackopt.solverbase import describe_params
-
         raise SolverError(f"solver '{name}': bad parameters {params}: {e}; valid keys: "
                           f"{describe_params(cls)}") from None
 
@@ -310,8 +307,6 @@ def solver_label(name: str, params_json: str | None) -> str:
     solver's defaults as compact JSON (all of them when the class cannot be loaded here),
     e.g. ``'vdnn {"mode":"conv"}'``; for tables and legends."""
     import json
-
-    from slackopt.solverbase import non_default_params
 
     params = json.loads(params_json) if isinstance(params_json, str) and params_json else {}
     try:
@@ -365,7 +360,8 @@ def solve(
     messages name storages by their base tensor.
 
     Raises:
-        SolverError: unknown solver or bad parameters. BudgetError: unparseable budget.
+        SolverError: unknown solver or bad parameters, or a solver whose ``solve`` returns
+            something else than a SolveResult. BudgetError: unparseable budget.
         PlanError: a `start_plan` whose tensors are not those of `instance`.
     """
     if start_plan is not None:
@@ -383,6 +379,10 @@ def solve(
     t0 = time.perf_counter()
     res = solver.solve(low, m, time_limit_s=time_limit_s, seed=seed)
     elapsed = time.perf_counter() - t0
+    if not isinstance(res, SolveResult):
+        raise SolverError(f"solver '{solver_name(solver)}': solve() returned "
+                          f"{type(res).__name__}, not a slackopt.SolveResult (a class with "
+                          "plan() only subclasses slackopt.BaseSolver, which writes solve())")
     if not res.planning_time_s:
         res.planning_time_s = elapsed
     if res.plan is not None and low is not instance:
@@ -489,28 +489,3 @@ def solve_budgets(
                 best = (T, ms[i], res.plan)
         out[i] = res
     return [r for r in out if r is not None]
-
-
-def bound_error(info: dict[str, Any], lower_bound_s: float, step_time_s: float) -> bool:
-    """Check a solver's lower bound against the simulated step of its own plan.
-
-    The evaluator's semantics define the problem, so a bound L above the step T of a plan
-    that runs is a proven error of the solver, never a gap to clamp: record it in
-    ``info["bound_error"]`` (L, T and a note), remove ``info["gap"]``, set
-    ``info["plan_proven_optimal"]`` to False, and return True (the caller drops the
-    bound and any "optimal" or "bounded" status). Returns False when L <= T.
-
-    Args:
-        info: the result's info dict (changed in place on an error).
-        lower_bound_s: L (s).
-        step_time_s: T (s), the simulated step of a plan that runs under the budget.
-    """
-    if float(lower_bound_s) <= float(step_time_s):
-        return False
-    info["bound_error"] = {"lower_bound_s": float(lower_bound_s),
-                           "plan_step_s": float(step_time_s),
-                           "note": "the solver's lower bound exceeds the simulated step of "
-                                   "its own plan: the bound is wrong and was dropped"}
-    info.pop("gap", None)
-    info["plan_proven_optimal"] = False
-    return True

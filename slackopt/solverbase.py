@@ -11,7 +11,7 @@ A solver is a class in the style of scikit-learn's estimators (Pedregosa et al.,
   one's type, range and choices; the class is refused at definition time if a parameter has
   no spec or a spec no parameter. The specs are checked at construction, after ``__init__``
   ran, and the stored values are normalized (numpy integers -> int, lists -> tuples);
-- :meth:`BaseSolver.solve` (timing, the :class:`~slackopt.solver.SolveResult`, the status
+- :meth:`BaseSolver.solve` (timing, the :class:`~slackopt.result.SolveResult`, the status
   words, the minimum-budget search) is written here once; a solver implements only
   :meth:`BaseSolver.plan`, which returns a :class:`~slackopt.plan.Plan` or an
   :class:`Outcome`.
@@ -34,16 +34,19 @@ Rules for ``plan(instance, budget_bytes, run)``:
 
 - ``instance`` is already lowered (one saved unit per storage, :func:`slackopt.solve`);
   return decisions for ``instance.saved_names``. ``budget_bytes`` is M, an int.
-- Randomness comes only from ``run.seed`` (``np.random.default_rng(run.seed_or(0))``):
-  the same seed gives the same plan (checked with no time limit).
+- Randomness comes only from ``run.seed``, the seed given to ``solve(seed=)``
+  (``np.random.default_rng(run.seed_or(0))``, and ``run.seed = run.seed_or(0)`` to report
+  the default used): the same seed gives the same plan (checked with no time limit). The
+  seed has one source, the call's; a ``seed`` hyperparameter is deprecated
+  (:data:`DEPRECATED_SEED_PARAM`).
 - ``run.time_limit_s`` (s, or None): a search polls ``run.expired()`` /
   ``run.remaining()`` and returns its best plan so far; the whole call must end within
-  1.5 x limit + 1 s (:func:`slackopt.compare.hard_deadline_s`). Report "timeout" only
+  1.5 x limit + 1 s (:func:`hard_deadline_s`). Report "timeout" only
   when the limit stopped the search before any feasible plan (the plan returned, if
   any, is not feasible); "optimal" only for a proven optimum of the evaluator's semantics; a
   ``lower_bound_s`` only if valid for every plan.
 - A bare Plan is judged by the evaluator under M. An :class:`Outcome` may set the status
-  (one of :data:`slackopt.solver.STATUSES`), ``objective_s``, ``lower_bound_s``,
+  (one of :data:`slackopt.result.STATUSES`), ``objective_s``, ``lower_bound_s``,
   ``min_budget_bytes`` (skips the bisection), a precomputed ``evaluation`` and ``info``.
 - Infeasible answers get ``info["min_budget_bytes"]`` by bisection over
   :meth:`BaseSolver.feasible_at` (which re-runs ``plan`` at another budget; override it
@@ -69,12 +72,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from slackopt._source import module_digest
 from slackopt.bisection import smallest_true
 from slackopt.errors import SolverError
 from slackopt.instance import Instance
 from slackopt.plan import Plan
+from slackopt.result import OPTIMAL_REL_TOL, PLAN_STATUSES, STATUSES, SolveResult, bound_error
 from slackopt.simulate import Evaluation, simulate
-from slackopt.solver import OPTIMAL_REL_TOL, PLAN_STATUSES, STATUSES, SolveResult, bound_error
 
 MIN_BUDGET_REL_TOL = 0.005
 """Resolution of :func:`min_budget_by_bisection`, as a share of P."""
@@ -110,6 +114,10 @@ class Param:
         choices: the allowed values (``str``), or the allowed items (``tuple``).
         none: None is allowed (means "the solver's default rule").
         doc: one line for messages and ``slackopt solvers``.
+        deprecated: why the hyperparameter is deprecated and what replaces it; a value
+            other than the ``__init__`` default then warns (FutureWarning) at
+            construction. The key stays accepted and in ``params`` (so store keys of
+            earlier runs still match).
     """
 
     type: type
@@ -120,6 +128,7 @@ class Param:
     choices: Sequence[Any] | None = None
     none: bool = False
     doc: str = ""
+    deprecated: str = ""
 
     def rule(self) -> str:
         """The constraint in words, e.g. ``"int >= 1 or None"``."""
@@ -186,6 +195,15 @@ class Param:
     def report(self, value: Any) -> Any:
         """The JSON form of a stored value (tuples become lists)."""
         return list(value) if isinstance(value, tuple) else value
+
+
+DEPRECATED_SEED_PARAM = Param(
+    int, deprecated="the seed comes from solve(seed=) (slackopt.solve(..., seed=K), "
+    "--seed K), the one seed source; this hyperparameter, used only when solve() gets "
+    "seed=None, will be removed")
+"""The spec of a ``seed`` hyperparameter kept for compatibility (genetic, milp): accepted
+and reported in ``params`` (store keys of earlier runs still match), a FutureWarning when
+set to anything but its default."""
 
 
 def param_names(cls: type) -> list[str]:
@@ -299,8 +317,8 @@ class BaseSolver:
         super().__init_subclass__(**kw)
         import sys
 
-        if cls.__module__ in sys.modules:  # snapshot the source being run (solver_code_id)
-            _module_digest(sys.modules[cls.__module__])
+        if cls.__module__ in sys.modules:  # snapshot the source being run (code identity)
+            module_digest(sys.modules[cls.__module__])
         if "name" not in cls.__dict__ or not cls.__dict__["name"]:
             cls.name = cls.__name__
         if "__init__" in cls.__dict__:
@@ -329,6 +347,11 @@ class BaseSolver:
                     f"{_solver_label(cls)}: {k} must be {cls.param_specs[k].rule()}, got "
                     f"{getattr(self, k)!r} ({e}); valid keys: {describe_params(cls)}"
                 ) from None
+            if cls.param_specs[k].deprecated and getattr(self, k) != param_defaults(cls)[k]:
+                import warnings
+
+                warnings.warn(f"{_solver_label(cls)}: {k}={getattr(self, k)!r}: "
+                              f"{cls.param_specs[k].deprecated}", FutureWarning, stacklevel=3)
         try:
             self.check_params()
         except ValueError as e:
@@ -400,7 +423,7 @@ class BaseSolver:
 
     @staticmethod
     def _proven(instance: Instance, M: int, out: Outcome, info: dict[str, Any]) -> str:
-        """The status word a plan with a lower bound L earns (slackopt.solver.SolveResult):
+        """The status word a plan with a lower bound L earns (slackopt.result.SolveResult):
         "optimal" if its simulated step T has (T - L) / L <= OPTIMAL_REL_TOL, else
         "bounded" with ``info["gap"]`` = (T - L) / L; "infeasible" if it does not fit.
 
@@ -422,7 +445,7 @@ class BaseSolver:
     def solve(self, instance: Instance, budget_bytes: int, *, time_limit_s: float | None = None,
               seed: int | None = None) -> SolveResult:
         """Plan, judge and time one instance under one budget; the result of :meth:`plan`
-        assembled into a :class:`~slackopt.solver.SolveResult`.
+        assembled into a :class:`~slackopt.result.SolveResult`.
 
         Status: the Outcome's when it sets one, else "feasible" when the evaluator finds
         the plan feasible under M and "infeasible" otherwise. A plan status with a
@@ -508,6 +531,23 @@ def check_time_limit(time_limit_s: Any) -> float | None:
     return float(time_limit_s)
 
 
+HARD_TIMEOUT_FACTOR = 1.5
+"""A solve may take up to ``HARD_TIMEOUT_FACTOR * time_limit_s + HARD_TIMEOUT_SLACK_S``
+(:func:`hard_deadline_s`)."""
+HARD_TIMEOUT_SLACK_S = 1.0
+
+
+def hard_deadline_s(time_limit_s: float | None) -> float | None:
+    """The wall-clock time (s) a solve with `time_limit_s` may take: ``1.5 t + 1 s``, the
+    contract's tolerance on a time limit (a search polls its clock and stops between
+    steps). :func:`slackopt.compare.compare` interrupts a run past it;
+    :func:`slackopt.testing.check_time_limit` checks a solver keeps to it. None for no
+    limit."""
+    if time_limit_s is None:
+        return None
+    return HARD_TIMEOUT_FACTOR * float(time_limit_s) + HARD_TIMEOUT_SLACK_S
+
+
 _WARMED: set[type] = set()
 
 
@@ -540,9 +580,9 @@ class Run:
 
     Attributes:
         time_limit_s: seconds allowed (None: no limit).
-        seed: the seed given (None: use a fixed default, e.g. ``run.seed_or(0)``). A
-            solver that substitutes its default may set ``run.seed`` to the seed it used;
-            the SolveResult reports ``run.seed``.
+        seed: the seed given to ``solve(seed=)`` (None: use a fixed default through
+            :meth:`seed_or`). A solver that substitutes its default sets ``run.seed`` to
+            the seed it used; the SolveResult reports ``run.seed``.
         started: ``time.perf_counter()`` at the start of the call.
     """
 
@@ -563,7 +603,8 @@ class Run:
         return self.remaining() <= 0
 
     def seed_or(self, default: int = 0) -> int:
-        """The seed, or `default` when None."""
+        """The seed of this call as an int, or `default` when ``solve`` got seed=None;
+        every seeded solver draws its seed here (genetic, milp)."""
         return default if self.seed is None else int(self.seed)
 
 
@@ -573,7 +614,7 @@ class Outcome:
 
     Attributes:
         plan: the plan, or None.
-        status: one of :data:`slackopt.solver.STATUSES`, or None to let the evaluator
+        status: one of :data:`slackopt.result.STATUSES`, or None to let the evaluator
             decide ("feasible"/"infeasible" under M).
         objective_s: the solver's own model value (s); None: the evaluated step time.
         lower_bound_s: a lower bound on the step time valid for every plan (s), or None.
@@ -606,167 +647,6 @@ def _as_outcome(x: Plan | Outcome | None) -> Outcome:
     raise TypeError(f"plan() returned {type(x).__name__}; expected a Plan, an Outcome or None")
 
 
-_SOURCE_DIGESTS: dict[tuple[str, int], str] = {}
-_NO_SOURCE = ""
-
-
-def _module_digest(mod: Any) -> str:
-    """sha256 of a module's source text, cached per module name and import (a reload
-    makes a new ``__spec__``, hence a new entry); "" when it has no source file."""
-    import hashlib
-
-    key = (mod.__name__, id(getattr(mod, "__spec__", None)))
-    if key not in _SOURCE_DIGESTS:
-        try:
-            text = inspect.getsource(mod)
-        except (OSError, TypeError):
-            _SOURCE_DIGESTS[key] = _NO_SOURCE
-        else:
-            _SOURCE_DIGESTS[key] = hashlib.sha256(text.encode()).hexdigest()
-    return _SOURCE_DIGESTS[key]
-
-
-def _code_modules(cls: type) -> dict[str, Any]:
-    """The modules whose source makes up `cls`'s code: the modules of its classes (MRO,
-    this base excluded), then, transitively, the modules they reference at top level
-    (imported modules, functions, classes) and the loaded submodules of their package,
-    restricted to the user's code: the same top-level package (``slackopt.solvers`` or a
-    user file's module) and, for a solver outside slackopt, what it imports from its own
-    folder (:func:`_folder_of` / :func:`_from_folder`: sibling modules and packages next
-    to its file). slackopt itself (the evaluator), the standard library and installed
-    packages are not part of it. Keys are the module names relative to that package
-    (``".vdnn"``; ``"."`` for the package or file itself) or ``"folder:NAME"`` for a
-    module from the solver's folder, so moving the package, the file or the folder keeps
-    the identity."""
-    import sys
-
-    roots = [sys.modules.get(c.__module__) for c in cls.__mro__
-             if c not in (BaseSolver, object) and c.__module__ in sys.modules]
-    if not roots:
-        return {}
-    first = cls.__module__
-    top = "slackopt.solvers" if first.startswith("slackopt.solvers") else first.split(".")[0]
-    shipped = top == "slackopt" or top.startswith("slackopt.")
-    home = None if shipped else _folder_of(sys.modules.get(first))
-
-    def key(mod: Any) -> str | None:
-        """The module's key if it is the user's code, else None."""
-        name = getattr(mod, "__name__", None)
-        if not isinstance(name, str):
-            return None
-        if name == top or name.startswith(top + "."):
-            return name[len(top):] or "."
-        if home is not None and _from_folder(name, home):
-            return f"folder:{name}"
-        return None
-
-    found: dict[str, Any] = {}
-    todo = [m for m in roots if m is not None and key(m) is not None]
-    while todo:
-        mod = todo.pop()
-        if mod.__name__ in found:
-            continue
-        found[mod.__name__] = mod
-        pkg = mod.__name__ if hasattr(mod, "__path__") else mod.__name__.rpartition(".")[0]
-        if pkg and pkg != top:
-            todo += [m for n, m in list(sys.modules.items()) if n.startswith(pkg + ".")
-                     and m is not None and key(m) is not None]
-        for v in list(vars(mod).values()):
-            name = v.__name__ if inspect.ismodule(v) else getattr(v, "__module__", None)
-            dep = sys.modules.get(name) if isinstance(name, str) else None
-            if dep is not None and key(dep) is not None and dep.__name__ not in found:
-                todo.append(dep)
-    return {key(mod): mod for mod in found.values()}  # type: ignore[misc]
-
-
-def _installed_dirs() -> list[Any]:
-    """The standard library's and installed packages' folders (resolved Paths)."""
-    import site
-    import sysconfig
-    from pathlib import Path
-
-    dirs = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
-    dirs |= set(getattr(site, "getsitepackages", list)())
-    return [Path(d).resolve() for d in dirs if d]
-
-
-def _folder_of(mod: Any) -> Any:
-    """The folder of a user's solver module file (resolved Path), or None: no file, or a
-    file among the standard library or installed packages (whose folder holds more than
-    the user's code)."""
-    from pathlib import Path
-
-    f = getattr(mod, "__file__", None)
-    if not f:
-        return None
-    folder = Path(f).resolve().parent
-    if any(p in ("site-packages", "dist-packages") for p in folder.parts):
-        return None
-    if any(folder == d or d in folder.parents for d in _installed_dirs()):
-        return None
-    return folder
-
-
-def _from_folder(name: str, home: Any) -> bool:
-    """Whether module `name` was imported from folder `home`: its top-level module is a
-    file or a package directly in `home` (home on ``sys.path``), and it is not slackopt."""
-    import sys
-    from pathlib import Path
-
-    root = name.split(".")[0]
-    if root == "slackopt":
-        return False
-    f = getattr(sys.modules.get(root), "__file__", None)
-    if not f:
-        return False
-    p = Path(f).resolve()
-    where = p.parent.parent if p.name == "__init__.py" else p.parent
-    return where == home
-
-
-def solver_code_id(cls: type) -> str:
-    """What identifies the code of solver class `cls`: 16 hex digits of a sha256 over the
-    source text of :func:`_code_modules`, or, for a class without a source file (defined
-    in a notebook cell or the REPL), over its methods' bytecode and constants.
-
-    Each module's source is read once per import (a reload reads it again); a
-    BaseSolver subclass's own module is read when the class is defined, so the digest is
-    that of the code this process runs even if the file is edited afterwards (the modules
-    it depends on are read when the identity is first asked for).
-
-    The store keys of :func:`slackopt.compare.compare` include it: a row computed by other
-    code is never returned. An edit to any of those modules (a comment included) changes
-    it, a helper module next to a user's solver file included (when the file imports it);
-    an edit to slackopt's evaluator or to an installed package does not. Code reached only
-    at call time (a module imported inside a function, a data file read) is not covered.
-    """
-    import hashlib
-
-    h = hashlib.sha256()
-    mods = _code_modules(cls)
-    digests = {name: _module_digest(mods[name]) for name in sorted(mods)}
-    for name, d in digests.items():
-        h.update(f"{name}:{d};".encode())
-    if not any(digests.values()):  # no source file: the loaded bytecode
-        for c in cls.__mro__:
-            if c in (BaseSolver, object):
-                continue
-            for k, v in sorted(vars(c).items()):
-                code = getattr(getattr(v, "__func__", v), "__code__", None)
-                if code is not None:
-                    h.update(f"{c.__qualname__}.{k}".encode() + _code_bytes(code))
-    return h.hexdigest()[:16]
-
-
-def _code_bytes(code: Any) -> bytes:
-    """Bytecode and constants of a code object, nested code objects included (no memory
-    addresses, so the same source gives the same bytes in every process)."""
-    out = [code.co_code, repr(code.co_names).encode()]
-    for c in code.co_consts:
-        out.append(_code_bytes(c) if hasattr(c, "co_code") else repr(c).encode())
-    return b"|".join(out)
-
-
 def min_budget_by_bisection(instance: Instance, feasible_at: Callable[[int], bool],
                             lo: int) -> int | None:
     """Smallest budget (bytes) in (lo, P] at which ``feasible_at`` holds, within
@@ -782,7 +662,23 @@ def min_budget_by_bisection(instance: Instance, feasible_at: Callable[[int], boo
     return smallest_true(feasible_at, int(lo), P, tol=max(1, math.ceil(MIN_BUDGET_REL_TOL * P)))
 
 
-__all__ = ["BaseSolver", "Param", "Outcome", "Run", "SolverParamError", "check_time_limit",
-           "describe_params",
-           "param_names", "non_default_params", "min_budget_by_bisection", "solver_code_id",
-           "MIN_BUDGET_REL_TOL"]
+__all__ = ["BaseSolver", "DEPRECATED_SEED_PARAM", "HARD_TIMEOUT_FACTOR", "HARD_TIMEOUT_SLACK_S",
+           "MIN_BUDGET_REL_TOL", "Outcome", "Param", "Run", "SolverParamError",
+           "check_time_limit", "describe_params", "hard_deadline_s", "min_budget_by_bisection",
+           "non_default_params", "param_names"]
+
+
+def __getattr__(name: str) -> Any:
+    """``slackopt.solverbase.solver_code_id``, the code identity's old home: now
+    :func:`slackopt.compare.code_id.solver_code_id` (the store's concern, not the
+    contract's); the old name still resolves, with a DeprecationWarning."""
+    if name == "solver_code_id":
+        import warnings
+
+        warnings.warn("slackopt.solverbase.solver_code_id moved to "
+                      "slackopt.compare.code_id.solver_code_id; import it from there",
+                      DeprecationWarning, stacklevel=2)
+        from slackopt.compare.code_id import solver_code_id
+
+        return solver_code_id
+    raise AttributeError(f"module 'slackopt.solverbase' has no attribute '{name}'")

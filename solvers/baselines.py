@@ -33,7 +33,7 @@ class KeepAll(BaseSolver):
     either way, so the evaluator can report where it fails. ``lower_bound_s`` = T*.
     """
 
-    name = "keep_all"
+    name = "keep-all"
 
     def plan(self, instance: Instance, budget_bytes: int, run: Run) -> Outcome:
         ok = int(budget_bytes) >= int(instance.P)
@@ -226,7 +226,7 @@ class RecomputeAll(BaseSolver):
     ``info["min_budget_bytes"]`` reports otherwise. Never uses the link.
     """
 
-    name = "recompute_all"
+    name = "recompute-all"
 
     def plan(self, instance: Instance, budget_bytes: int, run: Run) -> Outcome:
         return _fixed_plan_result(instance, Plan.uniform(instance, RECOMP), int(budget_bytes),
@@ -288,7 +288,7 @@ class SqrtCheckpoint(BaseSolver):
         segment: blocks per segment (default ceil(sqrt(L))).
     """
 
-    name = "sqrt_checkpoint"
+    name = "sqrt-checkpoint"
     param_specs = {"segment": Param(int, min=1, none=True, doc="blocks per segment")}
 
     def __init__(self, *, segment: int | None = None) -> None:

@@ -62,7 +62,7 @@ from slackopt.instance import Instance
 from slackopt.parentwatch import sigint_blocked
 from slackopt.plan import KEEP, RECOMP, SWAP, Plan
 from slackopt.simulate import simulate
-from slackopt.solverbase import BaseSolver, Outcome, Param, Run
+from slackopt.solverbase import DEPRECATED_SEED_PARAM, BaseSolver, Outcome, Param, Run
 from slackopt.solvers.seeds import NOT_CHEAP_SOLVERS, cheap_solver_names, seed_plans
 
 SEEDINGS = ("slackswap+baselines", "random")
@@ -292,7 +292,7 @@ class Genetic(BaseSolver):
 
     1. Generation 0. With ``seeding="slackswap+baselines"``: the plans of the seed solvers
        (by default every registered solver except this one and exact MILP solvers, at
-       least ``slackswap``, ``keep_all`` and ``checkpoint``; each asked with the run's seed
+       least ``slackswap``, ``keep-all`` and ``checkpoint``; each asked with the run's seed
        and a time limit of ``seed_time_limit_s``), duplicates removed, then mutated copies
        of the seeds (round robin) up to ``population`` individuals. With
        ``seeding="random"``: ``population`` uniformly random vectors (SwapAdvisor's start).
@@ -363,7 +363,8 @@ class Genetic(BaseSolver):
             `progress_s` seconds (generation, plans scored, best step and throughput
             (the incumbent), the lower bound T* and the gap to it, time used); 0 after
             every generation, None never.
-        seed: random seed used when :meth:`solve` gets none.
+        seed: deprecated (a FutureWarning when not 0): the seed used when :meth:`solve`
+            gets none; pass the seed to ``solve(seed=)`` instead, the one seed source.
 
     Raises:
         SolverParamError: a hyperparameter out of range (the message lists the valid keys).
@@ -382,7 +383,8 @@ class Genetic(BaseSolver):
         "seed_time_limit_s": Param(float, positive=True), "unique": Param(bool),
         "workers": Param(int, min=1),
         "mp_start_method": Param(str, choices=("fork", "spawn", "forkserver"), none=True),
-        "progress_s": Param(float, min=0.0, none=True), "seed": Param(int),
+        "progress_s": Param(float, min=0.0, none=True),
+        "seed": DEPRECATED_SEED_PARAM,
     }
     min_budget_search = False  # infeasible answers state the best plan's peak instead
 
@@ -443,7 +445,8 @@ class Genetic(BaseSolver):
         left of that share; those not started when it is spent are skipped); generations
         stop when the next one (estimated from the last) would end past the limit.
         Generation 0 always completes. ``run.seed``: the random seed (None: the
-        constructor's, then reported as the result's seed).
+        deprecated ``seed`` hyperparameter, 0 by default, then reported as the result's
+        seed).
 
         Returns:
             The best plan found, status "optimal" (runs at T*), "feasible" or
@@ -456,7 +459,7 @@ class Genetic(BaseSolver):
                 and run.time_limit_s is None:
             raise ValueError("genetic: give a generation limit, an evaluation limit or a "
                              "time limit")
-        run.seed = seed = self.seed if run.seed is None else int(run.seed)
+        run.seed = seed = run.seed_or(self.seed)
         with _RANDOM_LOCK:
             state = random.getstate()
             random.seed(seed)

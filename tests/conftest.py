@@ -1,4 +1,4 @@
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).parent))
+"""Shared pytest configuration. The tests are one package (``tests/__init__.py``): shared
+builders live in helper modules imported by package name (``tests.helpers``,
+``tests.strategies``, ``tests.planner_instances``, ``tests.torch_models``), never through
+sys.path."""

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from planner_instances import blocks
 
 import slackopt.solvers.baselines as bl
 from slackopt import get_solver, simulate, solve
 from slackopt.bisection import smallest_true
 from slackopt.plan import KEEP, RECOMP, Plan
 from slackopt.solvers.baselines import Checkpoint, KeepAll, checkpoint_blocks, checkpoint_plan
+from tests.planner_instances import blocks
 
 
 @pytest.fixture(scope="module")
@@ -22,7 +22,7 @@ def tiny():
 
 
 def test_registered():
-    assert isinstance(get_solver("keep_all"), KeepAll)
+    assert isinstance(get_solver("keep-all"), KeepAll)
     assert isinstance(get_solver("checkpoint"), Checkpoint)
 
 
@@ -35,7 +35,7 @@ def test_keep_all():
     assert res.info["gap"] == 0.0
     ev = simulate(inst, res.plan, inst.P)
     assert ev.feasible and ev.step_time_s == pytest.approx(inst.ideal_time_s)
-    res = solve(inst, "keep_all", inst.P - 1)
+    res = solve(inst, "keep-all", inst.P - 1)
     assert res.status == "infeasible"
     assert res.info["min_budget_bytes"] == inst.P
     assert not res.evaluation.feasible

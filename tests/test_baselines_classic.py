@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import lane
-from test_runtimes import _cache_instance, mk
 
 from slackopt import get_solver, simulate, solve
 from slackopt.plan import KEEP, RECOMP, SWAP, Plan
@@ -30,6 +28,8 @@ from slackopt.solvers.slackswap_ablations import (
 from slackopt.solvers.superneurons import SuperNeurons, superneurons_plan
 from slackopt.solvers.swapadvisor import SwapAdvisor, belady_victims, swapadvisor_plan
 from slackopt.solvers.vdnn import VDNN, vdnn_plan
+from tests.helpers import lane
+from tests.test_runtimes import _cache_instance, mk
 
 approx = lambda x: pytest.approx(x, rel=1e-12, abs=1e-12)  # noqa: E731
 
@@ -47,7 +47,7 @@ def _decisions(inst, plan):
 
 @pytest.mark.parametrize("name, cls", [
     ("vdnn", VDNN), ("superneurons", SuperNeurons), ("swapadvisor", SwapAdvisor),
-    ("sqrt_checkpoint", SqrtCheckpoint), ("recompute_all", RecomputeAll),
+    ("sqrt-checkpoint", SqrtCheckpoint), ("recompute-all", RecomputeAll),
     ("slackswap-swap-first", SlackSwapSwapFirst),
     ("slackswap-recompute-only", SlackSwapRecomputeOnly),
     ("slackswap-barriers", SlackSwapBarriers)])
@@ -272,11 +272,11 @@ def test_ablation_variants_are_slackswap_with_one_idea_removed(tiny):
 
 def test_infeasible_answers_carry_min_budget(tiny):
     M = int(0.02 * tiny.P)
-    for name in ("vdnn", "superneurons", "swapadvisor", "sqrt_checkpoint", "recompute_all",
+    for name in ("vdnn", "superneurons", "swapadvisor", "sqrt-checkpoint", "recompute-all",
                  "slackswap-barriers"):
         res = solve(tiny, name, M)
         assert res.status == "infeasible", name
         mb = res.info["min_budget_bytes"]
         assert mb is None or M < mb <= tiny.P * 1.5, name
-        if mb is not None and name not in ("sqrt_checkpoint", "recompute_all"):
+        if mb is not None and name not in ("sqrt-checkpoint", "recompute-all"):
             assert solve(tiny, name, mb).status == "feasible", name

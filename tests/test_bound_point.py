@@ -29,9 +29,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from strategies import sample
-from test_milp_bounds import random_instance
-from test_milp_soundness_cases import same_producer
 
 from slackopt import Instance, Link, Op, Recipe, Tensor
 from slackopt.io import load_instance
@@ -45,6 +42,9 @@ from slackopt.solvers.milp.checkpoint import (
 from slackopt.solvers.milp.model import model_floor
 from slackopt.solvers.milp.runpoint import read_run
 from slackopt.solvers.milp.timing_bound import build_timing_model, timing_point
+from tests.strategies import sample
+from tests.test_milp_bounds import random_instance
+from tests.test_milp_soundness_cases import same_producer
 
 DATA = Path(__file__).parent / "data" / "milp_soundness"
 SEEDS = int(os.environ.get("BOUND_POINT_SEEDS", "8"))

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from strategies import budgets, instances
+from tests.strategies import budgets, instances
 from typer.testing import CliRunner
 
 import slackopt

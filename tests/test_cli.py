@@ -10,13 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_io import small_instance
 
 import slackopt.solver as solver_mod
 from slackopt import io
 from slackopt.cli import main
 from slackopt.plan import KEEP, RECOMP, Plan
 from slackopt.solver import SolveResult
+from tests.test_io import small_instance
 
 
 def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -129,7 +129,7 @@ def test_solvers_json(capsys: pytest.CaptureFixture[str]) -> None:
     rc, out, err = run(capsys, "solvers", "--json")
     assert rc == 0
     rows = json.loads(out)["solvers"]
-    assert {"slackswap", "keep_all", "checkpoint"} <= {r["name"] for r in rows}
+    assert {"slackswap", "keep-all", "checkpoint"} <= {r["name"] for r in rows}
     for r in rows:
         assert set(r) == {"name", "target", "summary", "error"}
         assert (r["summary"] is None) != (r["error"] is None)
@@ -355,7 +355,7 @@ def test_simulate_notes_a_plan_made_for_another_instance(tmp_path, capsys):
     a = Path(__file__).parent.parent / "instances" / "teaching" / "tiny-gpt_a100-pcie4.json"
     b = Path(__file__).parent.parent / "instances" / "teaching" / "tiny-gpt_titanx-pcie3.json"
     plan = tmp_path / "plan.json"
-    assert main(["solve", str(a), "--solver", "keep_all", "--budget", "1.0", "-o", str(plan),
+    assert main(["solve", str(a), "--solver", "keep-all", "--budget", "1.0", "-o", str(plan),
                  "--json"]) == 0
     capsys.readouterr()
     assert main(["simulate", str(b), str(plan), "--json"]) == 0
@@ -364,7 +364,7 @@ def test_simulate_notes_a_plan_made_for_another_instance(tmp_path, capsys):
     assert "was made for instance 'tiny_a100-pcie4'" in out.err
 
 
-@pytest.mark.parametrize("solver", ["keep_all", "milp"])  # milp has both as keywords too
+@pytest.mark.parametrize("solver", ["keep-all", "milp"])  # milp has both as keywords too
 @pytest.mark.parametrize("param,option", [("time_limit_s=5", "--time-limit"),
                                           ("seed=3", "--seed")])
 def test_solve_params_that_have_their_own_option(capsys: pytest.CaptureFixture[str],
@@ -423,7 +423,7 @@ def test_a_bad_recorded_budget_is_named(capsys: pytest.CaptureFixture[str],
 
 def test_an_infeasible_result_has_no_step_time(capsys: pytest.CaptureFixture[str],
                                                files: dict[str, Path]) -> None:
-    rc, out, err = run(capsys, "solve", files["inst"], "-s", "keep_all", "-b", "0.5", "--json")
+    rc, out, err = run(capsys, "solve", files["inst"], "-s", "keep-all", "-b", "0.5", "--json")
     ev = json.loads(out)["evaluation"]
     assert rc == 0 and ev["feasible"] is False
     assert ev["step_time_s"] is None and ev["throughput"] == 0.0
@@ -440,9 +440,9 @@ def test_an_infeasible_result_has_no_step_time(capsys: pytest.CaptureFixture[str
 def test_a_bare_budget_above_one_is_refused_with_the_fix(
         capsys: pytest.CaptureFixture[str], files: dict[str, Path], budget: str, fix: str
         ) -> None:
-    assert_user_error(*run(capsys, "solve", files["inst"], "-s", "keep_all", "-b", budget),
+    assert_user_error(*run(capsys, "solve", files["inst"], "-s", "keep-all", "-b", budget),
                       "fraction of P", fix)
-    rc, out, err = run(capsys, "solve", files["inst"], "-s", "keep_all", "-b", f"{budget}P",
+    rc, out, err = run(capsys, "solve", files["inst"], "-s", "keep-all", "-b", f"{budget}P",
                        "--json")
     assert rc == 0 and json.loads(out)["budget_bytes"] == int(float(budget) *
                                                               small_instance().P)
@@ -475,9 +475,9 @@ def test_time_limit_has_one_rule_in_solve_and_compare(capsys: pytest.CaptureFixt
                                                       command: str) -> None:
     """solve and compare take the same --time-limit: finite seconds >= 0 (inf, nan and
     negative values are refused with the fix); a finite limit runs."""
-    args = (["solve", files["inst"], "--solver", "keep_all", "--budget", "1.0"]
+    args = (["solve", files["inst"], "--solver", "keep-all", "--budget", "1.0"]
             if command == "solve" else
-            ["compare", files["inst"], "--solvers", "keep_all", "--budgets", "1.0"])
+            ["compare", files["inst"], "--solvers", "keep-all", "--budgets", "1.0"])
     for bad in ("inf", "nan", "-1"):
         assert_user_error(*run(capsys, *args, "--time-limit", bad, "--json"), "--time-limit",
                           "must be a finite number >= 0", "leave --time-limit out")
@@ -504,9 +504,9 @@ def test_time_limit_rule_is_the_api_rule(files: dict[str, Path]) -> None:
         with pytest.raises(SolverError, match="must be a finite number >= 0"):
             check_time_limit(bad)
     with pytest.raises(SolverError, match="must be a finite number >= 0"):
-        slackopt.solve(inst, "keep_all", 1.0, time_limit_s=math.inf)
+        slackopt.solve(inst, "keep-all", 1.0, time_limit_s=math.inf)
     with pytest.raises(SolverError, match="must be a finite number >= 0"):
-        compare([inst], ["keep_all"], [1.0], time_limit_s=math.inf, progress=False)
+        compare([inst], ["keep-all"], [1.0], time_limit_s=math.inf, progress=False)
 
 
 def test_make_limits_name_the_option(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

@@ -32,7 +32,7 @@ TINY = ROOT / "instances" / "teaching" / "tiny-gpt_a100-pcie4.json"
 CHAIN = ROOT / "instances" / "teaching" / "chain8_a100-pcie4.json"
 PAPER = sorted((ROOT / "instances" / "paper").glob("*.json"))
 TEN_BUDGETS = [1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1]
-FAST = ["keep_all", "checkpoint", "slackswap"]
+FAST = ["keep-all", "checkpoint", "slackswap"]
 """Solvers that plan a paper instance in milliseconds (search-based solvers are not
 swept in the tests: CI has two cores)."""
 NONDETERMINISTIC = ["planning_time_s"]
@@ -97,14 +97,14 @@ def _same(a: pd.DataFrame, b: pd.DataFrame) -> None:
 
 # ----------------------------------------------------------------------------- the table
 def test_tidy_table_one_row_per_run() -> None:
-    df = compare([TINY, CHAIN], ["keep_all", ("slackswap", {"g": 0.02})], [1.0, 0.7],
+    df = compare([TINY, CHAIN], ["keep-all", ("slackswap", {"g": 0.02})], [1.0, 0.7],
                  seeds=[0, 1], progress=False)
     assert list(df.columns) == list(COLUMNS)
     assert len(df) == 2 * 2 * 2 * 2
     # Grid order: instance, budget, solver, seed.
     assert list(df["instance"].iloc[[0, 8]]) == ["tiny_a100-pcie4", "chain8-seed0_a100-pcie4"]
     assert list(df["budget_fraction"].iloc[:8]) == [1.0] * 4 + [0.7] * 4
-    assert list(df["solver"].iloc[:4]) == ["keep_all", "keep_all", "slackswap", "slackswap"]
+    assert list(df["solver"].iloc[:4]) == ["keep-all", "keep-all", "slackswap", "slackswap"]
     assert list(df["seed"].iloc[:2]) == [0, 1]
     # every hyperparameter, canonical JSON: ("slackswap", {"g": 0.02}) and "slackswap"
     # are the same experiment (BaseSolver.params)
@@ -120,7 +120,7 @@ def test_tidy_table_one_row_per_run() -> None:
     assert (feas["gap_to_bound"] >= -1e-12).all() and (feas["gap_to_best"] >= -1e-12).all()
     assert (df["best_lower_bound_s"] >= df["ideal_time_s"] - 1e-15).all()
     # keep_all does not fit 0.7 P: a row with no step and the evaluator's reason.
-    ka = df[(df["solver"] == "keep_all") & (df["budget_fraction"] == 0.7)]
+    ka = df[(df["solver"] == "keep-all") & (df["budget_fraction"] == 0.7)]
     assert (ka["status"] == "infeasible").all() and ka["step_time_s"].isna().all()
     assert ka["message"].str.contains("cannot allocate").all()
     assert (ka["min_budget_bytes"] == ka["P_bytes"]).all()
@@ -134,21 +134,21 @@ def test_tidy_table_one_row_per_run() -> None:
 
 
 def test_a_failing_solver_is_a_row_not_a_crash() -> None:
-    df = compare([TINY], [Boom(), "keep_all", SaysTimeout()], [1.0], progress=False)
+    df = compare([TINY], [Boom(), "keep-all", SaysTimeout()], [1.0], progress=False)
     boom = df[df["solver"] == "boom"].iloc[0]
     assert boom["status"] == "error" and "RuntimeError: kaboom" in boom["message"]
     assert not boom["feasible"] and np.isnan(boom["step_time_s"])
-    assert df[df["solver"] == "keep_all"].iloc[0]["status"] == "optimal"  # M = P: T = T*
+    assert df[df["solver"] == "keep-all"].iloc[0]["status"] == "optimal"  # M = P: T = T*
     said = df[df["solver"] == "says_timeout"].iloc[0]
     assert said["status"] == "timeout" and said["feasible"]  # its plan is still scored
 
 
 def test_a_solver_past_its_deadline_becomes_a_timeout_row() -> None:
     # Sleepy sleeps 60 s and then fails the test: only the deadline ends it sooner.
-    df = compare([TINY], [Sleepy(), "keep_all"], [1.0], time_limit_s=0.01, progress=False)
+    df = compare([TINY], [Sleepy(), "keep-all"], [1.0], time_limit_s=0.01, progress=False)
     row = df[df["solver"] == "sleepy"].iloc[0]
     assert row["status"] == "timeout" and "interrupted" in row["message"]
-    assert df[df["solver"] == "keep_all"].iloc[0]["status"] == "optimal"  # M = P: T = T*
+    assert df[df["solver"] == "keep-all"].iloc[0]["status"] == "optimal"  # M = P: T = T*
     assert (df["time_limit_s"] == 0.01).all()
 
 
@@ -160,9 +160,9 @@ def test_bad_input_is_refused_before_running() -> None:
                                           r"< 1, default 0.02\), max_rounds"):
         compare([TINY], [("slackswap", {"no_such_knob": 1})], [0.5], progress=False)
     with pytest.raises(SlackoptError, match="budget"):
-        compare([TINY], ["keep_all"], ["half"], progress=False)
+        compare([TINY], ["keep-all"], ["half"], progress=False)
     with pytest.raises(FileFormatError, match="file not found"):
-        compare([TINY.with_name("missing.json")], ["keep_all"], [0.5], progress=False)
+        compare([TINY.with_name("missing.json")], ["keep-all"], [0.5], progress=False)
 
 
 # ----------------------------------------------------------------------------- the store
@@ -208,7 +208,7 @@ def test_subset_then_full_set_adds_only_the_missing_rows(tmp_path: Path) -> None
                                             "gap_to_best")]
     pd.testing.assert_frame_equal(stored[keep].reset_index(drop=True), first[keep])
     # A different time limit is a different experiment: new runs, none replaced.
-    limited = compare([TINY], ["keep_all"], [1.0], store=store, time_limit_s=5, progress=False)
+    limited = compare([TINY], ["keep-all"], [1.0], store=store, time_limit_s=5, progress=False)
     assert limited.attrs["runs_now"] == 1
     with ResultStore(store) as st:
         assert len(st.keys()) == 19
@@ -225,7 +225,7 @@ def test_store_refuses_files_it_did_not_write(tmp_path: Path) -> None:
     before = other.read_bytes()
     for path in (csv, other):
         with pytest.raises(FileFormatError, match="not a slackopt compare store"):
-            compare([TINY], ["keep_all"], [1.0], store=path, progress=False)
+            compare([TINY], ["keep-all"], [1.0], store=path, progress=False)
     assert csv.read_text() == "a,b\n1,2\n" and other.read_bytes() == before
 
 
@@ -357,7 +357,7 @@ def test_a_store_of_schema_1_opens_resumes_and_migrates(tmp_path: Path) -> None:
 def test_results_files_round_trip(tmp_path: Path, suffix: str) -> None:
     if suffix == ".parquet":
         pytest.importorskip("pyarrow")
-    df = compare([TINY], [Boom(), "keep_all", "slackswap"], [1.0, 0.5], seeds=[None, 3],
+    df = compare([TINY], [Boom(), "keep-all", "slackswap"], [1.0, 0.5], seeds=[None, 3],
                  progress=False)
     path = write_results(df, tmp_path / f"r{suffix}")
     back = read_results(path)
@@ -378,27 +378,27 @@ def test_cli_compare(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
 
     out = tmp_path / "t.csv"
     store = tmp_path / "s.sqlite"
-    rc = main(["compare", str(TINY), "--solvers", "keep_all,slackswap", "--budgets", "1.0,0.5",
+    rc = main(["compare", str(TINY), "--solvers", "keep-all,slackswap", "--budgets", "1.0,0.5",
                "--store", str(store), "--out", str(out), "--json"])
     o, e = capsys.readouterr()
     assert rc == 0, e
     doc = json.loads(o)
     assert doc["runs"] == 4 and doc["runs_now"] == 4 and doc["out"] == str(out)
-    assert [r["solver"] for r in doc["rows"]] == ["keep_all", "slackswap"] * 2
+    assert [r["solver"] for r in doc["rows"]] == ["keep-all", "slackswap"] * 2
     assert doc["rows"][2]["step_time_s"] is None  # keep_all at 0.5 P: infeasible, no step
     assert len(read_results(out)) == 4
-    rc = main(["compare", str(TINY), "--solvers", "keep_all,slackswap", "--budgets", "1.0,0.5",
+    rc = main(["compare", str(TINY), "--solvers", "keep-all,slackswap", "--budgets", "1.0,0.5",
                "--store", str(store)])
     o, e = capsys.readouterr()
     assert rc == 0 and "4 runs: 0 run now, 4 from the store" in o
     assert "tiny_a100-pcie4" in o and "slackswap" in o
     for args, words in [
         (["--solvers", "nope", "--budgets", "0.5"], ["unknown solver 'nope'"]),
-        (["--solvers", "keep_all", "--budgets", "0.5,,0.3"], ["comma-separated"]),
-        (["--solvers", "keep_all", "--budgets", "0.5", "--out", str(out)], ["exists"]),
-        (["--solvers", "keep_all", "--budgets", "0.5", "--out", str(tmp_path / "x.xlsx")],
+        (["--solvers", "keep-all", "--budgets", "0.5,,0.3"], ["comma-separated"]),
+        (["--solvers", "keep-all", "--budgets", "0.5", "--out", str(out)], ["exists"]),
+        (["--solvers", "keep-all", "--budgets", "0.5", "--out", str(tmp_path / "x.xlsx")],
          ["unknown results format"]),
-        (["--solvers", "keep_all", "--budgets", "0.5", "--store", str(out)],
+        (["--solvers", "keep-all", "--budgets", "0.5", "--store", str(out)],
          ["not a slackopt compare store"]),
     ]:
         rc = main(["compare", str(TINY), *args])
@@ -416,7 +416,7 @@ def test_cli_compare_says_which_folders_it_created(tmp_path: Path,
 
     store = tmp_path / "runs" / "2026" / "s.sqlite"
     out = tmp_path / "tables" / "t.csv"
-    args = ["compare", str(TINY), "--solvers", "keep_all", "--budgets", "1.0", "--json"]
+    args = ["compare", str(TINY), "--solvers", "keep-all", "--budgets", "1.0", "--json"]
     rc = main([*args, "--store", str(store), "--out", str(out)])
     o, e = capsys.readouterr()
     assert rc == 0, e

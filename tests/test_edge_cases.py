@@ -63,13 +63,13 @@ def test_edge_files_are_what_the_script_writes(tmp_path: Path) -> None:
 def test_two_readers_stays_resident_until_the_last_reader(capsys, tmp_path) -> None:
     # a (100 B) is read by b2 and b1; bX between them holds 60 B of workspace. a stays
     # until b1, so the keep-all peak is at bX: P = 100 + 60 = 160 (not the forward 150).
-    d = solve_json(capsys, "two_readers", "keep_all", "1.0")
+    d = solve_json(capsys, "two_readers", "keep-all", "1.0")
     assert d["status"] == "optimal" and d["peak_bytes_keep_all"] == 160
     ev = d["evaluation"]
     # T* = 1 + 1.5 + 3 * 1 = 5.5 s.
     assert ev["feasible"] and ev["step_time_s"] == approx(5.5) and ev["peak_bytes"] == 160
     # One byte less: keep-all fails at bX (a still resident), smallest budget 160.
-    d = solve_json(capsys, "two_readers", "keep_all", "159B")
+    d = solve_json(capsys, "two_readers", "keep-all", "159B")
     assert d["status"] == "infeasible" and d["min_budget_bytes"] == 160
     assert "'bX' cannot allocate 60 B" in d["evaluation"]["failure"]
     # SlackSwap: a cannot be rebuilt and its 1 s D2H ends after (1 - g) T_F of the
@@ -167,7 +167,7 @@ def test_slow_link_shows_as_stalls_not_early_frees(capsys, tmp_path) -> None:
 
 
 # ----------------------------------------------------------------------------- case 10
-@pytest.mark.parametrize("solver", ["slackswap", "keep_all", "checkpoint", "sqrt_checkpoint"])
+@pytest.mark.parametrize("solver", ["slackswap", "keep-all", "checkpoint", "sqrt-checkpoint"])
 @pytest.mark.parametrize("budget", ["0B", "0.5", "1.0"])
 def test_zero_byte_tensors_fit_any_budget(capsys, solver, budget) -> None:
     # Every tensor has 0 bytes: P = 0, so even M = 0 is keep-all at T* = 4 s.
@@ -177,7 +177,7 @@ def test_zero_byte_tensors_fit_any_budget(capsys, solver, budget) -> None:
     assert d["decisions"] == {"keep": 2, "swap": 0, "recomp": 0}
 
 
-@pytest.mark.parametrize("solver", ["slackswap", "keep_all", "checkpoint", "sqrt_checkpoint"])
+@pytest.mark.parametrize("solver", ["slackswap", "keep-all", "checkpoint", "sqrt-checkpoint"])
 def test_no_saved_tensors(capsys, solver) -> None:
     # One 64-byte forward temporary, nothing saved: P = 64, nothing to decide.
     d = solve_json(capsys, "no_saved", solver, "1.0")
@@ -188,7 +188,7 @@ def test_no_saved_tensors(capsys, solver) -> None:
         assert d["status"] == "infeasible" and d["min_budget_bytes"] == 64
 
 
-@pytest.mark.parametrize("solver", ["slackswap", "keep_all", "checkpoint", "sqrt_checkpoint"])
+@pytest.mark.parametrize("solver", ["slackswap", "keep-all", "checkpoint", "sqrt-checkpoint"])
 def test_budget_above_p_is_keep_all(capsys, solver) -> None:
     d = solve_json(capsys, "recompute_chain", solver, "2.5P")
     assert d["status"] == "optimal" and d["budget_bytes"] == 625  # keep-all at T*
@@ -238,13 +238,13 @@ def test_unet2_checkpointing_by_hand(capsys) -> None:
     d = solve_json(capsys, "unet2", "checkpoint", "4415B")
     assert d["status"] == "infeasible" and d["min_budget_bytes"] == 4416
     assert d["info"]["k"] == 1 and d["info"]["peak_bytes"] == 4416
-    d = solve_json(capsys, "unet2", "sqrt_checkpoint", "4096B")
+    d = solve_json(capsys, "unet2", "sqrt-checkpoint", "4096B")
     assert d["status"] == "feasible" and d["evaluation"]["peak_bytes"] == 4096
     assert d["decisions"] == {"keep": 2, "swap": 0, "recomp": 6}
-    d = solve_json(capsys, "unet2", "sqrt_checkpoint", "4095B")
+    d = solve_json(capsys, "unet2", "sqrt-checkpoint", "4095B")
     assert d["status"] == "infeasible" and d["min_budget_bytes"] == 4096
     # At M >= P both return keep-all: T = T* (sqrt used to return a 1.32x slower plan).
-    for solver in ("checkpoint", "sqrt_checkpoint"):
+    for solver in ("checkpoint", "sqrt-checkpoint"):
         d = solve_json(capsys, "unet2", solver, "1.0")
         assert d["decisions"] == {"keep": 8, "swap": 0, "recomp": 0}
         assert d["evaluation"]["step_time_s"] == T_star
@@ -257,7 +257,7 @@ def test_unet1_checkpointing_does_not_apply_and_says_so(capsys, tmp_path) -> Non
     path = tmp_path / "unet1.json"
     assert main(["make", "unet", "--layers", "1", "-o", str(path)]) == 0
     capsys.readouterr()
-    for solver in ("checkpoint", "sqrt_checkpoint"):
+    for solver in ("checkpoint", "sqrt-checkpoint"):
         rc = main(["solve", str(path), "--solver", solver, "--budget", "0.8", "--json"])
         out, err = capsys.readouterr()
         d = json.loads(out)
@@ -277,7 +277,7 @@ def test_unet_checkpoint_never_exceeds_keep_all(levels) -> None:
     P = inst.P
     for frac in np.round(np.arange(0.3, 1.21, 0.1), 2):
         M = int(frac * P)
-        for name in ("checkpoint", "sqrt_checkpoint"):
+        for name in ("checkpoint", "sqrt-checkpoint"):
             res = solve(inst, name, M)
             peak = simulate(inst, res.plan, UNBOUNDED_BYTES).peak_bytes
             assert peak <= P, (name, frac)
@@ -299,4 +299,4 @@ def test_unet_checkpoint_never_exceeds_keep_all(levels) -> None:
         res = solve(inst, "checkpoint", 0)
         assert res.info["min_budget_bytes"] == best
     sq = simulate(inst, sqrt_checkpoint_plan(inst), UNBOUNDED_BYTES).peak_bytes
-    assert solve(inst, "sqrt_checkpoint", 0).info["min_budget_bytes"] == min(sq, P)
+    assert solve(inst, "sqrt-checkpoint", 0).info["min_budget_bytes"] == min(sq, P)

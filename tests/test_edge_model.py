@@ -14,8 +14,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import build, lane
-from test_cli import assert_user_error, run
 
 from slackopt import Instance, Plan, simulate, solve
 from slackopt.errors import FileFormatError, InstanceError, PlanError
@@ -23,6 +21,8 @@ from slackopt.instance import Recipe, Tensor
 from slackopt.io import instance_from_dict, instance_to_dict, load_instance
 from slackopt.plan import KEEP, RECOMP
 from slackopt.solver import registered_solvers
+from tests.helpers import build, lane
+from tests.test_cli import assert_user_error, run
 
 EDGE = Path(__file__).resolve().parents[1] / "instances" / "edge"
 approx = lambda x: pytest.approx(x, rel=1e-12, abs=1e-12)  # noqa: E731

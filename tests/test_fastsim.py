@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from test_simulate_properties import SETTINGS, cases
 
 from slackopt import Instance, Plan, simulate
 from slackopt.workloads import make
+from tests.test_simulate_properties import SETTINGS, cases
 
 
 def same(inst, plan, M):

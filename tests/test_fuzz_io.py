@@ -34,11 +34,11 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_io import small_instance
 
 from slackopt import io
 from slackopt.cli import main
 from slackopt.plan import Plan
+from tests.test_io import small_instance
 
 ROOT = Path(__file__).resolve().parents[1]
 SETTINGS = settings(max_examples=100, deadline=1000, derandomize=True, database=None,
@@ -62,7 +62,7 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     # warm up imports, entry points and the compiled evaluator (numba compiles or loads
     # its cache on first use) outside the timed examples
     for argv in (["describe", str(d / "instance.json")],
-                 ["solve", str(d / "instance.json"), "--solver", "keep_all", "--budget", "1.0"],
+                 ["solve", str(d / "instance.json"), "--solver", "keep-all", "--budget", "1.0"],
                  ["solve", str(d / "instance.json"), "--solver", "slackswap", "--budget", "0.5"],
                  ["simulate", str(d / "instance.json"), str(d / "plan.json"), "--budget",
                   "0.5"]):
@@ -86,7 +86,7 @@ def check(capsys: pytest.CaptureFixture[str], workdir: Path, data: bytes, kind: 
         cmds = [["simulate", str(workdir / "instance.json"), str(path), "--json"]]
     else:
         cmds = [["describe", str(path), "--json"],
-                ["solve", str(path), "--solver", "keep_all", "--budget", "1.0", "--json"]]
+                ["solve", str(path), "--solver", "keep-all", "--budget", "1.0", "--json"]]
     for argv in cmds:
         rc, out, err = run_cli(capsys, argv)
         assert "Traceback" not in out + err

@@ -12,8 +12,6 @@ import random
 
 import numpy as np
 import pytest
-from planner_instances import blocks
-from planner_instances import chain as hand_chain
 
 from slackopt import get_solver, simulate, solve
 from slackopt.plan import KEEP, RECOMP, SWAP, Plan
@@ -27,6 +25,8 @@ from slackopt.solvers.genetic import (
     score,
 )
 from slackopt.workloads import make
+from tests.planner_instances import blocks
+from tests.planner_instances import chain as hand_chain
 
 SEARCH = dict(population=24, generations=60)
 """Search size of the optimum tests: at most ~1,500 plans of the 4,374 (or fewer) there."""
@@ -90,7 +90,7 @@ def test_finds_the_enumerated_optimum(enum_instances, name, frac, seeding):
     assert inst.n_saved <= 8
     M = int(frac * inst.P)
     opt = enumerated_optimum(inst, M)
-    res = Genetic(seeding=seeding, seed=1, **SEARCH).solve(inst, M)
+    res = Genetic(seeding=seeding, **SEARCH).solve(inst, M, seed=1)
     if opt is None:
         assert res.status == "infeasible"
         assert res.info["history"][-1]["best_over_bytes"] > 0
@@ -108,7 +108,7 @@ def test_finds_the_enumerated_optimum(enum_instances, name, frac, seeding):
 @pytest.mark.parametrize("frac", [0.5, 0.7])
 def test_never_worse_than_the_best_seed(tiny, frac):
     M = int(frac * tiny.P)
-    named = {n: solve(tiny, n, M).evaluation for n in ("slackswap", "checkpoint", "keep_all")}
+    named = {n: solve(tiny, n, M).evaluation for n in ("slackswap", "checkpoint", "keep-all")}
     for gens in (0, 4):
         res = solve(tiny, "genetic", M, population=12, generations=gens)
         seeds = res.info["seeds"]
@@ -134,15 +134,18 @@ def test_never_worse_than_the_best_seed(tiny, frac):
 
 def test_deterministic_for_a_seed_and_any_worker_count(tiny):
     M = int(0.5 * tiny.P)
-    kw = dict(population=12, generations=5, seed=7)
-    a = Genetic(**kw).solve(tiny, M)
-    b = Genetic(**kw).solve(tiny, M)
-    c = Genetic(workers=2, **kw).solve(tiny, M)
+    kw = dict(population=12, generations=5)
+    a = Genetic(**kw).solve(tiny, M, seed=7)
+    b = Genetic(**kw).solve(tiny, M, seed=7)
+    c = Genetic(workers=2, **kw).solve(tiny, M, seed=7)
     assert a.plan == b.plan == c.plan
     assert a.info["history"] == b.info["history"] == c.info["history"]
     assert a.info["evaluations"] == c.info["evaluations"] and c.info["workers"] == 2
-    # The solve() seed overrides the constructor's.
-    d = Genetic(population=12, generations=5, seed=0).solve(tiny, M, seed=7)
+    # The deprecated constructor seed (a FutureWarning) is the fallback for seed=None
+    # only: the solve() seed wins over it.
+    with pytest.warns(FutureWarning, match=r"seed=3: the seed comes from solve\(seed=\)"):
+        old = Genetic(population=12, generations=5, seed=3)
+    d = old.solve(tiny, M, seed=7)
     assert d.plan == a.plan and d.seed == 7
 
 
@@ -155,7 +158,7 @@ def test_restores_the_global_random_state(tiny):
 
 def test_random_start(tiny):
     M = int(0.6 * tiny.P)
-    res = Genetic(seeding="random", population=16, generations=15, seed=3).solve(tiny, M)
+    res = Genetic(seeding="random", population=16, generations=15).solve(tiny, M, seed=3)
     assert res.info["seeds"] == [] and "best_seed" not in res.info
     assert res.status == "bounded" and simulate(tiny, res.plan, M).feasible
     hist = res.info["history"]
@@ -193,7 +196,7 @@ def test_infeasible_plans_rank_by_bytes_over_then_time(tiny, enum_instances):
 
 def test_infeasible_only_population_descends_bytes_over(tiny):
     M = int(0.05 * tiny.P)  # below every plan of the instance
-    res = Genetic(seeding="random", population=16, generations=10, seed=0).solve(tiny, M)
+    res = Genetic(seeding="random", population=16, generations=10).solve(tiny, M, seed=0)
     assert res.status == "infeasible" and res.objective_s is None
     over = [h["best_over_bytes"] for h in res.info["history"]]
     assert all(o > 0 for o in over)
@@ -262,7 +265,7 @@ class SlowSeed:
 
         SLOW_SEED_LIMITS.append(time_limit_s)
         time.sleep(0.3)
-        return get_solver("keep_all").solve(instance, budget_bytes)
+        return get_solver("keep-all").solve(instance, budget_bytes)
 
 
 class _EP:
@@ -283,14 +286,14 @@ def test_seeding_gets_a_share_of_the_time_limit(tiny, monkeypatch):
     SLOW_SEED_LIMITS.clear()
     M = int(0.4 * tiny.P)
     res = Genetic(population=8, generations=None, progress_s=None,
-                  seed_solvers=["slow_seed", "slackswap", "keep_all"]).solve(
+                  seed_solvers=["slow_seed", "slackswap", "keep-all"]).solve(
         tiny, M, time_limit_s=0.4)
     # the first seed solver is given at most the seeding share of the limit ...
     assert len(SLOW_SEED_LIMITS) == 1 and SLOW_SEED_LIMITS[0] <= SEEDING_SHARE * 0.4
     # ... and, as it overran that share, the others are skipped, not started
     seeds = {e["solver"]: e for e in res.info["seeds"]}
     assert seeds["slackswap"] == {"solver": "slackswap", "skipped": "no time left for seeding"}
-    assert seeds["keep_all"]["skipped"] == "no time left for seeding"
+    assert seeds["keep-all"]["skipped"] == "no time left for seeding"
     assert seeds["slow_seed"]["status"] in ("feasible", "infeasible")
     assert res.info["stopped_by"] == "time_limit"
 

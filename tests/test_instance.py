@@ -6,10 +6,10 @@ import math
 
 import numpy as np
 import pytest
-from helpers import build
 
 from slackopt import Instance, Link, Op, Plan, Recipe, Tensor, budget_bytes
 from slackopt.errors import BudgetError, InstanceError, PlanError
+from tests.helpers import build
 
 
 def small():

@@ -144,7 +144,7 @@ def test_ctrl_c_inside_a_genetic_solve_exits_130_with_one_line(attempt: int) -> 
 
 def test_ctrl_c_in_a_sweep_stores_no_row_for_the_interrupted_run(tmp_path: Path) -> None:
     store = tmp_path / "runs.sqlite"
-    proc = start("compare", TINY, "--solvers", f'["keep_all", {LONG_GA[1:-1]}]',
+    proc = start("compare", TINY, "--solvers", f'["keep-all", {LONG_GA[1:-1]}]',
                  "--budgets", "0.4", "--time-limit", "600", "--store", store)
     wait_for_line(proc, "genetic: generation 2,")
     proc.send_signal(signal.SIGINT)
@@ -154,7 +154,7 @@ def test_ctrl_c_in_a_sweep_stores_no_row_for_the_interrupted_run(tmp_path: Path)
     last = err.strip().splitlines()[-1]
     assert last == (f"slackopt: interrupted; {store} holds 1 finished run: run the same "
                     "command again to do only the missing ones")
-    assert store_rows(store) == [("keep_all", "infeasible")]  # not the interrupted genetic run
+    assert store_rows(store) == [("keep-all", "infeasible")]  # not the interrupted genetic run
 
 
 # ----------------------------------------------------------------------------- error rows
@@ -171,22 +171,22 @@ class Flaky:
         FLAKY_CALLS.append(budget_bytes)
         if len(FLAKY_CALLS) == 1:
             raise OSError("disk full")
-        return get_solver("keep_all").solve(instance, budget_bytes)
+        return get_solver("keep-all").solve(instance, budget_bytes)
 
 
 def test_error_rows_are_run_again_on_resume(tmp_path: Path) -> None:
     store = tmp_path / "runs.sqlite"
     FLAKY_CALLS.clear()
-    df = compare([TINY], [Flaky(), "keep_all"], [1.0], store=store, progress=False)
+    df = compare([TINY], [Flaky(), "keep-all"], [1.0], store=store, progress=False)
     # keep_all at M = P runs at T*, its lower bound: "optimal"
     assert list(df["status"]) == ["error", "optimal"]
-    assert sorted(store_rows(store)) == [("flaky", "error"), ("keep_all", "optimal")]
-    df = compare([TINY], [Flaky(), "keep_all"], [1.0], store=store, progress=False)
+    assert sorted(store_rows(store)) == [("flaky", "error"), ("keep-all", "optimal")]
+    df = compare([TINY], [Flaky(), "keep-all"], [1.0], store=store, progress=False)
     assert list(df["status"]) == ["optimal", "optimal"]  # flaky plans like keep_all
     assert df.attrs == {"runs_from_store": 1, "runs_now": 1}
     assert len(FLAKY_CALLS) == 2  # keep_all was not run again; flaky was
-    assert sorted(store_rows(store)) == [("flaky", "optimal"), ("keep_all", "optimal")]
-    df = compare([TINY], [Flaky(), "keep_all"], [1.0], store=store, progress=False)
+    assert sorted(store_rows(store)) == [("flaky", "optimal"), ("keep-all", "optimal")]
+    df = compare([TINY], [Flaky(), "keep-all"], [1.0], store=store, progress=False)
     assert df.attrs == {"runs_from_store": 2, "runs_now": 0} and len(FLAKY_CALLS) == 2
 
 
@@ -210,9 +210,9 @@ def test_a_store_left_empty_by_a_kill_is_completed(tmp_path: Path, leftover: str
     else:
         _sqlite_with(store, "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)",
                      "INSERT INTO meta VALUES ('format', 'slackopt-compare-store')")
-    df = compare([TINY], ["keep_all"], [1.0], store=store, progress=False)
+    df = compare([TINY], ["keep-all"], [1.0], store=store, progress=False)
     assert df.attrs["runs_now"] == 1
-    assert store_rows(store) == [("keep_all", "optimal")]
+    assert store_rows(store) == [("keep-all", "optimal")]
 
 
 @pytest.mark.parametrize("content", ["user_table", "meta_of_someone_else", "text"])
@@ -227,7 +227,7 @@ def test_a_file_that_holds_data_is_never_taken_over(tmp_path: Path, content: str
         store.write_text("a,b\n1,2\n")
     before = store.read_bytes()
     with pytest.raises(FileFormatError, match="refusing to write to it"):
-        compare([TINY], ["keep_all"], [1.0], store=store, progress=False)
+        compare([TINY], ["keep-all"], [1.0], store=store, progress=False)
     assert store.read_bytes() == before
 
 
@@ -244,7 +244,7 @@ def test_a_store_is_never_seen_half_created(tmp_path: Path) -> None:
 def test_sigkill_while_the_store_is_created_leaves_a_store_a_rerun_uses(tmp_path: Path
                                                                        ) -> None:
     store = tmp_path / "runs.sqlite"
-    args = ("compare", TINY, "--solvers", "keep_all,checkpoint", "--budgets", "1.0,0.5",
+    args = ("compare", TINY, "--solvers", "keep-all,checkpoint", "--budgets", "1.0,0.5",
             "--store", store)
     proc = start(*args)
     # Kill as soon as anything of the store appears (the file or its temporary twin).
@@ -281,7 +281,7 @@ def test_no_worker_outlives_a_killed_parallel_sweep(tmp_path: Path) -> None:
 def test_a_bad_scheduler_address_is_one_line(address: str) -> None:
     pytest.importorskip("distributed")
     res = subprocess.run([sys.executable, "-m", "slackopt.cli", "compare", str(TINY),
-                          "--solvers", "keep_all", "--budgets", "1.0", "--scheduler", address],
+                          "--solvers", "keep-all", "--budgets", "1.0", "--scheduler", address],
                          capture_output=True, text=True, timeout=WAIT_S)
     assert res.returncode == 2
     lines = res.stderr.strip().splitlines()

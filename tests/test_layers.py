@@ -1,10 +1,9 @@
-"""The arrows of the house (DESIGN.md): the library never imports what is built on it.
+"""The import structure of slackopt/ (DESIGN.md, "Keep the direction of the arrows").
 
-Read statically (every ``import`` and ``from ... import`` in a module, at any depth, since
-a function-level import is still an arrow): the core (``slackopt`` outside ``experiments``
-and ``cli``) imports neither ``slackopt.experiments`` nor ``slackopt.cli``, nor a solver
-module by name; ``slackopt.experiments`` is imported only by the command line, its own
-modules and tests/benchmarks.
+A static check with ast over every module of the package (solvers/ excluded: it sits above
+slackopt): imports at top level and inside functions count alike, since a lazy import is
+still a dependency. The one exception is a module-level ``__getattr__`` (PEP 562): the
+hook behind a deprecated alias that resolves an old name from its new home.
 """
 
 from __future__ import annotations
@@ -12,42 +11,130 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import networkx as nx
+
 ROOT = Path(__file__).resolve().parents[1]
 
+CORE = ("slackopt", "slackopt._source", "slackopt.bisection", "slackopt.errors",
+        "slackopt.hardware", "slackopt.instance", "slackopt.io", "slackopt.plan",
+        "slackopt.result", "slackopt.solver", "slackopt.solverbase", "slackopt.testing")
+"""Modules below compare/ (with simulate/ and workloads/, matched by prefix)."""
+CORE_PACKAGES = ("slackopt.simulate", "slackopt.workloads")
 
-def _imports(path: Path) -> set[str]:
-    out: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(tree: ast.Module, name: str, is_package: bool) -> list[str]:
+    """The modules `tree` imports (absolute names), PEP 562 ``__getattr__`` hooks left
+    out; ``from package import submodule`` names the submodule."""
+    skip = {id(n) for f in tree.body if isinstance(f, ast.FunctionDef)
+            and f.name == "__getattr__" for n in ast.walk(f)}
+    pkg = name if is_package else name.rpartition(".")[0]
+    out = []
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
         if isinstance(node, ast.Import):
-            out |= {a.name for a in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            out.add(node.module)
-            out |= {f"{node.module}.{a.name}" for a in node.names}
+            out += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = pkg.split(".")
+                base = ".".join(parts[:len(parts) - node.level + 1] + ([base] if base else []))
+            out += [f"{base}.{a.name}" for a in node.names] + [base]
     return out
 
 
-def _core_modules() -> list[Path]:
-    pkg = ROOT / "slackopt"
-    return [p for p in pkg.rglob("*.py")
-            if "experiments" not in p.relative_to(pkg).parts and p.name != "cli.py"]
+def import_graph() -> nx.DiGraph:
+    """Module -> the slackopt modules it imports, over slackopt/ (solvers/ left out)."""
+    files = {_module_name(f): f for f in (ROOT / "slackopt").rglob("*.py")
+             if "solvers" not in f.relative_to(ROOT).parts}
+    g = nx.DiGraph()
+    for name, f in files.items():
+        g.add_node(name)
+        seen = _imports(ast.parse(f.read_text()), name, f.name == "__init__.py")
+        for dep in seen:
+            # `from a.b import c`: c when it is a module, else a.b itself
+            if dep in files and dep != name and not any(
+                    d.startswith(dep + ".") and d in files for d in seen):
+                g.add_edge(name, dep)
+    return g
 
 
-def test_the_core_never_imports_the_experiments_or_the_cli() -> None:
-    bad = {str(p.relative_to(ROOT)): sorted(m for m in _imports(p)
-                                            if m.startswith(("slackopt.experiments",
-                                                             "slackopt.cli")))
-           for p in _core_modules()}
-    assert {k: v for k, v in bad.items() if v} == {}
+def test_graph_sees_the_edges_it_must() -> None:
+    """The checker itself: known imports are edges (a parser that saw none would pass the
+    checks below vacuously)."""
+    g = import_graph()
+    assert g.has_edge("slackopt.solver", "slackopt.solverbase")
+    assert g.has_edge("slackopt.solverbase", "slackopt.result")
+    assert g.has_edge("slackopt.compare.grid", "slackopt.compare.code_id")
+    assert g.has_edge("slackopt.cli", "slackopt.compare")  # a lazy import counts
+    assert not g.has_edge("slackopt.solverbase", "slackopt.compare.code_id")  # PEP 562 hook
 
 
-def test_the_solvers_never_import_the_experiments() -> None:
-    bad = {str(p.relative_to(ROOT)): sorted(m for m in _imports(p)
-                                            if m.startswith("slackopt.experiments"))
-           for p in (ROOT / "solvers").rglob("*.py")}
-    assert {k: v for k, v in bad.items() if v} == {}
+def test_no_import_circle() -> None:
+    """No module of slackopt/ imports one that imports it back, directly or not (issue 24:
+    solver.py and solverbase.py imported each other)."""
+    cycles = sorted(nx.simple_cycles(import_graph()), key=len)
+    assert cycles == [], f"import circles: {cycles[:5]}"
 
 
-def test_the_checker_sees_function_level_imports(tmp_path: Path) -> None:
-    f = tmp_path / "m.py"
-    f.write_text("def f():\n    from slackopt.experiments.reproduce import reproduce\n")
-    assert "slackopt.experiments.reproduce" in _imports(f)
+def test_core_never_reaches_compare_or_the_solvers() -> None:
+    """The core (instance, plan, simulate, the solver contract, testing) depends on no
+    sweep module, not even through another module; nothing in slackopt/ imports a
+    solver (the arrow is solvers -> slackopt)."""
+    g = import_graph()
+    core = [m for m in g if m in CORE or m.startswith(tuple(p + "." for p in CORE_PACKAGES))
+            or m in CORE_PACKAGES]
+    assert "slackopt.simulate" in core and "slackopt.result" in core
+    bad = {m: sorted(d for d in nx.descendants(g, m) if d.startswith("slackopt.compare"))
+           for m in core}
+    assert {m: d for m, d in bad.items() if d} == {}
+    solver_imports = []
+    for f in (ROOT / "slackopt").rglob("*.py"):
+        if "solvers" in f.relative_to(ROOT).parts:
+            continue
+        name = _module_name(f)
+        solver_imports += [f"{name}: {d}" for d in
+                           _imports(ast.parse(f.read_text()), name, f.name == "__init__.py")
+                           if d.startswith("slackopt.solvers") or d.split(".")[0] == "solvers"]
+    assert solver_imports == []
+
+
+def test_importing_the_core_loads_no_sweep_or_solver_module() -> None:
+    """At run time too (a fresh interpreter): ``import slackopt`` and the conformance
+    checks load neither compare/ nor a solver module, and the old home of the code
+    identity still resolves (with its DeprecationWarning) from compare/code_id.py."""
+    import subprocess
+    import sys
+
+    code = ("import sys, warnings, slackopt, slackopt.testing\n"
+            "print(sorted(m for m in sys.modules if m.startswith(('slackopt.compare', "
+            "'slackopt.solvers'))))\n"
+            "with warnings.catch_warnings(record=True) as w:\n"
+            "    warnings.simplefilter('always')\n"
+            "    from slackopt.solverbase import solver_code_id\n"
+            "from slackopt.compare.code_id import solver_code_id as new\n"
+            "print(solver_code_id is new, [str(x.category.__name__) for x in w])\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=ROOT, check=True).stdout.splitlines()
+    assert out == ["[]", "True ['DeprecationWarning']"]
+
+
+def test_only_the_command_line_reaches_the_experiments() -> None:
+    """The paper and the analyses (slackopt.experiments) are built on the library and never
+    imported by it: no module outside experiments/ imports them but the command line
+    (``slackopt reproduce``, ``simulate --best-schedule``), and no solver does."""
+    g = import_graph()
+    exp = [m for m in g if m.startswith("slackopt.experiments")]
+    assert "slackopt.experiments.reproduce" in exp
+    users = sorted(m for e in exp for m in g.predecessors(e)
+                   if not m.startswith("slackopt.experiments"))
+    assert set(users) == {"slackopt.cli"}, users
+    solver_imports = [f"{f.relative_to(ROOT)}: {d}" for f in (ROOT / "solvers").rglob("*.py")
+                      for d in _imports(ast.parse(f.read_text()), "slackopt.solvers.x", False)
+                      if d.startswith("slackopt.experiments")]
+    assert solver_imports == []

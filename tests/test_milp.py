@@ -15,7 +15,6 @@ import itertools
 
 import numpy as np
 import pytest
-from helpers import build
 
 from slackopt.plan import KEEP, RECOMP, SWAP, Plan
 from slackopt.simulate import simulate
@@ -25,6 +24,7 @@ from slackopt.solverbase import SolverParamError
 from slackopt.solvers.milp import MILP, build_model, lp_relaxation, model_floor
 from slackopt.workloads import make
 from slackopt.workloads.synthetic import unet
+from tests.helpers import build
 
 TIME_LIMIT_S = 90.0
 
@@ -222,8 +222,8 @@ def test_deterministic_for_a_seed(key, frac):
     """Runs that stop on the gap (not on the clock) repeat exactly for a seed."""
     inst = instance(key)
     M = int(frac * inst.P)
-    a = MILP(seed=3).solve(inst, M)
-    b = MILP(seed=3).solve(inst, M)
+    a = MILP().solve(inst, M, seed=3)
+    b = MILP().solve(inst, M, seed=3)
     assert a.info["plan_proven_optimal"] and b.info["plan_proven_optimal"]
     assert a.plan == b.plan
     assert a.lower_bound_s == b.lower_bound_s

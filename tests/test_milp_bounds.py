@@ -19,8 +19,6 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
-from strategies import budgets, instances
-from test_milp import enumerate_plans
 
 from slackopt import Instance, Link, Op, Recipe, Tensor
 from slackopt.plan import SWAP, Plan
@@ -30,6 +28,8 @@ from slackopt.solvers.milp import MILP, _ScipBackend, build_model, model_floor
 from slackopt.solvers.milp.checkpoint import checkpoint_bound
 from slackopt.solvers.milp.timing_bound import timing_bound
 from slackopt.solvers.slackswap import SlackSwap
+from tests.strategies import budgets, instances
+from tests.test_milp import enumerate_plans
 
 US = 1e-6
 
@@ -329,7 +329,7 @@ def test_checkpoint_bound_gpt2_xl_backward_rows():
     assert deficit_bound(inst, M) * 1.005 < b <= ev.step_time_s * (1 + 1e-9)
 
 
-CHECKPOINT_SOLVERS = ("slackswap", "keep_all", "checkpoint", "recompute_all", "sqrt_checkpoint",
+CHECKPOINT_SOLVERS = ("slackswap", "keep-all", "checkpoint", "recompute-all", "sqrt-checkpoint",
                       "vdnn", "superneurons", "swapadvisor", "slackswap-swap-first",
                       "slackswap-recompute-only", "slackswap-barriers", "titan-auto",
                       "module-offload", "offload-all", "ckpt-offload")

@@ -19,8 +19,6 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_milp import enumerate_plans, instance
-from test_milp_bounds import case_times, check_solve, random_instance
 
 from slackopt.plan import RECOMP, Plan
 from slackopt.simulate import simulate
@@ -35,6 +33,8 @@ from slackopt.solvers.milp.enumerate import (
 )
 from slackopt.solvers.milp.incumbent import Incumbent
 from slackopt.workloads import make
+from tests.test_milp import enumerate_plans, instance
+from tests.test_milp_bounds import case_times, check_solve, random_instance
 
 KEYS = [("hand", 0.9), ("hand", 0.75), ("hand", 0.6), ("chain5", 0.95), ("chain5", 0.8),
         ("chain5-nvlink", 0.8), ("chain5-nvlink", 0.65), ("unet1", 0.9), ("unet1", 0.75)]
@@ -152,8 +152,8 @@ def test_solver_with_enumeration_is_optimal_and_deterministic(key, frac):
     M = int(frac * inst.P)
     times = enumerate_plans(inst, M)
     opt = min(times.values())
-    a = MILP(seed=2).solve(inst, M)
-    b = MILP(seed=2).solve(inst, M)
+    a = MILP().solve(inst, M, seed=2)
+    b = MILP().solve(inst, M, seed=2)
     for r in (a, b):
         assert r.status == "optimal" and r.info["plan_proven_optimal"]
         assert r.lower_bound_s == r.info["upper_bound_s"] == opt

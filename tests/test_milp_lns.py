@@ -17,7 +17,6 @@ import math
 
 import numpy as np
 import pytest
-from test_milp import enumerate_plans, instance
 
 from slackopt.plan import Plan
 from slackopt.simulate import simulate
@@ -32,6 +31,7 @@ from slackopt.solvers.milp.lns import (
     lns,
 )
 from slackopt.workloads import make
+from tests.test_milp import enumerate_plans, instance
 
 KEYS = [("hand", 0.75), ("hand", 0.6), ("chain5", 0.8), ("chain5-nvlink", 0.65),
         ("unet1", 0.75)]
@@ -184,10 +184,10 @@ def test_solver_phase_after_the_bounds():
     right after the checkpoint bound and, one window covering every tensor with bytes,
     returns the enumerated optimum (1.52 ms); deterministic; lns_plans=0 turns it off."""
     inst, M, times = times_of("hand", 0.75)
-    kw = dict(enum_plans=0, local_search=False, warm_start=False, time_limit_s=30, seed=1,
+    kw = dict(enum_plans=0, local_search=False, warm_start=False, time_limit_s=30,
               max_iterations=2)
-    a = MILP(**kw).solve(inst, M)
-    b = MILP(**kw).solve(inst, M)
+    a = MILP(**kw).solve(inst, M, seed=1)
+    b = MILP(**kw).solve(inst, M, seed=1)
     phases = [p["phase"] for p in a.info["phases"]]
     assert phases.index("lns") == phases.index("checkpoint_bound") + 1
     up = {p["phase"]: p["upper_s"] for p in a.info["phases"]}

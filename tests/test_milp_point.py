@@ -23,8 +23,6 @@ from collections.abc import Iterator
 
 import numpy as np
 import pytest
-from strategies import sample
-from test_milp_bounds import random_instance
 
 from slackopt import Instance, Link, Op, Recipe, Tensor
 from slackopt.io import load_instance
@@ -32,6 +30,8 @@ from slackopt.plan import KEEP, RECOMP, SWAP, Plan
 from slackopt.simulate import simulate
 from slackopt.solvers.milp import build_model, model_floor
 from slackopt.solvers.milp.model_point import point_from_trace
+from tests.strategies import sample
+from tests.test_milp_bounds import random_instance
 
 DATA = os.path.join(os.path.dirname(__file__), "data", "milp_soundness")
 ENUM_MAX = 6

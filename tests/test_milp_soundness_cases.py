@@ -26,12 +26,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_milp import enumerate_plans
 
 import slackopt
 from slackopt import Instance, Link, Op, Recipe, Tensor
 from slackopt.io import load_instance
 from slackopt.solver import OPTIMAL_REL_TOL
+from tests.test_milp import enumerate_plans
 
 DATA = Path(__file__).parent / "data" / "milp_soundness"
 ms = 1e-3

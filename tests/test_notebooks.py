@@ -39,6 +39,7 @@ def test_committed_without_outputs(name: str) -> None:
             assert "def solve(" not in c.source and "class " not in c.source
 
 
+@pytest.mark.notebooks
 @pytest.mark.parametrize("name", sorted(SMALL))
 def test_notebook_runs(name: str) -> None:
     nb = nbformat.read(NOTEBOOKS / name, as_version=4)

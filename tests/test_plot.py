@@ -55,7 +55,7 @@ def tiny():
 
 @pytest.fixture(scope="module")
 def table():
-    return compare([TINY, CHAIN], ["keep_all", "checkpoint", "slackswap"], [1.0, 0.7, 0.5],
+    return compare([TINY, CHAIN], ["keep-all", "checkpoint", "slackswap"], [1.0, 0.7, 0.5],
                    progress=False)
 
 
@@ -126,7 +126,7 @@ def test_comparison_figures(table, tmp_path: Path) -> None:
     check(fig)
     assert len([a for a in fig.axes if a.get_visible()]) == 2
     labels = [t.get_text() for t in fig.legends[0].get_texts()]
-    assert labels[:3] == ["keep_all", "checkpoint", "slackswap"]
+    assert labels[:3] == ["keep-all", "checkpoint", "slackswap"]
     assert any("no feasible plan" in x for x in labels)
     one = plot.throughput_vs_budget(table, instances=["tiny_a100-pcie4"])
     assert len([a for a in one.axes if a.get_visible()]) == 1

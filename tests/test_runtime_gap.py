@@ -18,11 +18,8 @@ import json
 
 import numpy as np
 import pytest
-from helpers import build, lane
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_milp_bounds import random_instance
-from test_runtimes import mk
 
 from slackopt import Instance, Plan, simulate
 from slackopt.experiments.best_schedule import best_schedule
@@ -34,6 +31,9 @@ from slackopt.experiments.schedule import (
     copy_ends,
     runtime_schedule,
 )
+from tests.helpers import build, lane
+from tests.test_milp_bounds import random_instance
+from tests.test_runtimes import mk
 
 approx = lambda x: pytest.approx(x, rel=1e-9, abs=1e-12)  # noqa: E731
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import build, lane
 
 from slackopt import Plan, simulate
 from slackopt.workloads import make
+from tests.helpers import build, lane
 
 approx = lambda x: pytest.approx(x, rel=1e-12, abs=1e-12)  # noqa: E731
 M_LARGE = 10_000

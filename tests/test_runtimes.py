@@ -8,12 +8,12 @@ copy latency, no duplex slowdown unless stated; every op lasts 1 s.
 from __future__ import annotations
 
 import pytest
-from helpers import lane
 
 from slackopt import Instance, Link, Op, Plan, Recipe, Tensor, simulate
 from slackopt.errors import PlanError
 from slackopt.io import load_plan, save_plan
 from slackopt.simulate import runtime_layers
+from tests.helpers import lane
 
 approx = lambda x: pytest.approx(x, rel=1e-12, abs=1e-12)  # noqa: E731
 

@@ -6,11 +6,11 @@ Every expected number below is worked out by hand in the comment beside it.
 from __future__ import annotations
 
 import pytest
-from helpers import build, lane
 
 from slackopt import Plan, simulate
 from slackopt.errors import BudgetError, PlanError
 from slackopt.simulate import build_tasks
+from tests.helpers import build, lane
 
 approx = lambda x: pytest.approx(x, rel=1e-12, abs=1e-12)  # noqa: E731
 

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from planner_instances import blocks, chain
 
 import slackopt.solvers.slackswap as ss
 from slackopt import Instance, Link, Op, Recipe, Tensor, simulate, solve
@@ -27,6 +26,7 @@ from slackopt.solvers.slackswap import (
     plan,
     prefetch_schedule,
 )
+from tests.planner_instances import blocks, chain
 
 
 def names(inst, positions):

@@ -19,57 +19,58 @@ import pytest
 import slackopt
 from slackopt import KEEP, SWAP, BaseSolver, Outcome, Param, Plan
 from slackopt.compare import compare, run_key
+from slackopt.compare.code_id import solver_code_id
 from slackopt.errors import SolverError
 from slackopt.solver import get_solver, registered_solvers, solver_class
-from slackopt.solverbase import SolverParamError, solver_code_id
+from slackopt.solverbase import SolverParamError
 from slackopt.testing import (
     CHECKS,
     CheckContext,
     check_bad_params,
     check_base_class,
+    check_distinct_keys,
     check_min_budget_reachable,
     check_plans_feasible,
     check_same_seed_same_plan,
     check_solver,
     check_time_limit,
+    parametrize_with_checks,
 )
 from slackopt.workloads.synthetic import chain
 
 ROOT = Path(__file__).resolve().parents[1]
 
-NOT_YET_MIGRATED: dict[str, str] = {}
-"""Registered solvers not on BaseSolver yet, with why. This list only shrinks: a test
-below fails once one of them passes check_base_class, so it must leave the list."""
-
-MIGRATED = sorted(set(registered_solvers()) - set(NOT_YET_MIGRATED))
 _CTX = CheckContext()
 
 
-@pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__)
-@pytest.mark.parametrize("name", MIGRATED)
-def test_registered_solver_passes_check(name: str, check) -> None:
-    check(solver_class(name), _CTX)
+@parametrize_with_checks(None, _CTX)
+def test_registered_solver_passes_check(solver, check) -> None:
+    check(solver)
 
 
-def test_not_yet_migrated_list_is_honest() -> None:
-    """Every listed solver is registered and not on BaseSolver (one test, not one per
-    name, so that an empty list runs and passes rather than skips)."""
-    for name in sorted(NOT_YET_MIGRATED):
-        assert name in registered_solvers(), f"{name} is not registered: drop it from the list"
-        cls = solver_class(name)
-        try:
-            check_base_class(cls, _CTX)
-        except AssertionError as e:
-            assert "is not a slackopt.solverbase.BaseSolver subclass" in str(e)
-        else:
-            pytest.fail(f"{name} is on BaseSolver now: remove it from NOT_YET_MIGRATED so the "
-                        "whole contract runs on it")
+def test_parametrize_with_checks_pairs_every_solver_with_every_check() -> None:
+    """One test per (solver, check), ids naming both, the context bound to each check:
+    a check that fails names its solver in the test id."""
+    mark = parametrize_with_checks([_OverBudget, "keep-all"], _CTX)
+    names, params = mark.args
+    assert names == ("solver", "check")
+    assert [p.id for p in params] == [f"{n}-{c.__name__}" for n in ("over_budget", "keep-all")
+                                      for c in CHECKS]
+    assert [p.values[0] for p in params] == [_OverBudget] * len(CHECKS) + \
+        [solver_class("keep-all")] * len(CHECKS)
+    by_id = {p.id: p.values[1] for p in params}
+    by_id["keep-all-check_plans_feasible"](solver_class("keep-all"))  # passes
+    with pytest.raises(AssertionError, match="reported feasible but the evaluator says"):
+        by_id["over_budget-check_plans_feasible"](_OverBudget)
+    every = parametrize_with_checks(None, _CTX).args[1]
+    assert len(every) == len(registered_solvers()) * len(CHECKS)
+    with pytest.raises(SolverError, match="unknown solver 'no-such'"):
+        parametrize_with_checks(["no-such"])
 
 
-def test_migrated_and_pending_cover_every_registered_solver() -> None:
-    assert set(MIGRATED) | set(NOT_YET_MIGRATED) == set(registered_solvers())
-    assert {"keep_all", "checkpoint", "recompute_all", "sqrt_checkpoint", "vdnn",
-            "superneurons", "swapadvisor"} <= set(MIGRATED)
+def test_the_classic_baselines_are_registered() -> None:
+    assert {"keep-all", "checkpoint", "recompute-all", "sqrt-checkpoint", "vdnn",
+            "superneurons", "swapadvisor"} <= set(registered_solvers())
 
 
 # ------------------------------------------------------------------ the checks can fail
@@ -110,6 +111,30 @@ class _Slow(BaseSolver):
     def plan(self, instance, budget_bytes, run):
         time.sleep(1.2)
         return Plan.keep_all(instance)
+
+
+def test_check_catches_a_class_not_on_the_base_class() -> None:
+    class Plain:
+        def solve(self, instance, budget_bytes, *, time_limit_s=None, seed=None): ...
+
+    with pytest.raises(AssertionError, match="Plain: is not a slackopt.solverbase.BaseSolver "
+                                             "subclass"):
+        check_base_class(Plain, _CTX)
+
+
+def test_check_catches_a_parameter_that_does_not_reach_params() -> None:
+    class Ignores(BaseSolver):  # stores a constant: k=5 gives the params (and key) of k=1
+        name = "ignores"
+        param_specs = {"k": Param(int, min=1)}
+
+        def __init__(self, *, k: int = 1) -> None:
+            self.k = 1
+
+        def plan(self, instance, budget_bytes, run):
+            return Plan.keep_all(instance)
+
+    with pytest.raises(AssertionError, match=r"k=2 is accepted but params do not change"):
+        check_distinct_keys(Ignores, _CTX)
 
 
 def test_check_catches_a_plan_over_budget() -> None:
@@ -176,8 +201,8 @@ def test_params_come_from_the_signature_and_round_trip() -> None:
 
 def test_unknown_key_lists_every_valid_key_with_its_range() -> None:
     with pytest.raises(SolverParamError) as e:
-        get_solver("sqrt_checkpoint", gg=1)
-    assert str(e.value) == ("solver 'sqrt_checkpoint' has no parameter 'gg'; valid keys: "
+        get_solver("sqrt-checkpoint", gg=1)
+    assert str(e.value) == ("solver 'sqrt-checkpoint' has no parameter 'gg'; valid keys: "
                             "segment (int >= 1 or None, default None)")
 
 
@@ -196,8 +221,8 @@ def test_bad_values_name_the_rule_and_the_valid_keys(kwargs, rule) -> None:
 
 def test_bool_is_not_an_int_and_numpy_ints_are() -> None:
     with pytest.raises(SolverParamError, match="segment must be int >= 1 or None, got True"):
-        get_solver("sqrt_checkpoint", segment=True)
-    s = get_solver("sqrt_checkpoint", segment=np.int64(3))
+        get_solver("sqrt-checkpoint", segment=True)
+    s = get_solver("sqrt-checkpoint", segment=np.int64(3))
     assert s.params == {"segment": 3} and type(s.segment) is int
     json.dumps(s.params)
 
@@ -215,7 +240,7 @@ def test_a_class_without_specs_for_its_keywords_is_refused_at_definition() -> No
 
 def test_positional_parameters_are_refused() -> None:
     with pytest.raises(SolverParamError, match="keyword parameters only"):
-        solver_class("sqrt_checkpoint")(2)
+        solver_class("sqrt-checkpoint")(2)
 
 
 # ------------------------------------------------------------------ registry
@@ -280,6 +305,21 @@ def test_notebook_class_is_refused_before_any_worker_starts(monkeypatch) -> None
 
 
 # ------------------------------------------------------------------ code identity
+def test_store_key_parts_the_solver_does_not_control() -> None:
+    """The seed, the time limit and the code identity are put into the key by run_key
+    itself, for every solver (check_distinct_keys checks only the solver's part: its
+    name and params)."""
+    inst, s = chain(4), solver_class("checkpoint")()
+    k = run_key(inst, 10, s, seed=1, time_limit_s=2.0)
+    assert len(k) == 64 and k == run_key(inst, 10, s, seed=1, time_limit_s=2.0)
+    others = [run_key(inst, 10, s, seed=2, time_limit_s=2.0),
+              run_key(inst, 10, s, seed=None, time_limit_s=2.0),
+              run_key(inst, 10, s, seed=1, time_limit_s=None),
+              run_key(inst, 10, s, seed=1, time_limit_s=2.0, code="edited"),
+              run_key(inst, 11, s, seed=1, time_limit_s=2.0)]
+    assert len({k, *others}) == 6
+
+
 def test_code_identity_follows_the_source(tmp_path: Path) -> None:
     src = ("from slackopt import BaseSolver, Plan\n"
            "class K(BaseSolver):\n"
@@ -305,7 +345,7 @@ def test_store_rows_of_other_code_are_not_returned(tmp_path: Path, monkeypatch) 
     import slackopt.compare as cmp
 
     store = tmp_path / "runs.sqlite"
-    args = ([chain(4)], ["keep_all"], [1.0])
+    args = ([chain(4)], ["keep-all"], [1.0])
     first = compare(*args, store=store, progress=False)
     assert first.attrs["runs_now"] == 1
     again = compare(*args, store=store, progress=False)
@@ -337,8 +377,8 @@ def test_readme_custom_solver_example_runs(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr
     rows = [ln.split() for ln in out.stdout.splitlines()[1:]]
     assert [(r[1], r[2], r[3]) for r in rows] == [
-        ("greedy_swap", "0.8", "feasible"), ("keep_all", "0.8", "infeasible"),
-        ("greedy_swap", "0.6", "feasible"), ("keep_all", "0.6", "infeasible")]
+        ("greedy_swap", "0.8", "feasible"), ("keep-all", "0.8", "infeasible"),
+        ("greedy_swap", "0.6", "feasible"), ("keep-all", "0.6", "infeasible")]
     exe = Path(sys.executable).with_name("slackopt")
     for line in blocks["cli"].strip().splitlines():
         argv = line.split()
@@ -352,7 +392,7 @@ def test_readme_custom_solver_example_runs(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("solver", "keys"), [
-    ("sqrt_checkpoint", "valid keys: segment (int >= 1 or None, default None)"),
+    ("sqrt-checkpoint", "valid keys: segment (int >= 1 or None, default None)"),
     ("milp", "valid keys: backend (str one of {scip, highs, pulp}, default 'scip')"),
 ])
 def test_cli_param_typo_lists_the_valid_keys(solver: str, keys: str) -> None:
@@ -387,33 +427,64 @@ def test_min_budget_search_finds_p_for_keep_all_and_stops_at_the_time_limit() ->
                                            "limit (0 s)")
 
 
-def test_genetic_seed_is_a_param_and_cross_rules_name_the_keys() -> None:
+def test_genetic_seed_param_is_deprecated_and_cross_rules_name_the_keys() -> None:
+    """One seed source: solve(seed=). The old ``seed`` hyperparameter still builds, stays
+    in params and keys (stores of earlier runs match), warns when set, and is only the
+    fallback of seed=None; the default (0) does not warn, so rebuilding from params of a
+    default solver is silent."""
+    import warnings
+
     from slackopt.solvers.genetic import Genetic
 
     inst = chain(4)
-    a, b = Genetic(seed=1), Genetic(seed=2)
-    assert a.params["seed"] == 1 and b.params["seed"] == 2
+    with pytest.warns(FutureWarning, match=r"solver 'genetic': seed=1: the seed comes from "
+                                           r"solve\(seed=\)"):
+        a = Genetic(seed=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        b = Genetic(**Genetic().params)
+    assert a.params["seed"] == 1 and b.params["seed"] == 0
     assert run_key(inst, 10, a, seed=None, time_limit_s=None) != \
         run_key(inst, 10, b, seed=None, time_limit_s=None)
     with pytest.raises(SolverParamError, match=r"elites must be < population, got elites=5, "
                                                r"population=4; valid keys: population \(int"):
         Genetic(population=4, elites=5)
-    res = Genetic(population=6, generations=1, seed=3, seeding="random").solve(inst, int(inst.P))
-    assert res.seed == 3  # the constructor's seed, reported
+    res = Genetic(population=6, generations=1, seeding="random").solve(inst, int(inst.P))
+    assert res.seed == 0  # run.seed_or(0): the default seed, reported
+    res = Genetic(population=6, generations=1, seeding="random").solve(inst, int(inst.P),
+                                                                         seed=3)
+    assert res.seed == 3
 
 
-def test_slackopt_imports_no_solver_module() -> None:
-    """The arrow is solvers -> slackopt: no module of slackopt imports a solver module."""
-    import ast
+def test_subclassing_the_solver_protocol_without_solve_is_a_clear_error() -> None:
+    """slackopt.Solver is the protocol (any object with solve()); a subclass that writes
+    plan() only (BaseSolver's template) is refused at definition, naming BaseSolver,
+    instead of returning None from the protocol's stub and failing inside solve()."""
+    with pytest.raises(TypeError, match=r"P subclasses slackopt.Solver, the protocol, without "
+                                        r"defining solve\(\); it defines plan\(\).*"
+                                        r"Subclass slackopt.BaseSolver"):
+        class P(slackopt.Solver):
+            def plan(self, instance, budget_bytes, run):
+                return Plan.keep_all(instance)
 
-    offenders = []
-    for f in sorted((ROOT / "slackopt").rglob("*.py")):
-        for node in ast.walk(ast.parse(f.read_text())):
-            mods = [a.name for a in node.names] if isinstance(node, ast.Import) else \
-                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
-            offenders += [f"{f.name}: {m}" for m in mods
-                          if m == "solvers" or m.startswith(("solvers.", "slackopt.solvers"))]
-    assert offenders == []
+    class Own(slackopt.Solver):  # an explicit subclass with its own solve() still works
+        name = "own"
+
+        def solve(self, instance, budget_bytes, *, time_limit_s=None, seed=None):
+            return slackopt.SolveResult(Plan.keep_all(instance), self.name)
+
+    inst = chain(4)
+    assert isinstance(Own(), slackopt.Solver) and not isinstance(object(), slackopt.Solver)
+    r = slackopt.solve(inst, Own(), 1.0)
+    assert r.status == "feasible" and r.evaluation.feasible
+
+    class Duck:  # duck-typed, but solve() returns no SolveResult
+        def solve(self, instance, budget_bytes, *, time_limit_s=None, seed=None):
+            return Plan.keep_all(instance)
+
+    with pytest.raises(SolverError, match=r"solver 'Duck': solve\(\) returned Plan, not a "
+                                          r"slackopt.SolveResult"):
+        slackopt.solve(inst, Duck(), 1.0)
 
 
 def test_reproduce_gets_fixed_plans_from_the_registered_solvers() -> None:
@@ -435,7 +506,7 @@ def test_compare_table_labels_show_only_changed_params() -> None:
     full = json.dumps(get_solver("vdnn", mode="conv").params)
     assert _solver_label("vdnn", full) == 'vdnn {"mode":"conv"}'
     assert _solver_label("vdnn", json.dumps(get_solver("vdnn").params)) == "vdnn"
-    assert _solver_label("keep_all", "{}") == "keep_all"
+    assert _solver_label("keep-all", "{}") == "keep-all"
     assert _solver_label("not_here", '{"k":1}') == 'not_here {"k":1}'  # class unknown
 
 
@@ -489,7 +560,7 @@ def test_code_identity_covers_the_solver_folder(tmp_path: Path, monkeypatch) -> 
     """A user's solver file that imports a helper module from its own folder: editing the
     helper changes the identity; slackopt and installed packages (numpy) are not part of
     it, and the same files in another folder give the same identity."""
-    from slackopt.solverbase import _code_modules
+    from slackopt.compare.code_id import _code_modules
 
     def make(folder: Path, helper_text: str) -> type:
         folder.mkdir(exist_ok=True)
@@ -587,3 +658,28 @@ def test_a_bound_above_the_solvers_own_plan_is_dropped_not_clamped(solver) -> No
     assert r.info["bound_error"]["lower_bound_s"] == pytest.approx(1.1 * T)
     assert r.info["bound_error"]["plan_step_s"] == T
     assert "gap" not in r.info and r.info["plan_proven_optimal"] is False
+
+
+def test_old_registry_names_resolve_to_the_canonical_ones(capsys) -> None:
+    """One naming style (lowercase words joined by hyphens): the old underscore names
+    still resolve wherever a name is taken, results carry the canonical name, and only
+    canonical names are listed or registrable."""
+    from slackopt.cli import main
+    from slackopt.solver import SOLVER_ALIASES, canonical_name
+
+    listed = set(registered_solvers())
+    assert all(n == n.lower() and "_" not in n for n in listed), sorted(listed)
+    assert not listed & set(SOLVER_ALIASES) and set(SOLVER_ALIASES.values()) <= listed
+    for old, new in SOLVER_ALIASES.items():
+        assert canonical_name(old) == new and solver_class(old) is solver_class(new)
+        assert solver_class(new).name == new
+    inst = chain(4)
+    assert slackopt.solve(inst, "keep_all", 1.0).solver == "keep-all"
+    df = compare([inst], ["sqrt_checkpoint", ("recompute_all", {})], [1.0], progress=False)
+    assert list(df["solver"]) == ["sqrt-checkpoint", "recompute-all"]
+    assert main(["solvers", "--json"]) == 0
+    names = {r["name"] for r in json.loads(capsys.readouterr().out)["solvers"]}
+    assert "keep-all" in names and "keep_all" not in names
+    with pytest.raises(SolverError, match="'keep_all' is the old name of the installed solver "
+                                          "'keep-all'"):
+        slackopt.register_solver("keep_all", solver_class("keep-all"))

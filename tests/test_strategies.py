@@ -15,12 +15,12 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
-from strategies import CONSTRUCTS, budgets, constructs, instances
 
 from slackopt import Instance
 from slackopt.io import instance_from_dict, instance_to_dict, load_instance, save_instance
 from slackopt.plan import Plan
 from slackopt.simulate import simulate
+from tests.strategies import CONSTRUCTS, budgets, constructs, instances
 
 CHECK_EXAMPLES = 80
 """Instances checked for validity, round trip and invariant 1 (about 3 s)."""

@@ -27,14 +27,6 @@ import pytest
 torch = pytest.importorskip("torch")  # import guard only: CI installs torch
 
 from torch import nn  # noqa: E402
-from torch_models import (  # noqa: E402
-    HFStyleLM,
-    TinyGPT,
-    TinyResNet,
-    encoder,
-    hf_batch,
-    lm_loss,
-)
 
 from slackopt import KEEP, RECOMP, SWAP, Plan, io, solve  # noqa: E402
 from slackopt.cli import main  # noqa: E402
@@ -59,9 +51,18 @@ from slackopt.torch_runtime import (  # noqa: E402
     execute_plan,
     measure_plan,
 )
+from tests.torch_models import (  # noqa: E402
+    HFStyleLM,
+    TinyGPT,
+    TinyResNet,
+    encoder,
+    hf_batch,
+    lm_loss,
+)
 
 # The CPU-timing warning is the subject of one test; elsewhere CPU timing is intended.
-pytestmark = pytest.mark.filterwarnings("ignore:the durations are measured on the CPU")
+pytestmark = [pytest.mark.torch,
+              pytest.mark.filterwarnings("ignore:the durations are measured on the CPU")]
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = Path(__file__).with_name("torch_models.py")

@@ -16,7 +16,7 @@ plans: a solver's own objective is reported, never used for the gaps.
 - **Resumable.** With ``store=PATH`` every row is written to an SQLite file the moment
   it finishes, keyed by (instance name, instance content hash, budget bytes, solver,
   parameters, seed, time limit, the solver's code identity:
-  :func:`slackopt.solverbase.solver_code_id`, so edited solver code never returns stale
+  :func:`slackopt.compare.code_id.solver_code_id`, so edited solver code never returns stale
   rows). Running the same sweep again skips the finished runs
   and only adds the missing ones; a key is never written twice and a stored row is never
   replaced, except ``"error"`` rows, which every rerun runs again (``"timeout"`` rows
@@ -40,6 +40,7 @@ plans: a solver's own objective is reported, never used for the gaps.
   ``gap_to_best`` is given for every row.
 
 One job per module: :mod:`~slackopt.compare.grid` (specs -> runs, store keys),
+:mod:`~slackopt.compare.code_id` (the solver code identity in every key),
 :mod:`~slackopt.compare.runner` (one run under its deadline -> its columns),
 :mod:`~slackopt.compare.pool` (local processes), :mod:`~slackopt.compare.cluster` (Dask),
 :mod:`~slackopt.compare.store` (the SQLite store), :mod:`~slackopt.compare.gaps`
@@ -57,6 +58,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from slackopt.compare.cluster import SCHEDULER_TIMEOUT_S, check_scheduler_address, run_dask
+from slackopt.compare.code_id import solver_code_id
 from slackopt.compare.files import RESULT_SUFFIXES, RESULTS_FORMAT, read_results, write_results
 from slackopt.compare.gaps import REFERENCES_FORMAT, add_gaps, load_references
 from slackopt.compare.grid import (
@@ -75,18 +77,18 @@ from slackopt.compare.grid import (
 )
 from slackopt.compare.pool import run_processes
 from slackopt.compare.progress import progress_bar
-from slackopt.compare.runner import (
-    HARD_TIMEOUT_FACTOR,
-    HARD_TIMEOUT_SLACK_S,
-    execute,
-    hard_deadline_s,
-)
+from slackopt.compare.runner import execute
 from slackopt.compare.store import STORE_FORMAT, STORE_SCHEMA_VERSION, ResultStore
 from slackopt.compare.table import COLUMNS, GAP_COLUMNS, SCHEMA, coerce
 from slackopt.errors import SlackoptError
 from slackopt.instance import Instance, budget_bytes
 from slackopt.solver import check_worker_importable
-from slackopt.solverbase import check_time_limit, solver_code_id
+from slackopt.solverbase import (
+    HARD_TIMEOUT_FACTOR,
+    HARD_TIMEOUT_SLACK_S,
+    check_time_limit,
+    hard_deadline_s,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd

@@ -13,10 +13,11 @@ from typing import Any
 
 import numpy as np
 
+from slackopt.compare.code_id import solver_code_id
 from slackopt.errors import SlackoptError, SolverError
 from slackopt.instance import Instance, parse_budget
-from slackopt.solver import get_solver, registered_solvers, solver_name
-from slackopt.solverbase import BaseSolver, solver_code_id
+from slackopt.solver import canonical_name, get_solver, registered_solvers, solver_name
+from slackopt.solverbase import BaseSolver
 
 SUITES: dict[str, tuple[str | tuple[str, dict[str, Any]], ...]] = {
     "production": ("torch-knapsack", ("torch-knapsack", {"method": "greedy"}), "titan-auto",
@@ -99,7 +100,7 @@ def run_key(instance: Instance, budget_bytes: int, solver: Any, *, seed: int | N
     """The store key of one run (64 hex digits): sha256 of the instance name and content
     hash, M (bytes), the solver's name, its params as canonical JSON, the seed, the time
     limit (s) and the solver's code identity (`code`, default
-    :func:`slackopt.solverbase.solver_code_id` of its class).
+    :func:`slackopt.compare.code_id.solver_code_id` of its class).
 
     Raises:
         SolverError: params that cannot be written as JSON.
@@ -146,7 +147,7 @@ def resolve_solvers(solvers: Iterable[SolverSpec] | str) -> list[tuple[str, dict
             # unknown names and bad parameters fail here, once; "file.py:Class" is
             # labelled by the class's name
             obj = get_solver(spec[0], **spec[1])
-            name = solver_name(obj) if ":" in spec[0] else spec[0]
+            name = solver_name(obj) if ":" in spec[0] else canonical_name(spec[0])
             params = dict(spec[1])
         elif callable(getattr(spec, "solve", None)):
             name, obj = solver_name(spec), spec

@@ -16,22 +16,12 @@ import numpy as np
 from slackopt.compare.grid import Task
 from slackopt.errors import interrupt_cause
 from slackopt.instance import Instance
-
-HARD_TIMEOUT_FACTOR = 1.5
-"""A run is interrupted after ``HARD_TIMEOUT_FACTOR * time_limit_s + HARD_TIMEOUT_SLACK_S``."""
-HARD_TIMEOUT_SLACK_S = 1.0
+from slackopt.solverbase import HARD_TIMEOUT_FACTOR, HARD_TIMEOUT_SLACK_S, hard_deadline_s
 
 
 class _HardTimeout(BaseException):
     """Raised inside a run past its hard deadline (BaseException: solvers that catch
     Exception do not swallow it)."""
-
-
-def hard_deadline_s(time_limit_s: float | None) -> float | None:
-    """The wall-clock time (s) after which a run with `time_limit_s` is interrupted."""
-    if time_limit_s is None:
-        return None
-    return HARD_TIMEOUT_FACTOR * float(time_limit_s) + HARD_TIMEOUT_SLACK_S
 
 
 @contextlib.contextmanager

@@ -52,7 +52,7 @@ LABELS = {"gpt2-xl": "GPT-2 XL", "bert-large": "BERT-Large", "llama-7b": "Llama-
           "vgg16": "VGG-16"}
 BASELINES = ("vdnn", "superneurons", "swapadvisor", "checkpoint")
 """The paper's baselines (section 4.1)."""
-FIGURE4_SOLVERS = BASELINES + ("sqrt_checkpoint", "recompute_all", "slackswap")
+FIGURE4_SOLVERS = BASELINES + ("sqrt-checkpoint", "recompute-all", "slackswap")
 ABLATIONS = ("slackswap", "slackswap-swap-first", "slackswap-recompute-only",
              "slackswap-barriers")
 FULL_BUDGETS = (1.0, 0.9, 0.8, 0.7, 0.65, 0.6, 0.5, 0.4, 0.3, 0.2, 0.15, 0.1)
@@ -586,8 +586,8 @@ def paper_numbers() -> dict[str, dict[str, Any]]:
 
 
 def _values(run: _Run, fig4: pd.DataFrame, t3: pd.DataFrame, vgg: Mapping[str, float],
-            fig5: Mapping[str, float], diag: Mapping[str, Any],
-            plan_s: Mapping[tuple, float], sens: Mapping[str, pd.DataFrame]
+            fig5: Mapping[str, float], plan_s: Mapping[tuple, float],
+            sens: Mapping[str, pd.DataFrame]
             ) -> tuple[dict[str, float], dict[str, dict[str, str]]]:
     """Our value of every claim this run computes (key -> number, in the claim's unit),
     and the names that fill a claim's text (key -> {"best": baseline})."""
@@ -1029,9 +1029,9 @@ def _report(run: _Run, claims: list[Claim], fig4: pd.DataFrame, t2: pd.DataFrame
         + ("\n\nNot explained yet: " + "; ".join(c.what for c in unexplained)
            if unexplained else ""),
         "## Figure 4: throughput across memory budgets\n\n![Figure 4](figure4.png)\n\n"
-        "Rows of `figure4.csv` (the full compare table). sqrt_checkpoint (Chen et al. 2016) "
+        "Rows of `figure4.csv` (the full compare table). sqrt-checkpoint (Chen et al. 2016) "
         "equals block checkpointing of every block on the transformers (their block inputs "
-        "cannot be rebuilt); recompute_all rebuilds every rebuildable tensor.\n\n"
+        "cannot be rebuilt); recompute-all rebuilds every rebuildable tensor.\n\n"
         + _fig4_md(run, fig4),
         f"## Table 2: where the time goes at {TABLE2_BUDGET:.0%} of P\n\nStep, recomputation "
         "and stalls as multiples of the ideal step, GB copied out (`table2.csv`).\n\n"
@@ -1124,7 +1124,7 @@ def reproduce(out_dir: str | Path, *, quick: bool = False, workers: int = 2,
     diag["ga"] = _timed(run, "genetic diagnostics", lambda: _ga_diagnostics(run))
     plan_s = _timed(run, "planning times", lambda: _planning_times(run, fig4, t3))
     sens = _timed(run, "section 4.5", lambda: _sensitivity(run))
-    values, fields = _values(run, fig4, t3, vgg, fig5, diag, plan_s, sens)
+    values, fields = _values(run, fig4, t3, vgg, fig5, plan_s, sens)
     claims = _claims(values, fields)
     diag["sens"] = sens
     wall = time.perf_counter() - t0

@@ -181,6 +181,12 @@ class _HighsBackend(_Backend):
         handle.upper_bound = hi
 
     def solve(self, time_limit_s: float, hint: dict[int, float] | None) -> _Sol:
+        """Solve within `time_limit_s` (s). `hint` is not passed on: MathOpt's HiGHS
+        interface implements no starting solution (its source lists "Starting solution"
+        among the unimplemented features, ortools/math_opt/solvers/highs_solver.cc); the
+        search's incumbent still reaches HiGHS through the objective cutoff row
+        (:meth:`set_row_hi`)."""
+        del hint  # taken for the common signature only (docstring)
         from datetime import timedelta
         mo = self._mo
         params = mo.SolveParameters(

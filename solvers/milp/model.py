@@ -28,7 +28,6 @@ class _Model:
     lin: _Lin
     xs: list[int | None]
     xr: list[int | None]
-    floor_bytes: int
     groups: list[tuple[int, int]]
     tier: str
     t_unit: float = TIME_UNIT_S
@@ -952,15 +951,13 @@ class _Builder:
 
     def result(self) -> _Model:
         """The model: the built :class:`~slackopt.solvers.milp.lin._Lin`, its decision
-        variables, the model floor, its statistics and options, and the variable families
-        (``vmap``)."""
+        variables, its statistics and options, and the variable families (``vmap``)."""
         tier, groups, lagging = self.tier, self.groups, self.lagging
         binary_placement, integral_copies = self.binary_placement, self.integral_copies
         fifo, admission, integer_evictions = self.fifo, self.admission, self.integer_evictions
         lin, aux, gm, phi, xs, xr = self.lin, self.aux, self.gm, self.phi, self.xs, self.xr
         lag, y, F, L, H, E, Dn = self.lag, self.y, self.F, self.L, self.H, self.E, self.Dn
         Sg, tau = self.Sg, self.tau
-        floor = model_floor(self.inst)
         info: dict[str, Any] = {"steps": len(groups)}
         info.update(lin.stats())
         info["options"] = {"lagging": lagging, "binary_placement": binary_placement,
@@ -972,7 +969,7 @@ class _Builder:
         vmap = {"xs": xs, "xr": xr, "lag": lag, "y": y, "F": F, "L": L, "H": H, "E": E,
                 "Dn": Dn, "Sg": Sg, "gamma": gm, "phi": phi, "tau": tau, "aux": aux,
                 "integral_copies": integral_copies}
-        return _Model(lin=lin, xs=xs, xr=xr, floor_bytes=floor, groups=groups, tier=tier,
+        return _Model(lin=lin, xs=xs, xr=xr, groups=groups, tier=tier,
                       info=info, vmap=vmap)
 
     # ------------------------------------------------ terms read by several sections
@@ -1108,7 +1105,7 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
             take seconds to build).
 
     Returns:
-        The model with its variable maps and the model floor (bytes).
+        The model with its variable maps.
     """
     if tier not in ("full", "exact", "aggregated"):
         raise ValueError(f"tier '{tier}' is not one of full, exact, aggregated")

@@ -17,7 +17,14 @@ from slackopt.instance import Instance
 from slackopt.plan import KEEP, RECOMP, SWAP, Plan
 from slackopt.simulate import simulate
 from slackopt.solver import OPTIMAL_REL_TOL
-from slackopt.solverbase import BaseSolver, Outcome, Param, Run, warm_up_instance
+from slackopt.solverbase import (
+    DEPRECATED_SEED_PARAM,
+    BaseSolver,
+    Outcome,
+    Param,
+    Run,
+    warm_up_instance,
+)
 from slackopt.solvers.milp.backends import _BACKEND_CLASSES, BACKENDS, lp_relaxation
 from slackopt.solvers.milp.certify import seconds_below
 from slackopt.solvers.milp.checkpoint import checkpoint_bound
@@ -55,8 +62,8 @@ not started when it is spent is skipped, unless no plan was found yet."""
 SEED_LIMIT_S = 10.0
 """Time limit (s) passed to each cheap seed solver."""
 TIMING_SHARE = 0.7
-"""Share of the time left that the timing MILP bound (phase 3b) may use; the rest is the
-time-indexed model's."""
+"""Share of the time left that the timing MILP bound (phase "timing_bound" of
+:data:`PHASES`) may use; the rest is the time-indexed model's."""
 BUILD_S_PER_UNIT = 5e-6
 """Model build time (s) per op x saved tensor, from above (GPT-2 XL: 1355 ops x 581
 saved tensors, 3.0 s on a shared 2-core machine): the model is skipped when the time
@@ -178,7 +185,8 @@ class MILP(BaseSolver):
         progress: print the incumbent, the bound and the gap on stderr as the solve
             goes (after each phase, at most every 2 s; only solves longer than 3 s);
             None (default): when stderr is a terminal.
-        seed: default seed when ``solve`` gets none.
+        seed: deprecated (a FutureWarning when not 0): the seed when ``solve`` gets
+            none; pass it to ``solve(seed=)``, the one seed source.
         verbose: print the backend's log.
         lagging, binary_placement, integral_copies, fifo, admission, integer_evictions:
             the model switches of :func:`build_model` (None: the tier's default).
@@ -200,7 +208,7 @@ class MILP(BaseSolver):
         "patience": Param(int, min=1, none=True), "local_search": Param(bool),
         "search_calls": Param(int, min=0), "enum_plans": Param(int, min=0),
         "lns_plans": Param(int, min=0),
-        "seed": Param(int),
+        "seed": DEPRECATED_SEED_PARAM,
         "progress": Param(bool, none=True), "verbose": Param(bool),
         "lagging": Param(bool, none=True), "binary_placement": Param(bool, none=True),
         "integral_copies": Param(bool, none=True), "fifo": Param(bool, none=True),
@@ -327,8 +335,8 @@ class MILP(BaseSolver):
     def plan(self, instance: Instance, budget_bytes: int, run: Run) -> Outcome:
         """Plan `instance` under budget M = `budget_bytes` (bytes), within
         ``run.time_limit_s`` (else the ``time_limit_s`` parameter, else the default
-        above), with ``run.seed`` (else the ``seed`` parameter; ``run.seed`` is set to
-        the seed used).
+        above), with ``run.seed`` (else the deprecated ``seed`` parameter; ``run.seed`` is
+        set to the seed used).
 
         The search is the declared list :data:`PHASES`, run in order on one
         :class:`_Search` state until a phase settles the answer or the plan meets the
@@ -368,8 +376,7 @@ class MILP(BaseSolver):
     def _start(self, inst: Instance, M: int, run: Run) -> _Search:
         """The search state for one solve: limits, seed, tier, and the trivial answers
         (M >= P: keep-all is optimal; M below the model floor: infeasible)."""
-        seed = self.seed if run.seed is None else int(run.seed)
-        run.seed = seed
+        seed = run.seed = run.seed_or(self.seed)
         tier = self.tier_for(inst)
         limit = run.time_limit_s if run.time_limit_s is not None else self.time_limit_s
         if limit is None:

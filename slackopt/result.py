@@ -1,0 +1,101 @@
+"""What a solver returns: :class:`SolveResult`, the status words and the bound check.
+
+The contract's vocabulary, shared by :mod:`slackopt.solver` (the registry and
+:func:`slackopt.solve`) and :mod:`slackopt.solverbase` (the base class). It imports
+neither, so they import it and not each other; both re-export its names, which stay
+public under ``slackopt.solver`` (``slackopt.solver.STATUSES``, ...).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from slackopt.plan import Plan
+from slackopt.simulate import Evaluation
+
+STATUSES = ("optimal", "bounded", "feasible", "infeasible", "timeout", "error")
+"""What a result's status may say (see :class:`SolveResult`)."""
+OPTIMAL_REL_TOL = 1e-4
+"""Status "optimal" needs (U - L) / L <= this (0.01%), U the plan's simulated step time
+and L a lower bound valid for every plan. Not tighter: the MILP backends' feasibility
+tolerances (1e-6 absolute, on step times of a few hundred model units) make proofs to
+1e-6 relative slow or unreliable."""
+PLAN_STATUSES = ("optimal", "bounded", "feasible")
+"""Statuses that come with a plan the solver believes runs under the budget."""
+
+
+@dataclass
+class SolveResult:
+    """What a solver returns.
+
+    Attributes:
+        plan: the plan (None only when the solver produced none).
+        solver: registered solver name.
+        params: the solver's hyperparameters.
+        status: what was proven, one of
+            "optimal": the plan's simulated step time is proven minimal: a lower bound
+            valid for every plan is within ``OPTIMAL_REL_TOL`` (1e-4, relative) of it;
+            "bounded": a plan and a valid lower bound with a gap larger than that
+            (``info["gap"]`` = (step - bound) / bound when the solver reports it);
+            "feasible": a plan, no bound;
+            "infeasible": no plan fits the budget (``info["min_budget_bytes"]``: the
+            smallest budget the solver can reach, or None);
+            "timeout": the time limit ended the search with no plan and no proof;
+            "error": the solver failed.
+        objective_s: the solver's own model value (s), reported, never used to rank.
+        lower_bound_s: a lower bound on the step time of every plan under this budget
+            (s), valid for the evaluator's semantics (docs/model.md), or None.
+        planning_time_s: wall-clock planning time (s).
+        seed: the seed used, or None.
+        info: solver-specific details. Infeasible results put the smallest budget the
+            solver can reach in ``info["min_budget_bytes"]`` (or None if unknown).
+        evaluation: the evaluator's verdict on ``plan``, filled in by
+            :func:`slackopt.solve`.
+
+    Raises:
+        ValueError: a status that is not one of :data:`STATUSES`.
+    """
+
+    plan: Plan | None
+    solver: str
+    params: dict[str, Any] = field(default_factory=dict)
+    status: str = "feasible"
+    objective_s: float | None = None
+    lower_bound_s: float | None = None
+    planning_time_s: float = 0.0
+    seed: int | None = None
+    info: dict[str, Any] = field(default_factory=dict)
+    evaluation: Evaluation | None = None
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise ValueError(f"status '{self.status}' is not one of {', '.join(STATUSES)}")
+
+
+def bound_error(info: dict[str, Any], lower_bound_s: float, step_time_s: float) -> bool:
+    """Check a solver's lower bound against the simulated step of its own plan.
+
+    The evaluator's semantics define the problem, so a bound L above the step T of a plan
+    that runs is a proven error of the solver, never a gap to clamp: record it in
+    ``info["bound_error"]`` (L, T and a note), remove ``info["gap"]``, set
+    ``info["plan_proven_optimal"]`` to False, and return True (the caller drops the
+    bound and any "optimal" or "bounded" status). Returns False when L <= T.
+
+    Args:
+        info: the result's info dict (changed in place on an error).
+        lower_bound_s: L (s).
+        step_time_s: T (s), the simulated step of a plan that runs under the budget.
+    """
+    if float(lower_bound_s) <= float(step_time_s):
+        return False
+    info["bound_error"] = {"lower_bound_s": float(lower_bound_s),
+                           "plan_step_s": float(step_time_s),
+                           "note": "the solver's lower bound exceeds the simulated step of "
+                                   "its own plan: the bound is wrong and was dropped"}
+    info.pop("gap", None)
+    info["plan_proven_optimal"] = False
+    return True
+
+
+__all__ = ["OPTIMAL_REL_TOL", "PLAN_STATUSES", "STATUSES", "SolveResult", "bound_error"]
