@@ -17,7 +17,6 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tests.strategies import budgets, instances
 from typer.testing import CliRunner
 
 import slackopt
@@ -26,6 +25,7 @@ from slackopt.cli import app
 from slackopt.errors import PlanError
 from slackopt.io import save_instance, save_plan
 from slackopt.simulate import simulate
+from tests.strategies import budgets, instances
 
 
 def _op(name: str, phase: str, dur: float, ws: int = 0) -> Op:
