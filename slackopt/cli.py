@@ -1200,7 +1200,8 @@ def profile_cmd(
 
 
 # ----------------------------------------------------------------------------- reproduce
-@app.command("reproduce")
+@app.command("reproduce", short_help="The paper's Figures 4, 5, 6a, 6b, GPU generations, "
+             "Tables 2, 3.")
 @_guarded
 def reproduce_cmd(
     out: Annotated[Path, typer.Option("--out", "-o", help="Directory for report.md, the PNG "
@@ -1216,8 +1217,9 @@ def reproduce_cmd(
     force: ForceOpt = False,
     json_output: JsonOpt = False,
 ) -> dict[str, Any] | None:
-    """Regenerate the paper's Figures 4 and 5, Tables 2 and 3 and the VGG-16 vDNN check,
-    with a report that puts every number beside the paper's."""
+    """Regenerate the paper's Figures 4, 5, 6a and 6b, the GPU generations (section 4.5),
+    Tables 2 and 3 and the VGG-16 vDNN check, with a report that puts every number beside
+    the paper's."""
     from slackopt.io import OutputExistsError
     from slackopt.reproduce import reproduce
 
@@ -1239,6 +1241,17 @@ def reproduce_cmd(
 
 
 # ----------------------------------------------------------------------------- entry
+def _usage_line(e: Exception) -> str:
+    """A usage error (bad option value, unknown option, missing argument) as the one line
+    every other bad input gets: click's message (typer's copy of click), then where the help
+    is."""
+    fmt = getattr(e, "format_message", None)
+    msg = " ".join((fmt() if callable(fmt) else str(e)).split())
+    ctx = getattr(e, "ctx", None)
+    where = ctx.command_path if ctx is not None and ctx.command_path else "slackopt"
+    return f"{msg.rstrip('.')}; see '{where} --help'"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the ``slackopt`` command.
 
@@ -1252,11 +1265,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         rv = app(args=argv, prog_name="slackopt", standalone_mode=False)
     except typer.TyperException as e:  # usage errors (bad option, missing argument, ...)
-        show = getattr(e, "show", None)
-        if callable(show):
-            show(file=sys.stderr)
-        else:  # pragma: no cover - every typer usage error has show()
-            _err(e.format_message())
+        if type(e).__name__ == "NoArgsIsHelpError":  # `slackopt` or `slackopt plot` alone:
+            e.show(file=sys.stderr)                  # the help is the answer
+        else:
+            _err(_usage_line(e))
         return 2
     except typer.Abort:
         sys.stderr.write("slackopt: aborted\n")
