@@ -1227,8 +1227,14 @@ def reproduce_cmd(
         raise OutputExistsError(f"{out} already holds a reproduction (report.md); pass --force "
                                 "to replace its files, or choose another --out")
 
-    res = reproduce(out, quick=quick, workers=workers, progress=sys.stderr.isatty(),
-                    _tiny=tiny)
+    before = _file_stamps(out)
+    try:
+        res = reproduce(out, quick=quick, workers=workers, progress=sys.stderr.isatty(),
+                        _tiny=tiny)
+    except BaseException as e:
+        if isinstance(e, KeyboardInterrupt) or isinstance(interrupt_cause(e), KeyboardInterrupt):
+            raise Interrupted(_kept_line(out, before)) from None
+        raise
     doc = res.to_dict()
     if json_output:
         return doc
@@ -1238,6 +1244,23 @@ def reproduce_cmd(
     for p in res.files[1:]:
         con.print(f"wrote {p}")
     return None
+
+
+def _file_stamps(folder: Path) -> dict[str, int]:
+    """{name: modification time (ns)} of the files directly in `folder` ({} if none)."""
+    if not folder.is_dir():
+        return {}
+    return {p.name: p.stat().st_mtime_ns for p in folder.iterdir() if p.is_file()}
+
+
+def _kept_line(folder: Path, before: Mapping[str, int]) -> str:
+    """The interrupt line of an interrupted reproduce: the files of `folder` written since
+    `before` (:func:`_file_stamps` at the start) stay there; a rerun writes them again."""
+    written = sorted(n for n, t in _file_stamps(folder).items() if before.get(n) != t)
+    if not written:
+        return _RERUN
+    return (f"kept {', '.join(written)} in {folder}, written before Ctrl-C (this run wrote "
+            "no report.md); run the same command again to make them all")
 
 
 # ----------------------------------------------------------------------------- entry
