@@ -844,9 +844,11 @@ def compare_cmd(
                   f"{_fmt_time(r0['ideal_time_s'])}, link can hide f = "
                   f"{r0['hideable_fraction']:.1%}", title_justify="left")
         cols = ["budget", "solver"] + (["seed"] if show_seed else []) + [
-            "status", "step", "throughput", "planning", "gap to bound", "gap to best"]
+            "status", "step", "throughput", "planning", "gap to bound", "bound from",
+            "gap to best"]
         for c in cols:
-            t.add_column(c, justify="left" if c in ("solver", "status") else "right",
+            t.add_column(c, justify="left" if c in ("solver", "status", "bound from")
+                         else "right",
                          no_wrap=c != "solver")
         for r in g.itertuples(index=False):
             solver = solver_label(r.solver, r.params)
@@ -856,7 +858,9 @@ def compare_cmd(
                 row.append("-" if r.seed is None or r.seed != r.seed else str(r.seed))
             row += [r.status, _fmt_time(r.step_time_s) if r.feasible else "-",
                     _pct(r.throughput) if r.feasible else "-", _fmt_time(r.planning_time_s),
-                    _pct(r.gap_to_bound, 2), _pct(r.gap_to_best, 2)]
+                    _pct(r.gap_to_bound, 2),
+                    r.best_bound_source if r.gap_to_bound == r.gap_to_bound else "-",
+                    _pct(r.gap_to_best, 2)]
             t.add_row(*[str(x) for x in row])
         con.print(t)
     bad = df[df["status"].isin(["error", "timeout"])]
