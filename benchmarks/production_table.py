@@ -1,8 +1,10 @@
 """The production planners' table for the README, from a ``slackopt compare`` results file.
 
 Run: slackopt compare instances/paper/*.json --solvers production --budgets 0.5,0.3,0.1
-         --out benchmarks/results/production.csv
-     python benchmarks/production_table.py benchmarks/results/production.csv
+         --out production.csv
+     python benchmarks/production_table.py production.csv
+(the committed results, benchmarks/results/production.csv, were written with ``--out
+benchmarks/results/production.csv --force``; their table is the README's.)
 
 Prints one markdown row per (workload, budget, solver): status, throughput (T*/T), peak
 (GB), bytes moved over the link (D2H + H2D, GB), gap to the best bound and to the best

@@ -849,9 +849,11 @@ def compare_cmd(
                   f"{_fmt_time(r0['ideal_time_s'])}, link can hide f = "
                   f"{r0['hideable_fraction']:.1%}", title_justify="left")
         cols = ["budget", "solver"] + (["seed"] if show_seed else []) + [
-            "status", "step", "throughput", "planning", "gap to bound", "gap to best"]
+            "status", "step", "throughput", "planning", "gap to bound", "bound from",
+            "gap to best"]
         for c in cols:
-            t.add_column(c, justify="left" if c in ("solver", "status") else "right",
+            t.add_column(c, justify="left" if c in ("solver", "status", "bound from")
+                         else "right",
                          no_wrap=c != "solver")
         for r in g.itertuples(index=False):
             solver = solver_label(r.solver, r.params)
@@ -861,7 +863,9 @@ def compare_cmd(
                 row.append("-" if r.seed is None or r.seed != r.seed else str(r.seed))
             row += [r.status, _fmt_time(r.step_time_s) if r.feasible else "-",
                     _pct(r.throughput) if r.feasible else "-", _fmt_time(r.planning_time_s),
-                    _pct(r.gap_to_bound, 2), _pct(r.gap_to_best, 2)]
+                    _pct(r.gap_to_bound, 2),
+                    r.best_bound_source if r.gap_to_bound == r.gap_to_bound else "-",
+                    _pct(r.gap_to_best, 2)]
             t.add_row(*[str(x) for x in row])
         con.print(t)
     bad = df[df["status"].isin(["error", "timeout"])]
@@ -1214,7 +1218,8 @@ def profile_cmd(
 
 
 # ----------------------------------------------------------------------------- reproduce
-@app.command("reproduce")
+@app.command("reproduce", short_help="The paper's Figures 4, 5, 6a, 6b, GPU generations, "
+             "Tables 2, 3.")
 @_guarded
 def reproduce_cmd(
     out: Annotated[Path, typer.Option("--out", "-o", help="Directory for report.md, the PNG "
@@ -1230,8 +1235,9 @@ def reproduce_cmd(
     force: ForceOpt = False,
     json_output: JsonOpt = False,
 ) -> dict[str, Any] | None:
-    """Regenerate the paper's Figures 4 and 5, Tables 2 and 3 and the VGG-16 vDNN check,
-    with a report that puts every number beside the paper's."""
+    """Regenerate the paper's Figures 4, 5, 6a and 6b, the GPU generations (section 4.5),
+    Tables 2 and 3 and the VGG-16 vDNN check, with a report that puts every number beside
+    the paper's."""
     from slackopt.experiments.reproduce import reproduce
     from slackopt.io import OutputExistsError
 
@@ -1239,8 +1245,14 @@ def reproduce_cmd(
         raise OutputExistsError(f"{out} already holds a reproduction (report.md); pass --force "
                                 "to replace its files, or choose another --out")
 
-    res = reproduce(out, quick=quick, workers=workers, progress=sys.stderr.isatty(),
-                    _tiny=tiny)
+    before = _file_stamps(out)
+    try:
+        res = reproduce(out, quick=quick, workers=workers, progress=sys.stderr.isatty(),
+                        _tiny=tiny)
+    except BaseException as e:
+        if isinstance(e, KeyboardInterrupt) or isinstance(interrupt_cause(e), KeyboardInterrupt):
+            raise Interrupted(_kept_line(out, before)) from None
+        raise
     doc = res.to_dict()
     if json_output:
         return doc
@@ -1252,7 +1264,35 @@ def reproduce_cmd(
     return None
 
 
+def _file_stamps(folder: Path) -> dict[str, int]:
+    """{name: modification time (ns)} of the files directly in `folder` ({} if none)."""
+    if not folder.is_dir():
+        return {}
+    return {p.name: p.stat().st_mtime_ns for p in folder.iterdir() if p.is_file()}
+
+
+def _kept_line(folder: Path, before: Mapping[str, int]) -> str:
+    """The interrupt line of an interrupted reproduce: the files of `folder` written since
+    `before` (:func:`_file_stamps` at the start) stay there; a rerun writes them again."""
+    written = sorted(n for n, t in _file_stamps(folder).items() if before.get(n) != t)
+    if not written:
+        return _RERUN
+    return (f"kept {', '.join(written)} in {folder}, written before Ctrl-C (this run wrote "
+            "no report.md); run the same command again to make them all")
+
+
 # ----------------------------------------------------------------------------- entry
+def _usage_line(e: Exception) -> str:
+    """A usage error (bad option value, unknown option, missing argument) as the one line
+    every other bad input gets: click's message (typer's copy of click), then where the help
+    is."""
+    fmt = getattr(e, "format_message", None)
+    msg = " ".join((fmt() if callable(fmt) else str(e)).split())
+    ctx = getattr(e, "ctx", None)
+    where = ctx.command_path if ctx is not None and ctx.command_path else "slackopt"
+    return f"{msg.rstrip('.')}; see '{where} --help'"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the ``slackopt`` command.
 
@@ -1266,11 +1306,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         rv = app(args=argv, prog_name="slackopt", standalone_mode=False)
     except typer.TyperException as e:  # usage errors (bad option, missing argument, ...)
-        show = getattr(e, "show", None)
-        if callable(show):
-            show(file=sys.stderr)
-        else:  # pragma: no cover - every typer usage error has show()
-            _err(e.format_message())
+        if type(e).__name__ == "NoArgsIsHelpError":  # `slackopt` or `slackopt plot` alone:
+            e.show(file=sys.stderr)                  # the help is the answer
+        else:
+            _err(_usage_line(e))
         return 2
     except typer.Abort:
         sys.stderr.write("slackopt: aborted\n")

@@ -462,13 +462,38 @@ def plan_map(instance: Instance, plan: Plan, *, budget_bytes: int | None = None,
                  f"({bb['swap'] / tot:.0%}), recompute {_fmt_bytes(bb['recomp'])} "
                  f"({bb['recomp'] / tot:.0%}) of A = {_fmt_bytes(instance.A)}; "
                  "each cell: share of its bytes per decision")
+    ax.set_title(wrap_title(title, max(40, int(width * 10))), fontsize=10)
+    return fig
+
+
+def wrap_title(title: str, chars: int) -> str:
+    """`title` with each line broken into lines of at most `chars` characters, at phrase
+    boundaries where it can: after ", ", "; " and ": ", or before " under " (a budget); a
+    phrase longer than `chars` alone is broken between words.
+
+    Args:
+        title: the text (its own line breaks are kept).
+        chars: the most characters per line (> 0).
+
+    Returns:
+        The wrapped text, lines joined by newlines.
+    """
+    import re
     import textwrap
 
-    chars = max(40, int(width * 10))
-    title = "\n".join(w for line in title.split("\n")
-                      for w in (textwrap.wrap(line, chars) or [""]))
-    ax.set_title(title, fontsize=10)
-    return fig
+    out: list[str] = []
+    for line in title.split("\n"):
+        cur = ""
+        for phrase in re.split(r"(?<=[,;:]) | (?=under )", line):
+            if cur and len(cur) + 1 + len(phrase) > chars:
+                out.append(cur)
+                cur = ""
+            cur = f"{cur} {phrase}" if cur else phrase
+            if len(cur) > chars:
+                *full, cur = textwrap.wrap(cur, chars)
+                out.extend(full)
+        out.append(cur)
+    return "\n".join(out)
 
 
 # ============================================================================ comparisons
@@ -613,8 +638,10 @@ def planning_time_vs_quality(df: pd.DataFrame, *, quality: str = "gap_to_best",
         title: figure title.
 
     Returns:
-        The figure; only runs with a feasible plan and a value of `quality` are drawn
-        (their count is in the title).
+        The figure; only runs with a feasible plan, a value of `quality` and a planning
+        time > 0 (the axis is logarithmic) are drawn; the default title counts the runs
+        drawn and, by reason, those not drawn. The legends list only the solvers and
+        instances with a point.
 
     Raises:
         SlackoptError: a table without the needed columns, or an unknown `quality`.
@@ -633,7 +660,8 @@ def planning_time_vs_quality(df: pd.DataFrame, *, quality: str = "gap_to_best",
     hollow = {lab: i >= 10 for i, lab in enumerate(labels)}  # solvers 11-20: hollow markers
     names = list(dict.fromkeys(d["instance"].astype(str)))
     markers = dict(zip(names, "osD^vP*Xh<>" * 4, strict=False))
-    ok = d[d["feasible"].astype(bool) & d[quality].notna() & (d["planning_time_s"] > 0)]
+    feasible = d["feasible"].astype(bool)
+    ok = d[feasible & d[quality].notna() & (d["planning_time_s"] > 0)]
     fig = _fig(7.5, 4.6)
     ax = fig.add_subplot()
     for lab in labels:
@@ -648,10 +676,11 @@ def planning_time_vs_quality(df: pd.DataFrame, *, quality: str = "gap_to_best",
     ax.set_xlabel("planning time (s, log scale)")
     ax.set_ylabel(ylabels[quality])
     ax.grid(alpha=0.3, which="both")
+    drawn_labels, drawn_names = set(ok["label"]), set(ok["instance"].astype(str))
     h1 = [Patch(facecolor="none" if hollow[lab] else color[lab], edgecolor=color[lab],
-                label=lab) for lab in labels]
+                label=lab) for lab in labels if lab in drawn_labels]
     h2 = [Line2D([], [], marker=markers[n], color="#555555", linestyle="none", label=n)
-          for n in names]
+          for n in names if n in drawn_names]
     leg = ax.legend(handles=h1, title="solver", fontsize=8, title_fontsize=8,
                     loc="upper left", bbox_to_anchor=(1.01, 1.0))
     ax.add_artist(leg)
@@ -659,8 +688,18 @@ def planning_time_vs_quality(df: pd.DataFrame, *, quality: str = "gap_to_best",
               bbox_to_anchor=(1.01, 0.0))
     if quality != "throughput":
         ax.set_ylim(bottom=min(0.0, float(ok[quality].min() * 100) if len(ok) else 0.0) - 1)
-    ax.set_title(title or f"Planning time vs plan quality ({len(ok)} feasible runs of "
-                 f"{len(d)}; lower left is better)", fontsize=10)
+    if title is None:
+        missing = {"gap_to_best": "no gap to the best plan",
+                   "gap_to_bound": "no lower bound (not barrier-free)",
+                   "throughput": "no throughput"}[quality]
+        left = [(int((~feasible).sum()), "without a feasible plan"),
+                (int((feasible & d[quality].isna()).sum()), f"feasible, {missing}"),
+                (int((feasible & d[quality].notna() & ~(d["planning_time_s"] > 0)).sum()),
+                 "feasible, no planning time")]
+        why = "; ".join(f"{n} {what}" for n, what in left if n)
+        title = (f"Planning time vs plan quality (lower left is better)\n{len(ok)} of {len(d)} "
+                 f"runs drawn" + (f"; not drawn: {why}" if why else ""))
+    ax.set_title(title, fontsize=10)
     return fig
 
 

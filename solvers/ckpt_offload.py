@@ -64,7 +64,9 @@ def ckpt_offload_plan(instance: Instance, blocks: int | None = None) -> Plan:
 
 
 class CkptOffload(BaseSolver):
-    """DeepSpeed activation checkpointing with ``cpu_checkpointing`` (module docstring).
+    """DeepSpeed's ``cpu_checkpointing``: checkpointed blocks recomputed, their inputs swapped.
+
+    The source and every modelling choice are in the module docstring.
 
     Args:
         blocks: number of bottom blocks checkpointed (None: every block).

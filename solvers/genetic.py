@@ -315,7 +315,11 @@ class Genetic(BaseSolver):
        generations), or when the best plan runs at the ideal step time T*: T* is a lower
        bound on every plan's step (docs/model.md, invariant 2), so that plan is a proven
        optimum and the status is "optimal" (equal to T* within 1e-12 relative, float
-       rounding); otherwise "feasible".
+       rounding). Otherwise the plan's status is "bounded": the search states T* as its
+       lower bound (``lower_bound_s``) and :meth:`BaseSolver.solve
+       <slackopt.solverbase.BaseSolver.solve>` turns a plan with a bound into "optimal" or
+       "bounded" with ``info["gap"]`` = (step - T*) / T*. T* is the trivial bound, no
+       proof of quality: compare marks it "T* (trivial)" in its ``bound_source`` column.
 
     The best plan ever scored (``tools.HallOfFame``) is returned; seeds are part of
     generation 0 and the best individuals always survive, so the result is never worse
@@ -449,8 +453,10 @@ class Genetic(BaseSolver):
         seed).
 
         Returns:
-            The best plan found, status "optimal" (runs at T*), "feasible" or
-            "infeasible", ``lower_bound_s = T*`` and ``info`` as in the class docstring.
+            The best plan found with status "optimal" (runs at T*), "feasible" or
+            "infeasible" and ``lower_bound_s = T*`` (so :meth:`BaseSolver.solve` reports a
+            feasible plan slower than T* as "bounded", its gap to T*), ``info`` as in the
+            class docstring.
 
         Raises:
             ValueError: no generation, evaluation or time limit.

@@ -73,7 +73,7 @@ def module_offload_plan(instance: Instance, offload: Iterable[str] = DEFAULT_OFF
 
 
 class ModuleOffload(BaseSolver):
-    """Megatron-Core fine-grained activation offloading + selective recompute.
+    """Megatron-Core fine-grained offloading and selective recompute, by tensor category.
 
     Args:
         offload: saved-tensor categories to offload, comma-separated ("qkv,attn_out").

@@ -58,7 +58,9 @@ def offload_all_plan(instance: Instance, min_offload_size: int = MIN_OFFLOAD_SIZ
 
 
 class OffloadAll(BaseSolver):
-    """torchtune's ``OffloadActivations`` (see the module docstring).
+    """torchtune's ``OffloadActivations``: swap every saved tensor >= 1 kB, keep the logits.
+
+    The source and every modelling choice are in the module docstring.
 
     Args:
         min_offload_size: tensors smaller than this (bytes) stay on the device (1024).

@@ -252,7 +252,10 @@ def _signature(instance: Instance, members: np.ndarray, frac: tuple[float, float
 
 
 class TitanAuto(BaseSolver):
-    """torchtitan's ``auto_perf_maxing`` (module docstring).
+    """torchtitan's ``auto_perf_maxing``: an LP splits each block into keep/recompute/offload.
+
+    The per-block fractions become per-tensor tags by a small integer program per block;
+    the programs and every modelling choice are in the module docstring.
 
     Args:
         offload_min_bytes: tensors below this size are never offloaded (bytes; torchtitan

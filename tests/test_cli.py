@@ -535,3 +535,70 @@ def test_solvers_descriptions_are_plain_text(capsys: pytest.CaptureFixture[str])
                                                  "selection with PyTorch's knapsack solvers.")
     for r in rows.values():
         assert r["summary"] is None or "`" not in r["summary"], r
+
+
+def _bad_input_cases(inst: Path) -> list[tuple[list[str], str]]:
+    """(argv, the option or word the line must name): usage mistakes click catches
+    (values, unknown names, missing arguments) beside ones slackopt's commands catch."""
+    solve = ["solve", inst, "--solver", "keep_all", "--budget", "1.0"]
+    cmp_ = ["compare", inst, "--solvers", "keep_all"]
+    return [
+        (solve + ["--time-limit", "-5"], "--time-limit"),
+        (cmp_ + ["--budgets", "1.0", "--workers", "-1"], "--workers"),
+        (cmp_ + ["--budgets", "0.5,,0.3"], "--budgets"),
+        (solve + ["--seed", "abc"], "--seed"),
+        (solve + ["--param", "g"], "--param"),
+        (solve + ["--bogus"], "--bogus"),
+        (["solve", inst, "--budget", "1.0"], "--solver"),
+        (["frobnicate"], "frobnicate"),
+        (["plot", "memory", inst, "-o", "x.png", "--budget", "0.5", "--time-limit", "inf"],
+         "--time-limit"),
+        (["solve", inst, "--solver", "no_such_solver", "--budget", "1.0"], "no_such_solver"),
+        (["solve", str(inst) + ".missing", "--solver", "keep_all", "--budget", "1.0"],
+         "file not found"),
+    ]
+
+
+def test_every_bad_input_is_one_error_line(capsys: pytest.CaptureFixture[str],
+                                           files: dict[str, Path]) -> None:
+    """Usage mistakes (click's: a bad value, an unknown option or command, a missing
+    option) print the same single `slackopt: error:` line with exit 2 as the mistakes the
+    commands catch themselves, naming the option and where the help is; never click's
+    usage block."""
+    for argv, word in _bad_input_cases(files["inst"]):
+        rc, out, err = run(capsys, *argv)
+        assert_user_error(rc, out, err, word)
+        lines = err.splitlines()
+        assert len(lines) == 1 and lines[0].startswith("slackopt: error: "), (argv, err)
+        assert "Usage:" not in err, err
+    rc, out, err = run(capsys, "solve", files["inst"], "--solver", "keep_all", "--budget",
+                       "1.0", "--seed", "abc")
+    assert err.strip().endswith("; see 'slackopt solve --help'"), err
+
+
+def test_bad_input_line_as_a_process(files: dict[str, Path]) -> None:
+    """The same through the installed entry point's code path, as a shell runs it."""
+    res = run_sub("compare", files["inst"], "--solvers", "keep_all", "--budgets", "0.5,,0.3")
+    assert res.returncode == 2 and res.stdout == ""
+    assert res.stderr.splitlines() == [
+        "slackopt: error: Invalid value for '--budgets': '0.5,,0.3' is not a comma-separated "
+        "list of budgets; see 'slackopt compare --help'"], res.stderr
+
+
+def test_help_names_every_reproduced_figure(capsys: pytest.CaptureFixture[str]) -> None:
+    """`slackopt --help` and `reproduce --help` list Figures 6a/6b and the GPU generations
+    (what reproduce writes: figure6a.png, figure6b.png, gpu_generations.png)."""
+    for args in (["--help"], ["reproduce", "--help"]):
+        rc, out, _ = run(capsys, *args)
+        text = " ".join(out.split())
+        assert rc == 0 and "6a" in text and "6b" in text and "GPU generations" in text, text
+
+
+def test_every_solver_has_its_own_description(capsys: pytest.CaptureFixture[str]) -> None:
+    """`slackopt solvers` describes each solver in its line, never by a pointer elsewhere."""
+    rc, out, _ = run(capsys, "solvers", "--json")
+    rows = json.loads(out)["solvers"]
+    assert rc == 0 and rows
+    for r in rows:
+        s = r["summary"] or ""
+        assert len(s.split()) >= 6 and "docstring" not in s and "see the" not in s, r

@@ -333,7 +333,7 @@ def test_a_store_of_schema_1_opens_resumes_and_migrates(tmp_path: Path) -> None:
     con.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
     con.commit()
     con.close()
-    assert STORE_SCHEMA_VERSION == 2
+    assert STORE_SCHEMA_VERSION == 3
     df = compare([TINY], ["slackswap", "checkpoint"], [0.5], store=store, progress=False)
     assert df.attrs == {"runs_from_store": 1, "runs_now": 1}
     old, new = df.iloc[0], df.iloc[1]
@@ -345,7 +345,7 @@ def test_a_store_of_schema_1_opens_resumes_and_migrates(tmp_path: Path) -> None:
     ver = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
     pols = con.execute("SELECT solver, policy FROM runs ORDER BY solver").fetchall()
     con.close()
-    assert ver == ("2",) and pols == [("checkpoint", "barrier_free"), ("slackswap", None)]
+    assert ver == ("3",) and pols == [("checkpoint", "barrier_free"), ("slackswap", None)]
     # and it resumes again without running anything
     again = compare([TINY], ["slackswap", "checkpoint"], [0.5], store=store, progress=False)
     assert again.attrs == {"runs_from_store": 2, "runs_now": 0}
@@ -427,3 +427,94 @@ def test_cli_compare_says_which_folders_it_created(tmp_path: Path,
     o, e = capsys.readouterr()
     assert rc == 0 and json.loads(o)["runs_from_store"] == 1
     assert "created the folder" not in e
+
+
+# ----------------------------------------------------------------------------- bound sources
+class _Bounded:
+    """SlackSwap's plan with a lower bound at `share` of the way from T* to its step
+    (valid: never above the plan's step); `certified_bounds` as the class says."""
+
+    name = "bounded_test"
+    params: dict[str, Any] = {}
+    certified_bounds = False
+    share = 0.5
+
+    def solve(self, instance, budget_bytes, *, time_limit_s=None, seed=None):
+        res = get_solver("slackswap").solve(instance, budget_bytes)
+        from slackopt import simulate
+
+        step = simulate(instance, res.plan, budget_bytes).step_time_s
+        lb = instance.ideal_time_s + self.share * (step - instance.ideal_time_s)
+        return SolveResult(plan=res.plan, solver=self.name, status="bounded",
+                           lower_bound_s=lb)
+
+
+class _Certified(_Bounded):
+    name = "certified_test"
+    certified_bounds = True
+    share = 0.25
+
+
+def test_each_bound_says_where_it_comes_from() -> None:
+    """bound_source: T* (what keep-all and the genetic search state) is "T* (trivial)"
+    whichever solver states it; a solver that certifies its bounds gives "certified",
+    another "solver-reported". best_bound_source names the source of the bound the gap is
+    measured against: the largest, certified before reference before solver-reported on a
+    tie, T* when nothing beats it."""
+    from slackopt.compare.gaps import bound_source
+
+    assert bound_source(None, 1.0, True) is None
+    assert bound_source(float("nan"), 1.0, True) is None
+    assert bound_source(1.0, 1.0, False) == bound_source(0.9, 1.0, True) == "T* (trivial)"
+    assert bound_source(1.0 + 1e-12, 1.0, True) == "T* (trivial)"  # float rounding of T*
+    assert bound_source(1.01, 1.0, True) == "certified"
+    assert bound_source(1.01, 1.0, False) == "solver-reported"
+
+    df = compare([TINY], ["keep_all", "slackswap", _Bounded(), _Certified()], [1.0, 0.5],
+                 progress=False)
+    src = {(r.solver, r.budget_fraction): r.bound_source for r in df.itertuples()}
+    assert src[("keep_all", 1.0)] == src[("keep_all", 0.5)] == "T* (trivial)"
+    assert src[("slackswap", 1.0)] == "T* (trivial)" and src[("slackswap", 0.5)] is None
+    assert src[("bounded_test", 0.5)] == "solver-reported"
+    assert src[("certified_test", 0.5)] == "certified"
+    half = df[df["budget_fraction"] == 0.5]
+    # the uncertified bound is the larger (half way vs a quarter): the gap is against it
+    assert set(half["best_bound_source"]) == {"solver-reported"}
+    assert (half["best_lower_bound_s"] == half.loc[half["solver"] == "bounded_test",
+                                                   "lower_bound_s"].iloc[0]).all()
+    assert set(df[df["budget_fraction"] == 1.0]["best_bound_source"]) == {"T* (trivial)"}
+    # without it, the certified one; with a larger reference, the reference
+    rest = df[df["solver"] != "bounded_test"]
+    g = add_gaps(rest)
+    assert set(g[g["budget_fraction"] == 0.5]["best_bound_source"]) == {"certified"}
+    cert = rest.query("solver == 'certified_test' and budget_fraction == 0.5")[
+        "lower_bound_s"].iloc[0]
+    assert cert > rest["ideal_time_s"].iloc[0]
+    ref = {"format": "slackopt-references", "schema_version": 1,
+           "entries": [{"instance": "tiny_a100-pcie4", "budget_fraction": 0.5,
+                        "lower_bound_s": cert}]}
+    assert set(add_gaps(rest, ref).query("budget_fraction == 0.5")["best_bound_source"]) \
+        == {"certified"}  # a tie: certified first
+    ref["entries"][0]["lower_bound_s"] = cert * (1 + 1e-6)
+    assert set(add_gaps(rest, ref).query("budget_fraction == 0.5")["best_bound_source"]) \
+        == {"reference"}
+
+
+def test_a_store_of_schema_2_gains_the_bound_source(tmp_path: Path) -> None:
+    """A version-2 store (before ``bound_source``) is migrated: its rows have no recorded
+    source (a bound above T* among them counts as solver-reported), new rows have one."""
+    store = tmp_path / "v2.sqlite"
+    compare([TINY], [_Certified()], [0.5], store=store, progress=False)
+    con = sqlite3.connect(store)
+    con.execute('ALTER TABLE runs DROP COLUMN "bound_source"')
+    con.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+    con.commit()
+    con.close()
+    df = compare([TINY], [_Certified(), "keep_all"], [0.5], store=store, progress=False)
+    assert df.attrs == {"runs_from_store": 1, "runs_now": 1}
+    assert df["bound_source"].tolist() == [None, "T* (trivial)"]
+    assert set(df["best_bound_source"]) == {"solver-reported"}
+    con = sqlite3.connect(store)
+    assert con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() \
+        == ("3",)
+    con.close()

@@ -315,7 +315,11 @@ def test_ctrl_c_during_reproduce_exits_130_and_leaves_no_worker(tmp_path: Path) 
     rc, out, err = finish(proc)
     assert rc == 130, err[-2000:]
     assert "Traceback" not in err
-    assert err.strip().splitlines()[-1] == ("slackopt: interrupted; nothing was kept; run the "
-                                           "same command again to start over")
+    kept = sorted(p.name for p in (tmp_path / "r").glob("*"))
+    assert err.strip().splitlines()[-1] == (
+        f"slackopt: interrupted; kept {', '.join(kept)} in {tmp_path / 'r'}, written before "
+        "Ctrl-C (this run wrote no report.md); run the same command again to make them all"
+        if kept else "slackopt: interrupted; nothing was kept; run the same command again to "
+        "start over")
     assert not (tmp_path / "r" / "report.md").exists()
     wait_until(lambda: not any(alive(p) for p in kids), "reproduce's workers to end")

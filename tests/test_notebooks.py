@@ -22,6 +22,27 @@ SMALL = {
                                      'SOLVERS = ["slackswap", "vdnn"]'),
 }
 
+CHECKS = {
+    # What notebook 02's words say of its tables, checked in its kernel after it ran:
+    # "-" exactly where no feasible plan (the throughput of the others), one label per
+    # production planner run (the greedy knapsack named), and the bound sources its
+    # status section describes.
+    "02-compare-solvers.ipynb": """
+for r in df.itertuples():
+    cell = throughput_table.loc[r.solver, r.budget_fraction]
+    assert (cell == "-") == (not r.feasible), (r.solver, cell)
+    assert cell == "-" or cell == round(r.throughput * 100, 1), (r.solver, cell)
+for _, g in prod.groupby("budget_fraction"):
+    assert len(set(g["planner"])) == len(g), list(g["planner"])
+assert 'torch-knapsack {"method":"greedy"}' in set(prod["planner"])
+ga = df[(df["solver"] == "genetic") & df["lower_bound_s"].notna()]
+assert (ga["bound_source"] == "T* (trivial)").all(), ga["bound_source"]
+assert ga["status"].isin(["optimal", "bounded", "infeasible", "timeout"]).all(), ga["status"]
+mi = df[(df["solver"] == "milp") & (df["lower_bound_s"] > df["ideal_time_s"] * (1 + 1e-9))]
+assert (mi["bound_source"] == "certified").all(), mi["bound_source"]
+""",
+}
+
 
 def test_every_notebook_has_small_settings() -> None:
     assert sorted(p.name for p in NOTEBOOKS.glob("*.ipynb")) == sorted(SMALL)
@@ -47,6 +68,8 @@ def test_notebook_runs(name: str) -> None:
     nb.cells.insert(i + 1, nbformat.v4.new_code_cell(SMALL[name]))
     client = nbclient.NotebookClient(nb, timeout=300, kernel_name="python3",
                                      resources={"metadata": {"path": str(NOTEBOOKS)}})
+    if name in CHECKS:
+        nb.cells.append(nbformat.v4.new_code_cell(CHECKS[name]))
     client.execute()  # raises CellExecutionError naming the cell on any error
     images = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs
               if o.get("output_type") in ("display_data", "execute_result")

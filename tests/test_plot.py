@@ -199,3 +199,49 @@ def test_cli_plot(table, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
         assert rc == 2 and out == "" and "Traceback" not in err, (args, err)
         for w in words:
             assert w in err, (w, err)
+
+
+def test_quality_title_counts_what_it_draws_and_legend_has_only_drawn_solvers(table) -> None:
+    """The title says how many runs are drawn and why the others are not (no feasible
+    plan; feasible but without the quality's value); solvers and instances without a
+    point are not in the legends."""
+    half = table[table["budget_fraction"] == 0.5].reset_index(drop=True)
+    assert not half[half["solver"] == "keep_all"]["feasible"].any()  # keep-all: over M
+    feasible = half["feasible"].astype(bool)
+    n_feas = int(feasible.sum())
+    assert 0 < n_feas < len(half)
+    fig = plot.planning_time_vs_quality(half)
+    ax = fig.axes[0]
+    head, counts = ax.get_title().split("\n")
+    assert counts == (f"{n_feas} of {len(half)} runs drawn; not drawn: "
+                      f"{len(half) - n_feas} without a feasible plan")
+    legends = [c for c in ax.get_children() if type(c).__name__ == "Legend"]
+    solvers = [t.get_text() for t in legends[0].get_texts()]
+    assert solvers == [s for s in ("checkpoint", "slackswap")
+                       if half[(half["solver"] == s) & feasible].shape[0]]
+    assert "keep_all" not in solvers
+    # feasible runs without the value asked for (e.g. no lower bound: not barrier-free)
+    nob = half.copy()
+    nob.loc[nob["solver"] == "checkpoint", "gap_to_bound"] = float("nan")
+    n_ck = int((feasible & (nob["solver"] == "checkpoint")).sum())
+    fig = plot.planning_time_vs_quality(nob, quality="gap_to_bound")
+    counts = fig.axes[0].get_title().split("\n")[1]
+    assert counts == (f"{n_feas - n_ck} of {len(half)} runs drawn; not drawn: "
+                      f"{len(half) - n_feas} without a feasible plan; {n_ck} feasible, no "
+                      "lower bound (not barrier-free)")
+    legends = [c for c in fig.axes[0].get_children() if type(c).__name__ == "Legend"]
+    assert [t.get_text() for t in legends[0].get_texts()] == ["slackswap"]
+
+
+def test_titles_wrap_between_phrases() -> None:
+    """Plan-map titles break after a comma, semicolon or colon (or before "under M"),
+    never inside "5.6 GB (25%)"; a phrase longer than a line alone breaks between words."""
+    t = ("Plan map of gpt2-xl under M = 11.57 GB (50% of P)\nkeep 10.2 GB (46%), swap "
+         "6.5 GB (29%), recompute 5.6 GB (25%) of A = 22.32 GB; each cell: share of its "
+         "bytes per decision")
+    assert plot.wrap_title(t, 40).split("\n") == [
+        "Plan map of gpt2-xl", "under M = 11.57 GB (50% of P)",
+        "keep 10.2 GB (46%), swap 6.5 GB (29%),", "recompute 5.6 GB (25%) of A = 22.32 GB;",
+        "each cell:", "share of its bytes per decision"]
+    assert plot.wrap_title("a" * 5 + " " + "b" * 5, 6) == "aaaaa\nbbbbb"
+    assert all(len(x) <= 30 for x in plot.wrap_title(t, 30).split("\n"))

@@ -1,22 +1,29 @@
 """Every example in README.md and in the documentation site (docs/*.md) runs, and shows
 what the command prints.
 
-Each page's fenced blocks are read in order (each page runs in a scratch directory of its
-own):
+Each page's fenced blocks are read in order:
 
 - ``text`` blocks hold ``$ slackopt ...`` commands (a trailing ``\\`` continues a line)
   followed by lines of their output. Each command runs as a process in a scratch directory
-  that sees the repository's ``instances/`` and ``tests/``; each output line shown must
+  that holds a clean copy of the repository (what ``git ls-files`` lists, as a fresh
+  clone has it; the ``slackopt`` package itself comes from the environment, as for an
+  installed command), so a command that would write over a committed file is refused
+  there as it is in a fresh clone; each output line shown must
   appear in what it prints: a table row cell by cell (cells under a ``planning`` column,
   and the ``planning_time_s`` row, are wall clock and not compared), any other line as
   text (whitespace and line wrapping do not matter).
 - A block after ``<!-- readme-test: measured -->`` shows measured numbers: its table rows
   must exist (by their first cell), their values are not compared.
-- A block after ``<!-- readme-test: slow ... -->`` runs for minutes (the MILP to its 300 s
-  limit): its command is parsed by the command line (every option known and valid) but
-  not run.
-- ``python`` blocks run in the page's scratch directory, in order, after the text blocks
-  before them (the PyTorch example reads the files the profile example of its page wrote).
+- A block after ``<!-- readme-test: slow ... -->`` runs for minutes: its commands are
+  parsed by the command line (every option known and valid); a ``slackopt compare`` with
+  ``--out`` (a sweep of the paper workloads) is then started in the clean copy as written
+  and interrupted once its progress bar shows that it got past every check and began its
+  runs (exit 130, nothing written); run once more with its output file already there, it
+  must refuse to replace it (exit 2, one line).
+- ``python`` blocks run in the same scratch directory, in order, after the text blocks
+  before them (the PyTorch example reads the files the profile example wrote); the Hugging
+  Face example runs in a fresh process, which must print nothing on stderr (transformers
+  prints its warnings there, once per process).
 - ``bash`` blocks are the install and test commands that built the environment these
   tests run in; they are checked to be exactly that.
 
@@ -129,18 +136,31 @@ def check_output(shown: list[str], printed: str, measured: bool) -> None:
         assert any(same(r) for r in rows), f"no printed row matches {want}\nprinted:\n{printed}"
 
 
-_SCRATCH: dict[str, Path] = {}
+PACKAGES = ("slackopt", "solvers")
+"""Source folders of the installed package: not copied (the environment's slackopt runs)."""
 
 
-@pytest.fixture
-def scratch(block: Block, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The scratch directory of the block's page (shared by the blocks of one page)."""
-    if block.page not in _SCRATCH:
-        d = tmp_path_factory.mktemp(block.page.replace(".", "_"))
-        for name in ("instances", "tests"):
-            (d / name).symlink_to(ROOT / name)
-        _SCRATCH[block.page] = d
-    return _SCRATCH[block.page]
+def tracked_files() -> list[str]:
+    """The files a fresh clone holds (``git ls-files``), relative to the repository."""
+    res = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z"], capture_output=True,
+                         timeout=60)
+    if res.returncode != 0:
+        pytest.skip("not a git checkout: the README's commands run from a clean clone")
+    return [f for f in res.stdout.decode().split("\0") if f]
+
+
+@pytest.fixture(scope="module")
+def scratch(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A clean copy of the repository: its tracked files as the working tree has them."""
+    import shutil
+
+    d = tmp_path_factory.mktemp("readme")
+    for f in tracked_files():
+        if f.split("/", 1)[0] in PACKAGES or not (ROOT / f).is_file():
+            continue
+        (d / f).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / f, d / f)
+    return d
 
 
 def needs_torch(block: Block) -> bool:
@@ -160,7 +180,10 @@ def test_the_readme_has_the_examples_this_test_runs() -> None:
     assert len(TEXT) >= 4 and len(PYTHON) >= 2
     assert sum(b.page == "README.md" for b in TEXT) >= 3
     markers = [b.marker for b in TEXT if b.marker]
-    assert "measured" in markers and set(markers) <= {"measured", "slow"}, markers
+    assert "slow" in markers and set(markers) <= {"measured", "slow"}, markers
+    sweeps = [b for b in TEXT if b.marker == "slow" and any(
+        a[1] == "compare" and "--out" in a for a, _ in commands(b))]
+    assert sweeps  # a slow sweep that writes a file: started and interrupted, not run
     for b in ALL:
         if b.lang == "bash":
             assert "pip install" in b.text and b.text.count("\n") == 0, b.text
@@ -194,15 +217,57 @@ def test_command_examples(block: Block, scratch: Path) -> None:
             with cmd.make_context("slackopt", argv[1:]) as ctx:
                 sub = cmd.get_command(ctx, argv[1])
                 sub.make_context(argv[1], argv[2:], parent=ctx)  # raises on a bad option
+            if argv[1] == "compare" and "--out" in argv:
+                start_and_interrupt(argv, scratch)
             continue
+        tracked = set(tracked_files())
         for k, a in enumerate(argv[:-1]):  # files the examples write are fresh each run
-            if a in ("-o", "--output"):
+            if a in ("-o", "--output") and argv[k + 1] not in tracked:  # never a clone's file
                 (scratch / argv[k + 1]).unlink(missing_ok=True)
         res = subprocess.run([sys.executable, "-m", "slackopt.cli", *argv[1:]], cwd=scratch,
                              capture_output=True, text=True, timeout=600,
                              env={**os.environ, "COLUMNS": "200"})
         assert res.returncode == 0, res.stderr[-3000:]
         check_output(shown, res.stdout, measured=block.marker == "measured")
+
+
+def start_and_interrupt(argv: list[str], cwd: Path) -> None:
+    """Run a slow ``slackopt compare`` command as written in `cwd` until its progress bar
+    shows (every check passed: options, inputs, the output file; the runs began), then
+    Ctrl-C it: exit 130, one interrupt line, and no output file. Then with its output file
+    there: refused, exit 2, one line, the file untouched."""
+    import selectors
+    import signal
+    import time
+
+    out = cwd / argv[argv.index("--out") + 1]
+    assert argv[1] == "compare" and not out.exists(), (argv, out)
+    env = {**os.environ, "COLUMNS": "200", "TTY_COMPATIBLE": "1", "TTY_INTERACTIVE": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "slackopt.cli", *argv[1:]], cwd=cwd,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    sel = selectors.DefaultSelector()
+    sel.register(proc.stderr, selectors.EVENT_READ)
+    err = b""
+    end = time.monotonic() + 300
+    while b" runs, " not in err and time.monotonic() < end and proc.poll() is None:
+        if sel.select(timeout=1.0):
+            err += os.read(proc.stderr.fileno(), 65536)
+    started = b" runs, " in err
+    proc.send_signal(signal.SIGINT)
+    _, rest = proc.communicate(timeout=300)
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", (err + rest).decode(errors="replace"))
+    assert started, f"exit {proc.returncode} before its runs began:\n{text[-3000:]}"
+    assert proc.returncode == 130, text[-3000:]
+    assert text.strip().splitlines()[-1].startswith("slackopt: interrupted; "), text[-3000:]
+    assert not out.exists()
+    out.write_text("mine")
+    res = subprocess.run([sys.executable, "-m", "slackopt.cli", *argv[1:]], cwd=cwd,
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 2 and res.stderr.splitlines() == [
+        f"slackopt: error: {argv[argv.index('--out') + 1]}: file exists; pass --force to "
+        "replace it, or choose another path"], res.stderr
+    assert out.read_text() == "mine"
+    out.unlink()
 
 
 @pytest.mark.parametrize("block", PYTHON, ids=_id)
@@ -212,6 +277,12 @@ def test_python_examples(block: Block, scratch: Path, monkeypatch: pytest.Monkey
         if not (scratch / "gpt-plan.json").exists():  # the profile example writes it
             prof = next(b for b in TEXT if needs_torch(b) and b.page == block.page)
             test_command_examples(prof, scratch)
+    if "transformers." in block.text:  # in a fresh process: nothing on stderr
+        res = subprocess.run([sys.executable, "-c", block.text + "\nprint(report.matches_plan())"],
+                             cwd=scratch, capture_output=True, text=True, timeout=600)
+        assert res.returncode == 0 and res.stdout.splitlines()[-1] == "True", res.stderr
+        assert res.stderr == "", res.stderr  # no warning (transformers logs them on stderr)
+        return
     monkeypatch.chdir(scratch)
     namespace: dict = {"__name__": "__readme__"}
     exec(compile(block.text, _id(block), "exec"), namespace)  # noqa: S102

@@ -107,3 +107,40 @@ def test_reproduce_refuses_to_replace_a_report(tmp_path, capsys):
     rc = main(["reproduce", "--tiny", "--out", str(tmp_path), "--workers", "1"])
     assert rc == 2 and (tmp_path / "report.md").read_text() == "mine"
     assert "--force" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("arrives_as", ["KeyboardInterrupt", "SystemError"])
+def test_an_interrupted_reproduce_says_which_files_it_kept(tmp_path, capsys, monkeypatch,
+                                                           arrives_as):
+    """Ctrl-C after some files are written: exit 130 and one line naming exactly the files
+    this run wrote (not a file that was there before and left alone), never "nothing was
+    kept"; Ctrl-C inside compiled code arrives wrapped in a SystemError."""
+    import os
+
+    import slackopt.reproduce as rep
+    from slackopt.cli import main
+
+    (tmp_path / "notes.txt").write_text("mine")
+    old = tmp_path / "table2.csv"
+    old.write_text("old")
+    os.utime(old, ns=(1, 1))
+
+    def fake(out, **kw):
+        (out / "figure4.csv").write_text("a")
+        (out / "figure4.png").write_bytes(b"b")
+        old.write_text("new")
+        if arrives_as == "KeyboardInterrupt":
+            raise KeyboardInterrupt
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as e:
+            raise SystemError("error return without exception set") from e
+
+    monkeypatch.setattr(rep, "reproduce", fake)
+    rc = main(["reproduce", "--out", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert rc == 130
+    assert err.splitlines() == [
+        f"slackopt: interrupted; kept figure4.csv, figure4.png, table2.csv in {tmp_path}, "
+        "written before Ctrl-C (this run wrote no report.md); run the same command again "
+        "to make them all"], err

@@ -32,7 +32,10 @@ plans: a solver's own objective is reported, never used for the gaps.
   ``planning_time_s`` is the same.
 - **Gaps.** ``best_lower_bound_s`` is the largest lower bound known for the instance and
   budget: the rows' ``lower_bound_s``, a references file's ``lower_bound_s``, and the
-  ideal step T* (every plan's step is >= T*, docs/model.md invariant 2). ``best_step_s``
+  ideal step T* (every plan's step is >= T*, docs/model.md invariant 2); where each comes
+  from is in ``bound_source`` (a row's own bound: "T* (trivial)", "certified" from a solver
+  with ``certified_bounds = True`` such as milp, "solver-reported") and
+  ``best_bound_source`` (the same, or "reference"). ``best_step_s``
   is the smallest feasible step among the rows and the references' ``best_step_s``.
   The references file's format: :mod:`slackopt.compare.gaps`. ``gap_to_bound`` (and
   ``best_lower_bound_s``) is given only for rows whose plan ran under the barrier-free

@@ -29,6 +29,37 @@ if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
 REFERENCES_FORMAT = "slackopt-references"
+TRIVIAL, CERTIFIED, REPORTED, REFERENCE = ("T* (trivial)", "certified", "solver-reported",
+                                           "reference")
+BOUND_SOURCES = (TRIVIAL, CERTIFIED, REPORTED)
+"""Where a row's ``lower_bound_s`` comes from (column ``bound_source``): the ideal step T*
+(every op once, in order: valid for every plan, and all that a heuristic states); a bound
+of a solver that certifies its bounds (class attribute ``certified_bounds = True``: milp,
+whose ``lower_bound_s`` is its best certified bound, solvers/milp/__init__.py); any other
+solver's bound, as reported. ``best_bound_source`` adds :data:`REFERENCE`: the references
+file's bound."""
+_TRIVIAL_RTOL = 1e-9
+"""A bound within this relative distance of T* is T* (float rounding of the same sum)."""
+
+
+def bound_source(lower_bound_s: float | None, ideal_time_s: float,
+                 certified: bool) -> str | None:
+    """Where a solver's lower bound comes from (one of :data:`BOUND_SOURCES`).
+
+    Args:
+        lower_bound_s: the bound (s), None or NaN for none.
+        ideal_time_s: the instance's ideal step T* (s).
+        certified: whether the solver certifies its bounds (``certified_bounds``).
+
+    Returns:
+        None without a bound; :data:`TRIVIAL` for a bound at most T* (within 1e-9
+        relative); else :data:`CERTIFIED` or :data:`REPORTED`.
+    """
+    if lower_bound_s is None or lower_bound_s != lower_bound_s:
+        return None
+    if float(lower_bound_s) <= float(ideal_time_s) * (1 + _TRIVIAL_RTOL):
+        return TRIVIAL
+    return CERTIFIED if certified else REPORTED
 
 
 def load_references(references: str | os.PathLike | Mapping[str, Any] | None
@@ -124,7 +155,10 @@ def add_gaps(df: pd.DataFrame, references: Any = None) -> pd.DataFrame:
 
     Per (instance, instance_hash, budget_bytes): ``best_lower_bound_s`` = max of the rows'
     ``lower_bound_s``, the matching references' ``lower_bound_s`` and the ideal step
-    ``ideal_time_s``; ``best_step_s`` = min of the feasible rows' ``step_time_s`` and the
+    ``ideal_time_s``, and ``best_bound_source`` where it comes from (:data:`TRIVIAL` when
+    nothing beats T* by more than float rounding; else the ``bound_source`` of the row that
+    gives it, or :data:`REFERENCE`; on a tie, certified before reference before
+    solver-reported); ``best_step_s`` = min of the feasible rows' ``step_time_s`` and the
     references' ``best_step_s``. Then ``gap_to_bound = (step_time_s - best_lower_bound_s)
     / best_lower_bound_s`` and ``gap_to_best = (step_time_s - best_step_s) / best_step_s``
     (dimensionless, NaN for rows without a feasible plan).
@@ -144,7 +178,7 @@ def add_gaps(df: pd.DataFrame, references: Any = None) -> pd.DataFrame:
             :func:`load_references` returns), or None.
 
     Returns:
-        The table with the four gap columns filled.
+        The table with the five gap columns filled.
     """
     import pandas as pd
 
@@ -155,10 +189,18 @@ def add_gaps(df: pd.DataFrame, references: Any = None) -> pd.DataFrame:
                         dropna=False).groups
     best_lb = pd.Series(math.nan, index=df.index, dtype="float64")
     best_step = pd.Series(math.nan, index=df.index, dtype="float64")
+    best_src = pd.Series(None, index=df.index, dtype="object")
+    rank = {TRIVIAL: 0, CERTIFIED: 1, REFERENCE: 2, REPORTED: 3}
     for (name, _h, m), idx in groups.items():
         g = df.loc[idx]
-        lbs = [float(x) for x in g["lower_bound_s"] if pd.notna(x)]
-        lbs += [float(x) for x in g["ideal_time_s"] if pd.notna(x)]
+        ideal = [float(x) for x in g["ideal_time_s"] if pd.notna(x)]
+        t_star = max(ideal) if ideal else math.nan
+        # (bound, source): the rows' (a row without a recorded source is solver-reported)
+        cands = [(float(x), src if isinstance(src, str) else REPORTED)
+                 for x, src in zip(g["lower_bound_s"], g.get("bound_source", [None] * len(g)),
+                                   strict=True)
+                 if pd.notna(x)]
+        lbs = [b for b, _ in cands] + ideal
         feas = g[g["feasible"].astype(bool) & g["step_time_s"].notna()]
         bests = [float(x) for x in feas["step_time_s"]]
         frac = float(g["budget_fraction"].iloc[0]) if g["budget_fraction"].notna().any() \
@@ -166,13 +208,21 @@ def add_gaps(df: pd.DataFrame, references: Any = None) -> pd.DataFrame:
         for e in reference_matches(refs, str(name), int(m), frac):
             if e.get("lower_bound_s") is not None:
                 lbs.append(e["lower_bound_s"])
+                cands.append((e["lower_bound_s"], REFERENCE))
             if e.get("best_step_s") is not None:
                 bests.append(e["best_step_s"])
         best_lb[idx] = max(lbs) if lbs else math.nan
+        if lbs:
+            top = max(lbs)
+            if top <= t_star * (1 + _TRIVIAL_RTOL):
+                best_src[idx] = TRIVIAL
+            else:
+                best_src[idx] = min((src for b, src in cands if b == top), key=rank.get)
         best_step[idx] = min(bests) if bests else math.nan
     step = df["step_time_s"].where(df["feasible"].astype(bool)).astype("float64")
     best_lb = best_lb.where(df["policy"] == "barrier_free")
     df["best_lower_bound_s"] = best_lb
+    df["best_bound_source"] = best_src.where(best_lb.notna(), None)
     df["best_step_s"] = best_step
     with np.errstate(divide="ignore", invalid="ignore"):
         df["gap_to_bound"] = (step - best_lb) / best_lb

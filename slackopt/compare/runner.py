@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from slackopt.compare.gaps import bound_source
 from slackopt.compare.grid import Task
 from slackopt.errors import interrupt_cause
 from slackopt.instance import Instance
@@ -56,7 +57,8 @@ def empty_run() -> dict[str, Any]:
             "throughput": math.nan, "stall_fwd_s": math.nan, "stall_bwd_s": math.nan,
             "recompute_s": math.nan, "d2h_bytes": None, "h2d_bytes": None,
             "evictions": None, "peak_bytes": None, "planning_time_s": math.nan,
-            "objective_s": math.nan, "lower_bound_s": math.nan, "min_budget_bytes": None,
+            "objective_s": math.nan, "lower_bound_s": math.nan, "bound_source": None,
+            "min_budget_bytes": None,
             "n_keep": None, "n_swap": None, "n_recomp": None}
 
 
@@ -109,7 +111,10 @@ def execute(instance: Instance, task: Task) -> dict[str, Any]:
     elapsed = time.perf_counter() - t0
     ev = res.evaluation
     row.update(status=res.status, planning_time_s=float(res.planning_time_s or elapsed),
-               objective_s=_num(res.objective_s), lower_bound_s=_num(res.lower_bound_s))
+               objective_s=_num(res.objective_s), lower_bound_s=_num(res.lower_bound_s),
+               bound_source=bound_source(res.lower_bound_s, instance.ideal_time_s,
+                                         bool(getattr(task.solver_obj, "certified_bounds",
+                                                      False))))
     mb = (res.info or {}).get("min_budget_bytes")
     row["min_budget_bytes"] = int(mb) if isinstance(mb, (int, float, np.number)) \
         and math.isfinite(mb) else None

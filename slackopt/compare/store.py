@@ -21,9 +21,11 @@ if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
 STORE_FORMAT = "slackopt-compare-store"
-STORE_SCHEMA_VERSION = 2
-"""Version 2 added the ``policy`` column; a version-1 store is migrated when opened (the
-column is added, empty for its rows: those plans' runtime policy was not recorded)."""
+STORE_SCHEMA_VERSION = 3
+"""Version 2 added the ``policy`` column, version 3 ``bound_source``; a store of an earlier
+version is migrated when opened (the columns it lacks are added, empty for its rows: what
+they say was not recorded)."""
+_MIGRATED_VERSIONS = ("1", "2")
 _SQL_TYPE = {"Int64": "INTEGER", "float64": "REAL", "bool": "INTEGER", "object": "TEXT"}
 """SQLite column type of each :data:`~slackopt.compare.table.SCHEMA` dtype."""
 
@@ -35,7 +37,7 @@ class ResultStore:
     file beside it, which is then linked to the path, so a kill never leaves a store
     without its schema. An existing file must be a slackopt compare store of a schema
     version this slackopt reads; anything else (another database, a CSV, a newer schema)
-    is refused and left untouched (a store of the previous schema version, 1, is migrated:
+    is refused and left untouched (a store of an earlier schema version, 1 or 2, is migrated:
     :data:`STORE_SCHEMA_VERSION`), with two exceptions that hold no data and are
     completed into an empty store: a 0-byte file, and an SQLite file with no tables (or
     only this module's ``meta`` table with nothing but its own entries, and no other
@@ -110,10 +112,11 @@ class ResultStore:
             raise FileFormatError(self.path, "meta.format", f"is {meta.get('format')!r}, not "
                                   f"'{STORE_FORMAT}'; refusing to write to it", fix)
         ver = meta.get("schema_version")
-        if ver not in ("1", str(STORE_SCHEMA_VERSION)):
+        if ver not in (*_MIGRATED_VERSIONS, str(STORE_SCHEMA_VERSION)):
             raise FileFormatError(self.path, "meta.schema_version",
                                   f"store schema version {ver} is not {STORE_SCHEMA_VERSION}, "
-                                  "the one this slackopt writes (it migrates version 1)",
+                                  "the one this slackopt writes (it migrates versions "
+                                  f"{' and '.join(_MIGRATED_VERSIONS)})",
                                   "use the slackopt that wrote it, or a new store file")
         if "runs" not in tables:
             raise FileFormatError(self.path, "runs", "table missing from a slackopt compare "
@@ -134,8 +137,8 @@ class ResultStore:
         con.execute("COMMIT")
 
     def _migrate(self) -> None:
-        """Bring a version-1 store to this version: add the columns it lacks (empty for its
-        rows), in one transaction with the version change."""
+        """Bring a store of an earlier version to this one: add the columns it lacks (empty
+        for its rows), in one transaction with the version change."""
         con = self.con
         if set(STORED_COLUMNS) <= {r[1] for r in con.execute("PRAGMA table_info(runs)")}:
             return

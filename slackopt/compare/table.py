@@ -48,19 +48,25 @@ SCHEMA: dict[str, str] = {
     "planning_time_s": "float64",
     "objective_s": "float64",
     "lower_bound_s": "float64",
+    "bound_source": "object",        # where lower_bound_s comes from (gaps.BOUND_SOURCES):
+                                     # "T* (trivial)", "certified" (a solver that certifies
+                                     # its bounds: milp), "solver-reported"; None for none
     "min_budget_bytes": "Int64",
     "n_keep": "Int64",
     "n_swap": "Int64",
     "n_recomp": "Int64",
     # gaps (computed over the table and the references)
     "best_lower_bound_s": "float64",
+    "best_bound_source": "object",   # where best_lower_bound_s comes from: a bound_source
+                                     # value, or "reference" (the references file)
     "gap_to_bound": "float64",
     "best_step_s": "float64",
     "gap_to_best": "float64",
 }
 COLUMNS: tuple[str, ...] = tuple(SCHEMA)
 """The columns of :func:`compare`'s DataFrame, in order."""
-GAP_COLUMNS = ("best_lower_bound_s", "gap_to_bound", "best_step_s", "gap_to_best")
+GAP_COLUMNS = ("best_lower_bound_s", "best_bound_source", "gap_to_bound", "best_step_s",
+               "gap_to_best")
 STORED_COLUMNS = tuple(c for c in COLUMNS if c not in GAP_COLUMNS)
 """The columns a :class:`~slackopt.compare.store.ResultStore` keeps (gaps are recomputed)."""
 

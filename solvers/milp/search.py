@@ -199,6 +199,8 @@ class MILP(BaseSolver):
 
     name = "milp"
     min_budget_search = False  # an infeasible answer states the minimum budget itself
+    certified_bounds = True  # lower_bound_s is the best certified bound (package docstring);
+    # compare marks its bounds "certified" (slackopt.compare.gaps.bound_source)
     param_specs = {
         "backend": Param(str, choices=BACKENDS), "time_limit_s": Param(float, positive=True,
                                                                        none=True),
