@@ -59,6 +59,7 @@ from slackopt.schedule import (
     runtime_schedule,
 )
 from slackopt.simulate._tasks import TaskList, _static
+from slackopt.simulate.rules import copy_time
 
 TICK_S = 1e-9
 """The model's time unit (s): CP-SAT schedules in whole nanoseconds."""
@@ -162,8 +163,8 @@ def best_schedule(instance: Instance, plan: Plan, budget_bytes: int, *,
 
     swaps = [t for t in range(len(dec)) if dec[t] == SWAP and s[t] > 0 and tl.need[t]]
     dk = [_ticks(d) for d in tl.dur]
-    w_fast = {t: _ticks(lat + s[t] / W) for t in swaps}
-    w_slow = {t: _ticks(lat + s[t] / (duplex * W)) for t in swaps}
+    w_fast = {t: _ticks(copy_time(s[t], W, lat)) for t in swaps}
+    w_slow = {t: _ticks(copy_time(s[t], W, lat, duplex)) for t in swaps}
     H = sum(dk) + 2 * sum(w_slow.values()) + 2 * len(swaps) + n + 1
 
     m = cp_model.CpModel()

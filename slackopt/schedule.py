@@ -61,6 +61,7 @@ from slackopt.errors import SlackoptError
 from slackopt.instance import Instance
 from slackopt.plan import RECOMP, SWAP, Plan
 from slackopt.simulate._tasks import TaskList, _static
+from slackopt.simulate.rules import copy_rate
 
 TIME_TOL_S = 1e-12
 """Tolerance (s) of every time comparison of :func:`check_schedule` (float rounding)."""
@@ -152,7 +153,7 @@ def copy_ends(d2h: list[tuple[float, int, str]], h2d: list[tuple[float, int, str
     inf = float("inf")
     now = 0.0
     while True:
-        rates = [bytes_per_s * (duplex_factor if act[1 - e] is not None else 1.0)
+        rates = [copy_rate(bytes_per_s, duplex_factor, act[1 - e] is not None)
                  for e in (0, 1)]
         cand = [inf, inf]
         for e in (0, 1):

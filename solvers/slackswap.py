@@ -47,6 +47,7 @@ from slackopt.instance import Instance
 from slackopt.linkbudget import forward_link_budget_bytes
 from slackopt.plan import KEEP, RECOMP, SWAP, Plan
 from slackopt.simulate import Evaluation, simulate
+from slackopt.simulate.rules import copy_time
 from slackopt.solverbase import (
     MIN_BUDGET_REL_TOL,
     BaseSolver,
@@ -73,7 +74,7 @@ class _Prep:
         self.lat = float(link.copy_latency_s)
         self.s = np.asarray(inst.s, dtype=np.int64)
         self.sf = self.s.astype(np.float64)
-        self.dur = self.lat + self.sf / self.W
+        self.dur = copy_time(self.sf, self.W, self.lat)
         self.r = np.asarray(inst.r, dtype=np.float64)
         self.d = np.asarray(inst.d, dtype=np.float64)
         self.c = np.asarray(inst.c, dtype=np.float64)
@@ -525,7 +526,7 @@ def _prefetch_ends(pr: _Prep, s_ord: np.ndarray) -> np.ndarray:
     rel = np.full(s_ord.size, np.inf)
     rel[ok] = pr.rel_sorted[ri[ok]]
     rel = np.maximum(rel, pr.TF)
-    return _fifo_ends(rel, pr.lat + s_ord.astype(np.float64) / pr.W)
+    return _fifo_ends(rel, copy_time(s_ord.astype(np.float64), pr.W, pr.lat))
 
 
 def pass1(

@@ -104,6 +104,7 @@ import numpy as np
 
 from slackopt.instance import Instance
 from slackopt.plan import RECOMP, SWAP
+from slackopt.simulate.rules import copy_time
 from slackopt.solvers.milp.backends import lp_relaxation
 from slackopt.solvers.milp.certify import seconds_below
 from slackopt.solvers.milp.lin import _INF, ModelTimeout, _Lin
@@ -192,10 +193,10 @@ def bound_arrays(inst: Instance, M: int) -> BoundArrays | None:
     W = float(inst.link.bytes_per_s)
     lat = float(inst.link.copy_latency_s)
     live = [t for t in range(inst.n_saved) if s[t] > 0]
-    tu = time_unit(float(inst.ideal_time_s), float(np.sum(lat + s[live] / W)))
+    tu = time_unit(float(inst.ideal_time_s), float(np.sum(copy_time(s[live], W, lat))))
     end = np.asarray(inst.end_s, dtype=np.float64) / tu
     return BoundArrays(
-        tu=tu, mu=mu, Mu=M / mu, s=s, sm=s / mu, c=c, w=(lat + s / W) / tu,
+        tu=tu, mu=mu, Mu=M / mu, s=s, sm=s / mu, c=c, w=copy_time(s, W, lat) / tu,
         r=np.asarray(inst.r, dtype=np.float64) / tu,
         start=np.asarray(inst.start_s, dtype=np.float64) / tu, end=end,
         TF=float(end[inst.n_fwd - 1]),

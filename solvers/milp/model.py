@@ -14,6 +14,7 @@ import numpy as np
 
 from slackopt.instance import Instance
 from slackopt.plan import KEEP, RECOMP, SWAP
+from slackopt.simulate.rules import ADMISSION_LOOKAHEAD, copy_time
 from slackopt.solvers.milp.lin import _INF, _Lin
 
 TIME_UNIT_S = 1e-6
@@ -221,8 +222,9 @@ class _Builder:
         self.dur = np.asarray(inst.durations_s, dtype=np.float64) / tu
         W = float(inst.link.bytes_per_s)
         lat = float(inst.link.copy_latency_s)
-        self.w = np.where(s > 0, (lat + s / W) / tu, 0.0)
-        self.dmax = np.where(s > 0, (lat + s / (W * float(inst.link.duplex_factor))) / tu, 0.0)
+        self.w = np.where(s > 0, copy_time(s, W, lat) / tu, 0.0)
+        self.dmax = np.where(s > 0, copy_time(s, W, lat, float(inst.link.duplex_factor)) / tu,
+                             0.0)
         self.prod = np.asarray(inst.saved_prod_idx, dtype=np.int64).tolist()
         # ready[t]: the op after which t holds its final forward value (its producer, or its
         # last in-place mutation); the runtime queues a swap's D2H when that op ends
@@ -884,10 +886,11 @@ class _Builder:
                 # alloc(k .. k+2) - sum over rebuilds u placed in gaps k .. k+3 of
                 # (Dmax - alloc(u))+: a rebuild allocates its tensor, transient bytes and
                 # workspace and displaces at most one op (Dmax = largest op allocation).
-                base3 = float(op_alloc[k:k + 3].sum())
-                dmx = float(op_alloc[k:k + 4].max())
+                L = ADMISSION_LOOKAHEAD
+                base3 = float(op_alloc[k:k + L].sum())
+                dmx = float(op_alloc[k:k + L + 1].max())
                 ydisp = [(yv, (dmx - float(s[u] + extra[u])) / mu)
-                         for g in range(k, min(n, k + 4)) for u, yv in y_at.get(g, [])
+                         for g in range(k, min(n, k + L + 1)) for u, yv in y_at.get(g, [])
                          if dmx > float(s[u] + extra[u])]
                 for t in cand:
                     coef = (s[t] + base3) / mu
