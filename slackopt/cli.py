@@ -410,7 +410,9 @@ _SUMMARY_LABELS = {
     "forward_link_budget_bytes": "forward link budget",
     "saved_bytes": "saved bytes A", "peak_bytes": "keep-all peak P",
     "forward_time_s": "forward time T_F", "ideal_time_s": "ideal step T*",
-    "link_bytes_per_s": "link bandwidth W",
+    "link_d2h_bytes_per_s": "link D2H bandwidth W_d2h",
+    "link_h2d_bytes_per_s": "link H2D bandwidth W_h2d",
+    "link_bytes_per_s": "W of the link budget (D2H)",
     "saved_storages": "saved storages (views merged)",
     "rng_capture": "RNG capture", "host_memory_bytes": "host pinned-memory limit",
 }

@@ -55,23 +55,91 @@ class GPU:
         return self.peak_flops
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Link:
     """Host link of an instance: what the evaluator needs to time copies.
 
+    Each direction has its own bandwidth (docs/model.md, "Hardware"): a D2H copy
+    (offload) moves its bytes at ``d2h_bytes_per_s``, an H2D copy (prefetch) at
+    ``h2d_bytes_per_s``, each at ``duplex_factor`` times its own bandwidth while a copy in
+    the other direction is in flight (:func:`slackopt.simulate.rules.copy_rate`).
+
+    ``Link(name, W)`` (or ``bytes_per_s=W``) is a symmetric link, W both ways;
+    ``Link(name, d2h_bytes_per_s=Wd, h2d_bytes_per_s=Wh)`` an asymmetric one. Giving
+    ``bytes_per_s`` with a direction is allowed only if the values agree.
+
     Attributes:
         name: preset or free-form name ("pcie4").
-        bytes_per_s: bandwidth W per direction (B/s), > 0.
-        duplex_factor: share of W each direction gets while both directions copy (0-1].
+        d2h_bytes_per_s: device-to-host bandwidth W_d2h (B/s), > 0.
+        h2d_bytes_per_s: host-to-device bandwidth W_h2d (B/s), > 0.
+        duplex_factor: share of its own bandwidth each direction gets while both
+            directions copy (0-1].
         copy_latency_s: fixed cost of every copy (s), >= 0.
+
+    Raises:
+        InstanceError: only one direction given without ``bytes_per_s``, no bandwidth at
+            all, or ``bytes_per_s`` and a direction that disagree (the field names the
+            direction). Values are checked by :class:`~slackopt.instance.Instance`.
     """
 
     name: str
-    bytes_per_s: float
-    duplex_factor: float = DUPLEX_FACTOR
-    copy_latency_s: float = COPY_LATENCY_S
+    d2h_bytes_per_s: float
+    h2d_bytes_per_s: float
+    duplex_factor: float
+    copy_latency_s: float
+
+    def __init__(self, name: str, bytes_per_s: float | None = None,
+                 duplex_factor: float = DUPLEX_FACTOR, copy_latency_s: float = COPY_LATENCY_S,
+                 *, d2h_bytes_per_s: float | None = None,
+                 h2d_bytes_per_s: float | None = None) -> None:
+        from slackopt.errors import InstanceError
+
+        d, h = d2h_bytes_per_s, h2d_bytes_per_s
+        if bytes_per_s is None and d is None and h is None:
+            raise InstanceError(f"link '{name}': no bandwidth", "link.bytes_per_s",
+                                "give bytes_per_s (B/s, both directions), or "
+                                "d2h_bytes_per_s and h2d_bytes_per_s")
+        for key, v in (("d2h_bytes_per_s", d), ("h2d_bytes_per_s", h)):
+            if v is None and bytes_per_s is None:
+                other = "h2d_bytes_per_s" if key == "d2h_bytes_per_s" else "d2h_bytes_per_s"
+                raise InstanceError(
+                    f"link '{name}': no {key} (only {other} is given)", f"link.{key}",
+                    "give both d2h_bytes_per_s and h2d_bytes_per_s (B/s), or one bytes_per_s "
+                    "for both directions")
+            if v is not None and bytes_per_s is not None and v != bytes_per_s:
+                raise InstanceError(
+                    f"link '{name}': {key} = {v!r} disagrees with bytes_per_s = "
+                    f"{bytes_per_s!r}", f"link.{key}",
+                    "give bytes_per_s alone (both directions equal) or the two directions "
+                    "alone")
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "d2h_bytes_per_s", bytes_per_s if d is None else d)
+        object.__setattr__(self, "h2d_bytes_per_s", bytes_per_s if h is None else h)
+        object.__setattr__(self, "duplex_factor", duplex_factor)
+        object.__setattr__(self, "copy_latency_s", copy_latency_s)
+
+    @property
+    def symmetric(self) -> bool:
+        """Whether both directions have the same bandwidth."""
+        return self.d2h_bytes_per_s == self.h2d_bytes_per_s
+
+    @property
+    def bytes_per_s(self) -> float:
+        """The bandwidth of a symmetric link (B/s), both directions; kept for code written
+        before links had two.
+
+        Raises:
+            ValueError: the directions differ (read ``d2h_bytes_per_s`` or
+                ``h2d_bytes_per_s``).
+        """
+        if not self.symmetric:
+            raise ValueError(f"link '{self.name}' has D2H {self.d2h_bytes_per_s!r} B/s and "
+                             f"H2D {self.h2d_bytes_per_s!r} B/s: read d2h_bytes_per_s or "
+                             "h2d_bytes_per_s")
+        return self.d2h_bytes_per_s
 
     def to_dict(self) -> dict:
+        """The fields as a dict (``name``, both bandwidths, duplex factor, latency)."""
         return asdict(self)
 
 
@@ -88,14 +156,15 @@ GPUS: dict[str, GPU] = {
 dtype's tensor-core peak, FP32 the non-tensor-core peak: PyTorch does not use TF32 for
 matmuls unless ``torch.backends.cuda.matmul.allow_tf32`` is set)."""
 
-LINKS: dict[str, float] = {
-    "pcie3": 12e9,
-    "pcie3-titanx": 12.8e9,
-    "pcie4": 25e9,
-    "pcie5": 50e9,
-    "nvlink-c2c": 450e9,
+LINKS: dict[str, Link] = {
+    "pcie3": Link("pcie3", 12e9),
+    "pcie3-titanx": Link("pcie3-titanx", 12.8e9),
+    "pcie4": Link("pcie4", 25e9),
+    "pcie5": Link("pcie5", 50e9),
+    "nvlink-c2c": Link("nvlink-c2c", 450e9),
 }
-"""Host-link presets: bandwidth per direction (B/s)."""
+"""Host-link presets (docs/workloads.md, "Hardware"), with the default duplex factor and
+copy latency: the paper's bandwidths, the same in both directions."""
 
 
 def gpu(name: str) -> GPU:
@@ -107,9 +176,9 @@ def gpu(name: str) -> GPU:
 
 
 def link(name: str) -> Link:
-    """Return the Link preset `name` with the default duplex factor and copy latency."""
+    """Return the Link preset `name`; raises KeyError listing the presets."""
     try:
-        return Link(name, LINKS[name])
+        return LINKS[name]
     except KeyError:
         raise KeyError(f"unknown link '{name}'; presets: {', '.join(LINKS)}") from None
 

@@ -33,8 +33,9 @@ Runtimes differ in when a tensor enters that queue, when a D2H is queued, what g
 compute stream and what happens when an allocation does not fit.
 
 A copy costs ``link.copy_latency_s``, then moves its bytes at :func:`.rules.copy_rate`
-(W, or ``duplex_factor * W`` while a copy in the other direction is in flight, its latency
-phase included).
+(its direction's bandwidth W, ``link.d2h_bytes_per_s`` or ``link.h2d_bytes_per_s``, or
+``duplex_factor * W`` while a copy in the other direction is in flight, its latency phase
+included).
 Host pinned memory (``Instance.host_memory_bytes``, an extension of docs/model.md): a
 swapped tensor occupies host memory from the start of its D2H until its last backward
 reader ends (or its D2H ends, if that is later); a D2H whose start would raise occupancy
@@ -418,7 +419,7 @@ class Engine:
     def run(self) -> Evaluation:
         inst = self.inst
         link = inst.link
-        W, duplex = link.bytes_per_s, link.duplex_factor
+        w_d2h, w_h2d, duplex = link.d2h_bytes_per_s, link.h2d_bytes_per_s, link.duplex_factor
         s = self.st.s
         names = self.st.saved_names
         tr = self.trace
@@ -432,8 +433,8 @@ class Engine:
             now = self.now
             d2h, h2d = self.d2h, self.h2d
             ev = self.comp_end if self.comp_busy else _INF
-            d2h_rate = copy_rate(W, duplex, h2d is not None)
-            h2d_rate = copy_rate(W, duplex, d2h is not None)
+            d2h_rate = copy_rate(w_d2h, duplex, h2d is not None)
+            h2d_rate = copy_rate(w_h2d, duplex, d2h is not None)
             d2h_t = h2d_t = _INF
             if d2h is not None:
                 d2h_t = d2h[1] if now < d2h[1] else now + d2h[2] / d2h_rate

@@ -67,7 +67,7 @@ class KernelInputs(NamedTuple):
         ri_ptr, ri_idx: recipe inputs of each saved tensor.
         rdy_ptr, rdy_idx: per op, the saved tensors ready when it ends (D2H queued then).
         host_limit: host pinned-memory limit (bytes), -1 for unlimited.
-        bandwidth: the link bandwidth W (B/s).
+        w_d2h, w_h2d: the link's D2H and H2D bandwidths (B/s).
         duplex: the link's duplex factor.
         latency: the fixed cost of every copy (s).
     """
@@ -90,7 +90,8 @@ class KernelInputs(NamedTuple):
     rdy_ptr: np.ndarray
     rdy_idx: np.ndarray
     host_limit: int
-    bandwidth: float
+    w_d2h: float
+    w_h2d: float
     duplex: float
     latency: float
 
@@ -109,8 +110,8 @@ def kernel_inputs(st, link) -> KernelInputs:
         np.asarray(st.s, dtype=np.int64), np.asarray(st.c, dtype=np.float64),
         np.asarray(st.rebuild_extra, dtype=np.int64),
         *_csr([list(x) for x in st.recipe_inputs]), *_csr(st.ready),
-        int(st.host_limit), float(link.bytes_per_s), float(link.duplex_factor),
-        float(link.copy_latency_s))
+        int(st.host_limit), float(link.d2h_bytes_per_s), float(link.h2d_bytes_per_s),
+        float(link.duplex_factor), float(link.copy_latency_s))
 
 
 @njit(cache=True)
@@ -223,7 +224,8 @@ def run_barrier_free(inp, dec, M):
     rd_ptr, rd_idx, out_ptr, out_idx = inp.rd_ptr, inp.rd_idx, inp.out_ptr, inp.out_idx
     fr_ptr, fr_idx, rdy_ptr, rdy_idx = inp.fr_ptr, inp.fr_idx, inp.rdy_ptr, inp.rdy_idx
     s, c, rb_extra, ri_ptr, ri_idx = inp.s, inp.c, inp.rb_extra, inp.ri_ptr, inp.ri_idx
-    host_limit, W, duplex, lat = inp.host_limit, inp.bandwidth, inp.duplex, inp.latency
+    host_limit, duplex, lat = inp.host_limit, inp.duplex, inp.latency
+    w_d2h, w_h2d = inp.w_d2h, inp.w_h2d
     ns = dec.shape[0]
     INF = np.inf
     task_op, task_t = build_tasks(inp, dec)
@@ -472,8 +474,8 @@ def run_barrier_free(inp, dec, M):
         if k >= nt and not comp_busy:
             break
         ev = comp_end if comp_busy else INF
-        d_rate = _copy_rate(W, duplex, h_t >= 0)
-        h_rate = _copy_rate(W, duplex, d_t >= 0)
+        d_rate = _copy_rate(w_d2h, duplex, h_t >= 0)
+        h_rate = _copy_rate(w_h2d, duplex, d_t >= 0)
         d_ev = INF
         h_ev = INF
         if d_t >= 0:

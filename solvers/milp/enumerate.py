@@ -247,7 +247,7 @@ def _deficit_arrays(inst: Instance) -> tuple:
     by c_t / s_t (then index)."""
     s = np.asarray(inst.s, dtype=np.int64)
     c = np.asarray(inst.c, dtype=np.float64)
-    W = float(inst.link.bytes_per_s)
+    W = float(inst.link.d2h_bytes_per_s)  # the D2H engine's bytes per second
     rel = np.asarray(inst.r, dtype=np.float64)
     r0 = float(rel.min()) if rel.size else 0.0
     cap0 = W * np.maximum(0.0, np.asarray(inst.start_s, dtype=np.float64) - r0)

@@ -158,7 +158,7 @@ def point_from_trace(model: _Model, inst: Instance, plan: Plan, M: int,
             continue
         start = max(op_end[ready[t]], free_at)
         if start < t_end[tl.need[t][-1]]:
-            d = max(copy_time(s[t], float(link.bytes_per_s), float(link.copy_latency_s)),
+            d = max(copy_time(s[t], float(link.d2h_bytes_per_s), float(link.copy_latency_s)),
                     T - start)
             d2h[t] = (start, start + d)
             break
