@@ -246,3 +246,21 @@ def test_simulate_takes_bytes(budget):
     inst = build([("f1", 1)], [("b1", 1)], [("x", 10, "f1", ["b1"], None)])
     with pytest.raises(BudgetError):
         simulate(inst, Plan.keep_all(inst), budget)
+
+
+def test_the_shared_runtime_rules_by_hand():
+    """slackopt.simulate.rules, the one statement of the H2D admission and the copy time,
+    and the compiled kernel built from those very functions."""
+    from slackopt.simulate import _kernel, rules
+
+    assert rules.ADMISSION_LOOKAHEAD == 3
+    assert rules.lookahead_window(5, False, 100) == (5, 8)   # task 5 not started yet
+    assert rules.lookahead_window(5, True, 100) == (6, 9)    # task 5 running
+    assert rules.lookahead_window(5, True, 7) == (6, 7)      # near the end of the step
+    assert rules.lookahead_window(7, False, 7) == (7, 7)
+    assert rules.h2d_admits(90, 10, 0, 100) and not rules.h2d_admits(90, 10, 1, 100)
+    assert rules.copy_rate(100.0, 0.5, True) == 50.0 and rules.copy_rate(100.0, 0.5, False) == 100.0
+    assert rules.copy_time(100, 50.0, 0.1) == approx(2.1)
+    assert rules.copy_time(100, 50.0, 0.1, 0.5) == approx(4.1)
+    for f in (rules.lookahead_window, rules.h2d_admits, rules.copy_rate):
+        assert getattr(_kernel, "_" + f.__name__).py_func is f
