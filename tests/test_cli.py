@@ -341,6 +341,24 @@ def test_describe_shows_both_link_directions_and_refuses_a_bad_link(
                       "disagrees")
 
 
+def test_make_on_gh200_with_grace_as_the_host_limit(capsys: pytest.CaptureFixture[str],
+                                                     tmp_path: Path) -> None:
+    path = tmp_path / "gh.json"
+    rc, out, err = run(capsys, "make", "tiny", "--gpu", "gh200", "--host-memory", "gpu",
+                       "-o", path, "--json")
+    assert rc == 0, err
+    doc = json.loads(out)
+    assert doc["host_memory_bytes"] == 480e9 and doc["link"] == "gh200-c2c"
+    assert (doc["link_d2h_bytes_per_s"], doc["link_h2d_bytes_per_s"]) == (170e9, 416e9)
+    rc, out, err = run(capsys, "make", "tiny", "--host-memory", "2GB", "-o", path, "--force",
+                       "--json")
+    assert rc == 0 and json.loads(out)["host_memory_bytes"] == 2e9, err
+    assert_user_error(*run(capsys, "make", "tiny", "--host-memory", "50%", "-o", path,
+                           "--force"), "--host-memory", "gpu")
+    assert_user_error(*run(capsys, "make", "tiny", "--gpu", "h100", "--host-memory", "gpu",
+                           "-o", path, "--force"), "h100", "gh200")
+
+
 def test_make_unknown_names(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     out_file = tmp_path / "x.json"
     assert_user_error(*run(capsys, "make", "nosuchnet", "-o", out_file, "--json"), "nosuchnet")
