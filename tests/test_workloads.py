@@ -215,6 +215,26 @@ def test_todays_presets():
         make("tiny", gpu="h100", host_memory_bytes="gpu")
 
 
+def test_every_solver_plans_on_the_asymmetric_gh200_link():
+    """An instance with D2H 170 and H2D 416 GB/s: every registered solver but the two
+    search-heavy ones (genetic, milp: their bounds and searches are property-tested on
+    asymmetric links in test_milp_point and test_bound_point) plans it, and each plan's
+    evaluation is what the reference engine gives; SlackSwap swaps something."""
+    from slackopt import Plan, budget_bytes, registered_solvers, simulate, solve
+
+    inst = make("tiny", gpu="gh200", layers=1)
+    M = budget_bytes(inst, 0.6)
+    for name in registered_solvers():
+        if name in ("genetic", "milp"):
+            continue
+        r = solve(inst, name, M)
+        ref = simulate(inst, r.plan, M, engine="reference")
+        assert ref.to_dict() == r.evaluation.to_dict(), name
+    r = solve(inst, "slackswap", M)
+    assert r.evaluation.feasible and r.evaluation.d2h_bytes > 0
+    assert simulate(inst, Plan.keep_all(inst), M).feasible is False
+
+
 def test_overrides_appear_in_name_and_meta():
     inst = make("llama-7b", seq=2048, batch=4)
     assert inst.name == "llama-7b-seq2048-batch4_a100-pcie4"
