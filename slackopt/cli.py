@@ -362,6 +362,9 @@ def make(
                                               help="Batch size.")] = None,
     layers: Annotated[int | None, typer.Option(min=1, max=MAX_LAYERS,
                                                help="Number of blocks.")] = None,
+    host_memory: Annotated[str | None, typer.Option(
+        help="Host pinned-memory limit: a size (480GB), or 'gpu' for the GPU's own host "
+             "memory (Grace's on gh200, gb200). Default: unlimited.")] = None,
     param: ParamOpt = None,
     force: ForceOpt = False,
     json_output: JsonOpt = False,
@@ -374,9 +377,21 @@ def make(
         raise OutputExistsError(f"{output}: file exists; pass --force to replace it, or "
                                 "choose another path")
     params = _parse_params(param)
+    host: int | str | None = host_memory
+    if host_memory is not None and host_memory.strip().lower() != "gpu":
+        from slackopt.errors import BudgetError
+        from slackopt.instance import parse_budget
+
+        kind, value = parse_budget(host_memory)
+        if kind != "bytes" or "b" not in host_memory.lower():
+            raise BudgetError(f"--host-memory {host_memory}: give a size with a unit "
+                              "(480GB, 240GiB) or 'gpu'")
+        host = int(value)
+    elif host_memory is not None:
+        host = "gpu"
     try:
         inst = workloads.make(workload, gpu=gpu, link=link, seq=seq, batch=batch,
-                              layers=layers, **params)
+                              layers=layers, host_memory_bytes=host, **params)
     except KeyError as e:
         _err(str(e.args[0]) if e.args else f"unknown name in: {workload}")
         raise typer.Exit(2) from None
@@ -410,7 +425,9 @@ _SUMMARY_LABELS = {
     "forward_link_budget_bytes": "forward link budget",
     "saved_bytes": "saved bytes A", "peak_bytes": "keep-all peak P",
     "forward_time_s": "forward time T_F", "ideal_time_s": "ideal step T*",
-    "link_bytes_per_s": "link bandwidth W",
+    "link_d2h_bytes_per_s": "link D2H bandwidth W_d2h",
+    "link_h2d_bytes_per_s": "link H2D bandwidth W_h2d",
+    "link_bytes_per_s": "W of the link budget (D2H)",
     "saved_storages": "saved storages (views merged)",
     "rng_capture": "RNG capture", "host_memory_bytes": "host pinned-memory limit",
 }

@@ -1,6 +1,9 @@
 """GPU and host-link presets and the roofline operator-time model.
 
-Source: docs/workloads.md ("Hardware") and section 4.1 of the SlackSwap paper.
+Source: docs/workloads.md ("Hardware") and section 4.1 of the SlackSwap paper for the
+paper's presets (titanx, v100, a100, h100; pcie3, pcie4, pcie5, nvlink-c2c); today's
+presets (h200, b200, gh200, gb200; pcie5-measured, gh200-c2c, gb200-c2c) give their
+sources where they are defined.
 Operator time = launch + max(FLOPs / (efficiency * peak), bytes / (0.85 * HBM bandwidth)).
 Units: FLOP/s, bytes/s, seconds, bytes.
 """
@@ -38,6 +41,12 @@ class GPU:
             ...)``; names as ``torch.dtype`` prints them without ``torch.``), used by
             :func:`roofline_s` when the kernel's dtype is known; a dtype not listed uses
             ``peak_flops``.
+        host_memory_bytes: the host memory a superchip attaches to the GPU by design
+            (Grace's LPDDR5X on GH200 and GB200, bytes; for GB200 the share of one GPU),
+            None for a GPU in a server of any size. ``slackopt make --host-memory gpu``
+            (``workloads.make(..., host_memory_bytes="gpu")``) makes it the instance's
+            pinned-host limit (``Instance.host_memory_bytes``); it is never applied
+            otherwise.
     """
 
     name: str
@@ -46,6 +55,7 @@ class GPU:
     dtype_bytes: int
     default_link: str
     peak_flops_by_dtype: tuple[tuple[str, float], ...] = ()
+    host_memory_bytes: int | None = None
 
     def peak_for(self, dtype: str | None) -> float:
         """Peak FLOP/s for kernels computing in `dtype` (None: ``peak_flops``)."""
@@ -55,23 +65,91 @@ class GPU:
         return self.peak_flops
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Link:
     """Host link of an instance: what the evaluator needs to time copies.
 
+    Each direction has its own bandwidth (docs/model.md, "Hardware"): a D2H copy
+    (offload) moves its bytes at ``d2h_bytes_per_s``, an H2D copy (prefetch) at
+    ``h2d_bytes_per_s``, each at ``duplex_factor`` times its own bandwidth while a copy in
+    the other direction is in flight (:func:`slackopt.simulate.rules.copy_rate`).
+
+    ``Link(name, W)`` (or ``bytes_per_s=W``) is a symmetric link, W both ways;
+    ``Link(name, d2h_bytes_per_s=Wd, h2d_bytes_per_s=Wh)`` an asymmetric one. Giving
+    ``bytes_per_s`` with a direction is allowed only if the values agree.
+
     Attributes:
         name: preset or free-form name ("pcie4").
-        bytes_per_s: bandwidth W per direction (B/s), > 0.
-        duplex_factor: share of W each direction gets while both directions copy (0-1].
+        d2h_bytes_per_s: device-to-host bandwidth W_d2h (B/s), > 0.
+        h2d_bytes_per_s: host-to-device bandwidth W_h2d (B/s), > 0.
+        duplex_factor: share of its own bandwidth each direction gets while both
+            directions copy (0-1].
         copy_latency_s: fixed cost of every copy (s), >= 0.
+
+    Raises:
+        InstanceError: only one direction given without ``bytes_per_s``, no bandwidth at
+            all, or ``bytes_per_s`` and a direction that disagree (the field names the
+            direction). Values are checked by :class:`~slackopt.instance.Instance`.
     """
 
     name: str
-    bytes_per_s: float
-    duplex_factor: float = DUPLEX_FACTOR
-    copy_latency_s: float = COPY_LATENCY_S
+    d2h_bytes_per_s: float
+    h2d_bytes_per_s: float
+    duplex_factor: float
+    copy_latency_s: float
+
+    def __init__(self, name: str, bytes_per_s: float | None = None,
+                 duplex_factor: float = DUPLEX_FACTOR, copy_latency_s: float = COPY_LATENCY_S,
+                 *, d2h_bytes_per_s: float | None = None,
+                 h2d_bytes_per_s: float | None = None) -> None:
+        from slackopt.errors import InstanceError
+
+        d, h = d2h_bytes_per_s, h2d_bytes_per_s
+        if bytes_per_s is None and d is None and h is None:
+            raise InstanceError(f"link '{name}': no bandwidth", "link.bytes_per_s",
+                                "give bytes_per_s (B/s, both directions), or "
+                                "d2h_bytes_per_s and h2d_bytes_per_s")
+        for key, v in (("d2h_bytes_per_s", d), ("h2d_bytes_per_s", h)):
+            if v is None and bytes_per_s is None:
+                other = "h2d_bytes_per_s" if key == "d2h_bytes_per_s" else "d2h_bytes_per_s"
+                raise InstanceError(
+                    f"link '{name}': no {key} (only {other} is given)", f"link.{key}",
+                    "give both d2h_bytes_per_s and h2d_bytes_per_s (B/s), or one bytes_per_s "
+                    "for both directions")
+            if v is not None and bytes_per_s is not None and v != bytes_per_s:
+                raise InstanceError(
+                    f"link '{name}': {key} = {v!r} disagrees with bytes_per_s = "
+                    f"{bytes_per_s!r}", f"link.{key}",
+                    "give bytes_per_s alone (both directions equal) or the two directions "
+                    "alone")
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "d2h_bytes_per_s", bytes_per_s if d is None else d)
+        object.__setattr__(self, "h2d_bytes_per_s", bytes_per_s if h is None else h)
+        object.__setattr__(self, "duplex_factor", duplex_factor)
+        object.__setattr__(self, "copy_latency_s", copy_latency_s)
+
+    @property
+    def symmetric(self) -> bool:
+        """Whether both directions have the same bandwidth."""
+        return self.d2h_bytes_per_s == self.h2d_bytes_per_s
+
+    @property
+    def bytes_per_s(self) -> float:
+        """The bandwidth of a symmetric link (B/s), both directions; kept for code written
+        before links had two.
+
+        Raises:
+            ValueError: the directions differ (read ``d2h_bytes_per_s`` or
+                ``h2d_bytes_per_s``).
+        """
+        if not self.symmetric:
+            raise ValueError(f"link '{self.name}' has D2H {self.d2h_bytes_per_s!r} B/s and "
+                             f"H2D {self.h2d_bytes_per_s!r} B/s: read d2h_bytes_per_s or "
+                             "h2d_bytes_per_s")
+        return self.d2h_bytes_per_s
 
     def to_dict(self) -> dict:
+        """The fields as a dict (``name``, both bandwidths, duplex factor, latency)."""
         return asdict(self)
 
 
@@ -83,19 +161,61 @@ GPUS: dict[str, GPU] = {
                 (("bfloat16", 312e12), ("float16", 312e12), ("float32", 19.5e12))),
     "h100": GPU("h100", 989.4e12, 3.35e12, 2, "pcie5",
                 (("bfloat16", 989.4e12), ("float16", 989.4e12), ("float32", 66.9e12))),
+    # H200 SXM: the H100's GH100 die with 141 GB of HBM3e at 4.8 TB/s; dense BF16/FP16
+    # 989.4 TFLOP/s and FP32 66.9 TFLOP/s as on the H100 (the datasheet's 1,979 TFLOP/s
+    # counts 2:4 sparsity). Source: NVIDIA H200 datasheet. Host link: PCIe Gen5.
+    "h200": GPU("h200", 989.4e12, 4.8e12, 2, "pcie5-measured",
+                (("bfloat16", 989.4e12), ("float16", 989.4e12), ("float32", 66.9e12))),
+    # B200 (HGX, 1,000 W): dense BF16/FP16 2.25 PFLOP/s (4.5 with sparsity), FP32
+    # 80 TFLOP/s, HBM3e 8 TB/s. Source: NVIDIA Blackwell datasheet (HGX B200: 36 PFLOP/s
+    # sparse BF16 and 64 TB/s for 8 GPUs). Host link: the x86 hosts of HGX B200 boards
+    # run PCIe Gen5.
+    "b200": GPU("b200", 2.25e15, 8e12, 2, "pcie5-measured",
+                (("bfloat16", 2.25e15), ("float16", 2.25e15), ("float32", 80e12))),
+    # GH200: an H100-class GPU (dense BF16 989.4 TFLOP/s) with 144 GB of HBM3e at
+    # 4.9 TB/s, joined to a Grace CPU with 480 GB of LPDDR5X by NVLink-C2C. Source: NVIDIA
+    # GH200 datasheet; docs/workloads.md, "Today's hardware".
+    "gh200": GPU("gh200", 989.4e12, 4.9e12, 2, "gh200-c2c",
+                 (("bfloat16", 989.4e12), ("float16", 989.4e12), ("float32", 66.9e12)),
+                 host_memory_bytes=480_000_000_000),
+    # GB200: one Grace (480 GB LPDDR5X) and two B200 GPUs at 1,200 W each: dense BF16
+    # 2.5 PFLOP/s, FP32 90 TFLOP/s, HBM3e 8 TB/s per GPU. Source: NVIDIA GB200 NVL72
+    # datasheet (per-GPU figures). One preset is one GPU: its share of Grace's memory is
+    # half, 240 GB.
+    "gb200": GPU("gb200", 2.5e15, 8e12, 2, "gb200-c2c",
+                 (("bfloat16", 2.5e15), ("float16", 2.5e15), ("float32", 90e12)),
+                 host_memory_bytes=240_000_000_000),
 }
-"""GPU presets of docs/workloads.md (datasheet peaks; ``peak_flops`` is the training
-dtype's tensor-core peak, FP32 the non-tensor-core peak: PyTorch does not use TF32 for
-matmuls unless ``torch.backends.cuda.matmul.allow_tf32`` is set)."""
+"""GPU presets (datasheet peaks; ``peak_flops`` is the training dtype's dense tensor-core
+peak, FP32 the non-tensor-core peak: PyTorch does not use TF32 for matmuls unless
+``torch.backends.cuda.matmul.allow_tf32`` is set). titanx to h100: docs/workloads.md,
+"Hardware"; the others: the source beside each."""
 
-LINKS: dict[str, float] = {
-    "pcie3": 12e9,
-    "pcie3-titanx": 12.8e9,
-    "pcie4": 25e9,
-    "pcie5": 50e9,
-    "nvlink-c2c": 450e9,
+LINKS: dict[str, Link] = {
+    "pcie3": Link("pcie3", 12e9),
+    "pcie3-titanx": Link("pcie3-titanx", 12.8e9),
+    "pcie4": Link("pcie4", 25e9),
+    "pcie5": Link("pcie5", 50e9),
+    "nvlink-c2c": Link("nvlink-c2c", 450e9),
+    # PCIe 5.0 x16 as measured: 63 GB/s per direction in the specification, about
+    # 51-56 GB/s host-to-device in copies (docs/workloads.md, "Today's hardware") and
+    # 52.8 GB/s device-to-host (nvbandwidth device_to_host_memcpy_sm on H100, NVIDIA
+    # nvbandwidth issue 24): 53 GB/s both ways.
+    "pcie5-measured": Link("pcie5-measured", 53e9),
+    # GH200's NVLink-C2C as measured by nvbandwidth (copy engines, 4 x GH200; NVIDIA
+    # Megatron-LM issue 6491): host-to-device 411.6-421.1 GB/s, device-to-host
+    # 169.9-170.1 GB/s, against 450 GB/s per direction in the specification.
+    "gh200-c2c": Link("gh200-c2c", d2h_bytes_per_s=170e9, h2d_bytes_per_s=416e9),
+    # GB200's C2C link per GPU: one 900 GB/s link (450 GB/s per direction) between Grace
+    # and two B200s. Modelled as half of each direction per GPU, 225 GB/s, since in
+    # data-parallel training both GPUs offload and prefetch at the same points of the
+    # step. GB300, the same arrangement, measured 211.5 GB/s host-to-device and 193.5 GB/s
+    # device-to-host per GPU (Megatron-LM issue 6491); no GB200 measurement is known here.
+    "gb200-c2c": Link("gb200-c2c", 225e9),
 }
-"""Host-link presets: bandwidth per direction (B/s)."""
+"""Host-link presets, with the default duplex factor and copy latency. pcie3 to nvlink-c2c:
+the paper's bandwidths (docs/workloads.md, "Hardware"), the same in both directions;
+the others: the source beside each."""
 
 
 def gpu(name: str) -> GPU:
@@ -107,9 +227,9 @@ def gpu(name: str) -> GPU:
 
 
 def link(name: str) -> Link:
-    """Return the Link preset `name` with the default duplex factor and copy latency."""
+    """Return the Link preset `name`; raises KeyError listing the presets."""
     try:
-        return Link(name, LINKS[name])
+        return LINKS[name]
     except KeyError:
         raise KeyError(f"unknown link '{name}'; presets: {', '.join(LINKS)}") from None
 

@@ -449,12 +449,13 @@ class Instance:
         if not _is_name(link.name):
             raise InstanceError(f"link: name must be a non-empty printable string, got "
                                 f"{link.name!r}", "link.name", _FIX_LABEL)
-        if not (_is_real(link.bytes_per_s) and math.isfinite(link.bytes_per_s)
-                and link.bytes_per_s >= MIN_BANDWIDTH):
-            raise InstanceError(f"link '{link.name}': bandwidth must be a finite number >= "
-                                f"{MIN_BANDWIDTH:g} B/s, got {link.bytes_per_s!r}",
-                                "link.bytes_per_s",
-                                f"use a finite bandwidth >= {MIN_BANDWIDTH:g} (bytes/s)")
+        for key in ("d2h_bytes_per_s", "h2d_bytes_per_s"):
+            w = getattr(link, key)
+            if not (_is_real(w) and math.isfinite(w) and w >= MIN_BANDWIDTH):
+                raise InstanceError(f"link '{link.name}': bandwidth {key} must be a finite "
+                                    f"number >= {MIN_BANDWIDTH:g} B/s, got {w!r}",
+                                    f"link.{key}",
+                                    f"use a finite bandwidth >= {MIN_BANDWIDTH:g} (bytes/s)")
         if not (_is_real(link.duplex_factor) and 0 < link.duplex_factor <= 1):
             raise InstanceError(f"link '{link.name}': duplex_factor must be in (0, 1], got "
                                 f"{link.duplex_factor!r}", "link.duplex_factor",
@@ -1070,7 +1071,8 @@ class Instance:
         return float(sum(op.flops for op in self.ops[: self.n_fwd]))
 
     def summary(self) -> dict[str, Any]:
-        """Plain-number summary: counts, A, P (bytes), T_F and T* (s); plus, only when
+        """Plain-number summary: counts, A, P (bytes), T_F and T* (s), the link's name and
+        bandwidth per direction (B/s); plus, only when
         they depart from the defaults, ``saved_storages`` (saved storages, when views
         share them), ``rng_capture`` (False) and ``host_memory_bytes`` (the limit)."""
         return {
@@ -1083,7 +1085,8 @@ class Instance:
             "forward_time_s": self.forward_time_s,
             "ideal_time_s": self.ideal_time_s,
             "link": self.link.name,
-            "link_bytes_per_s": self.link.bytes_per_s,
+            "link_d2h_bytes_per_s": self.link.d2h_bytes_per_s,
+            "link_h2d_bytes_per_s": self.link.h2d_bytes_per_s,
             **({"saved_storages": self.lowered.n_saved} if self.aliased else {}),
             **({} if self.rng_capture else {"rng_capture": False}),
             **({} if self.host_memory_bytes is None

@@ -14,6 +14,11 @@ Two file formats, both JSON objects that start with ``"format"`` and ``"schema_v
                     "recipe": null | {"ops", "inputs", "transient_bytes"},
                     "storage", "mutated_by"}, ...]}
 
+  A link with different bandwidths per direction holds ``"d2h_bytes_per_s"`` and
+  ``"h2d_bytes_per_s"`` instead of ``"bytes_per_s"``; a symmetric link is written with
+  ``"bytes_per_s"`` alone (what readers before per-direction links read), and a file may
+  give both styles only if they agree.
+
   Optional instance-level fields (written only when they differ from the default):
   ``"rng_capture": false`` (RNG state cannot be saved: no recipe may run a random op) and
   ``"host_memory_bytes": N`` (host pinned-memory limit for swapped storages, bytes;
@@ -113,11 +118,15 @@ _STRICT = ConfigDict(strict=True, extra="forbid", allow_inf_nan=False)
 
 
 class LinkModel(TypedDict):
-    """``link``: the host link."""
+    """``link``: the host link: ``bytes_per_s`` (both directions), or
+    ``d2h_bytes_per_s`` and ``h2d_bytes_per_s`` (:class:`~slackopt.hardware.Link` checks
+    that one of the two styles is given, consistently)."""
 
     __pydantic_config__ = _STRICT  # type: ignore[misc]
     name: str
-    bytes_per_s: Annotated[float, Field(gt=0)]
+    bytes_per_s: NotRequired[Annotated[float, Field(gt=0)]]
+    d2h_bytes_per_s: NotRequired[Annotated[float, Field(gt=0)]]
+    h2d_bytes_per_s: NotRequired[Annotated[float, Field(gt=0)]]
     duplex_factor: NotRequired[Annotated[float, Field(gt=0, le=1)]]
     copy_latency_s: NotRequired[NonNegFloat]
 
@@ -627,7 +636,7 @@ def instance_to_dict(instance: Instance) -> dict[str, Any]:
         "schema_version": INSTANCE_SCHEMA_VERSIONS[-1],
         "name": instance.name,
         "meta": _normalize(dict(instance.meta), "<instance meta>", ("meta",)),
-        "link": {"name": str(lk.name), "bytes_per_s": float(lk.bytes_per_s),
+        "link": {"name": str(lk.name), **_link_bandwidths(lk),
                  "duplex_factor": float(lk.duplex_factor),
                  "copy_latency_s": float(lk.copy_latency_s)},
         "ops": [{"name": op.name, "phase": op.phase, "duration_s": float(op.duration_s),
@@ -656,6 +665,16 @@ def instance_to_dict(instance: Instance) -> dict[str, Any]:
     return doc
 
 
+def _link_bandwidths(lk: Link) -> dict[str, float]:
+    """The bandwidth fields of a link as files hold them: one ``bytes_per_s`` for a
+    symmetric link (what readers before per-direction links read), else
+    ``d2h_bytes_per_s`` and ``h2d_bytes_per_s``."""
+    if lk.symmetric:
+        return {"bytes_per_s": float(lk.d2h_bytes_per_s)}
+    return {"d2h_bytes_per_s": float(lk.d2h_bytes_per_s),
+            "h2d_bytes_per_s": float(lk.h2d_bytes_per_s)}
+
+
 def instance_from_dict(d: Mapping[str, Any], source: str = "<dict>") -> Instance:
     """Validate an instance document and build the Instance.
 
@@ -682,10 +701,23 @@ def instance_from_dict(d: Mapping[str, Any], source: str = "<dict>") -> Instance
 
 
 def _instance_of(m: Mapping[str, Any]) -> Instance:
-    """Instance(...) of a validated document whose ops and tensors are built."""
-    return Instance(m["name"], m["ops"], m["tensors"], Link(**m["link"]),
-                    meta=m.get("meta", {}),
-                    **{k: m[k] for k in ("rng_capture", "host_memory_bytes") if k in m})
+    """Instance(...) of a validated document whose ops and tensors are built.
+
+    Raises:
+        InstanceError: as Instance and Link raise it; a bad bandwidth given as the
+            document's ``bytes_per_s`` names that field, not the direction it fills.
+    """
+    try:
+        return Instance(m["name"], m["ops"], m["tensors"], Link(**m["link"]),
+                        meta=m.get("meta", {}),
+                        **{k: m[k] for k in ("rng_capture", "host_memory_bytes") if k in m})
+    except InstanceError as e:
+        key = e.field.removeprefix("link.")
+        if key in ("d2h_bytes_per_s", "h2d_bytes_per_s") and key not in m["link"] \
+                and "bytes_per_s" in m["link"]:
+            raise InstanceError(e.problem.replace(key, "bytes_per_s"), "link.bytes_per_s",
+                                e.fix) from None
+        raise
 
 
 _OP_FIELDS = tuple(f.name for f in dataclasses.fields(Op))

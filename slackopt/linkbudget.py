@@ -4,7 +4,8 @@ Source: SlackSwap paper (2026), section 2.2 "How much can
 the link hide?", Eq. 1 and Table 1; totals in docs/workloads.md ("Totals").
 
 A swapped byte is hidden if its device-to-host copy overlaps the forward pass, so the link
-can hide at most W * T_F bytes (W: link bandwidth per direction, B/s; T_F: forward time, s).
+can hide at most W * T_F bytes (W: the link's device-to-host bandwidth W_d2h, B/s, the
+direction that runs in the forward pass; T_F: forward time, s).
 Against the saved bytes A this is the hideable fraction (Eq. 1)
 
     f = min(1, I / beta) = min(1, W * T_F / A)
@@ -16,7 +17,7 @@ forward link budget.
 
 All functions take an :class:`~slackopt.instance.Instance` and read its ``A`` (bytes),
 ``forward_time_s``, ``forward_flops`` (sum of ``Op.flops`` over forward ops) and
-``link.bytes_per_s``. Degenerate instances are handled without errors: no saved bytes
+``link.d2h_bytes_per_s``. Degenerate instances are handled without errors: no saved bytes
 (A = 0) gives f = 1 and I = inf; no FLOPs gives I = beta = 0.
 """
 
@@ -51,7 +52,7 @@ def beta(instance: Instance) -> float:
 
     Args:
         instance: the iteration (uses ``forward_flops``, ``forward_time_s`` and
-            ``link.bytes_per_s``).
+            ``link.d2h_bytes_per_s``).
 
     Returns:
         (F / T_F) / W in FLOP/B; 0.0 if F = 0; ``math.inf`` if F > 0 and T_F = 0.
@@ -62,7 +63,7 @@ def beta(instance: Instance) -> float:
     t_f = instance.forward_time_s
     if t_f <= 0:
         return math.inf
-    return f / t_f / instance.link.bytes_per_s
+    return f / t_f / instance.link.d2h_bytes_per_s
 
 
 def hideable_fraction(instance: Instance) -> float:
@@ -80,7 +81,7 @@ def hideable_fraction(instance: Instance) -> float:
     a = instance.A
     if a <= 0:
         return 1.0
-    return min(1.0, instance.link.bytes_per_s * instance.forward_time_s / a)
+    return min(1.0, instance.link.d2h_bytes_per_s * instance.forward_time_s / a)
 
 
 def forward_link_budget_bytes(instance: Instance, guard: float = DEFAULT_GUARD) -> int:
@@ -100,7 +101,8 @@ def forward_link_budget_bytes(instance: Instance, guard: float = DEFAULT_GUARD) 
     if isinstance(guard, bool) or not isinstance(guard, (int, float)) \
             or not math.isfinite(guard) or not 0 <= guard < 1:
         raise ValueError(f"guard must be a number in [0, 1), got {guard!r}")
-    return int(math.floor((1.0 - guard) * instance.link.bytes_per_s * instance.forward_time_s))
+    return int(math.floor((1.0 - guard) * instance.link.d2h_bytes_per_s
+                          * instance.forward_time_s))
 
 
 def report(instance: Instance, guard: float = DEFAULT_GUARD) -> dict[str, Any]:
@@ -111,7 +113,8 @@ def report(instance: Instance, guard: float = DEFAULT_GUARD) -> dict[str, Any]:
         guard: offload guard g for the forward link budget, in [0, 1).
 
     Returns:
-        A dict with ``name``, ``link``, ``link_bytes_per_s`` (W, B/s), ``saved_bytes`` (A),
+        A dict with ``name``, ``link``, ``link_bytes_per_s`` (the W of Eq. 1: the D2H
+        bandwidth, B/s), ``link_h2d_bytes_per_s`` (B/s), ``saved_bytes`` (A),
         ``peak_bytes`` (P), ``forward_time_s`` (T_F), ``ideal_time_s`` (ideal step T*),
         ``forward_flops`` (F), ``intensity`` (I, FLOP/B), ``beta`` (FLOP/B),
         ``hideable_fraction`` (f), ``hideable_bytes`` (min(A, W T_F)), ``guard`` (g) and
@@ -121,11 +124,12 @@ def report(instance: Instance, guard: float = DEFAULT_GUARD) -> dict[str, Any]:
     Raises:
         ValueError: if ``guard`` is out of range.
     """
-    w = instance.link.bytes_per_s
+    w = instance.link.d2h_bytes_per_s
     return {
         "name": instance.name,
         "link": instance.link.name,
         "link_bytes_per_s": float(w),
+        "link_h2d_bytes_per_s": float(instance.link.h2d_bytes_per_s),
         "saved_bytes": int(instance.A),
         "peak_bytes": int(instance.P),
         "forward_time_s": float(instance.forward_time_s),

@@ -750,7 +750,9 @@ def link_budget(workloads: Sequence[str] = PAPER_WORKLOADS,
         gp = GPUS.get(g)
         dtype = {4: "FP32", 2: "BF16"}.get(gp.dtype_bytes, "") if gp else ""
         flops = f"{gp.peak_flops / 1e12:.0f} TFLOP/s {dtype}" if gp else ""
-        ticks.append(f"{GPU_LABELS.get(g, g)}\n{flops}\n{lk.name} {lk.bytes_per_s / 1e9:.3g} GB/s")
+        bw = (f"{lk.d2h_bytes_per_s / 1e9:.3g} GB/s" if lk.symmetric else
+              f"D2H {lk.d2h_bytes_per_s / 1e9:.3g} / H2D {lk.h2d_bytes_per_s / 1e9:.3g} GB/s")
+        ticks.append(f"{GPU_LABELS.get(g, g)}\n{flops}\n{lk.name} {bw}")
     ax.set_xticks(np.arange(len(gpus)), ticks, fontsize=8)
     ax.set_xlabel("GPU (peak training FLOP/s) and host link (bandwidth per direction)")
     ax.set_ylabel("hideable fraction f (% of saved bytes)")
@@ -768,8 +770,9 @@ def cost_per_byte(instance: Instance, *, by: str = "auto",
     (the paper's Figure 2).
 
     Each dot is one saved tensor's rho = c / s (rebuild time per byte, ps/B); horizontal
-    lines are 1 / W, what a byte costs when its copy is not hidden, for the instance's
-    link (solid) and the other PCIe generations (dotted). Once the link budget is spent,
+    lines are 1 / W, what a byte costs when its copy is not hidden (W: the H2D bandwidth, the
+    copy a stalled backward op waits for), for the instance's link (solid) and the other
+    PCIe generations (dotted). Once the link budget is spent,
     a tensor below a line is cheaper to recompute than to copy over that link.
 
     Args:
@@ -792,8 +795,9 @@ def cost_per_byte(instance: Instance, *, by: str = "auto",
     if by == "auto":
         by = "tensor" if instance.n_saved <= 30 else "category"
     if links is None:
-        links = {"PCIe 3.0": LINKS["pcie3"], "PCIe 4.0": LINKS["pcie4"],
-                 "PCIe 5.0": LINKS["pcie5"]}
+        links = {"PCIe 3.0": LINKS["pcie3"].h2d_bytes_per_s,
+                 "PCIe 4.0": LINKS["pcie4"].h2d_bytes_per_s,
+                 "PCIe 5.0": LINKS["pcie5"].h2d_bytes_per_s}
     rho = np.asarray(instance.rho, dtype=float) * 1e12
     if by == "tensor":
         cols = list(instance.saved_names)
@@ -818,9 +822,11 @@ def cost_per_byte(instance: Instance, *, by: str = "auto",
                         xytext=(0, 4), textcoords="offset points", ha="center",
                         va="bottom", fontsize=7, color="#555555")
     ax.scatter([], [], s=18, color="#55A868", label="recompute cost of one saved tensor")
-    w0 = instance.link.bytes_per_s
+    # A stall waits for an H2D copy: the exposed copy runs at the H2D bandwidth.
+    w0 = instance.link.h2d_bytes_per_s
     ax.axhline(1e12 / w0, color="#C44E52", linewidth=1.6,
                label=f"exposed copy on this link ({instance.link.name}, "
+                     f"{'' if instance.link.symmetric else 'H2D '}"
                      f"{w0 / 1e9:.3g} GB/s): {1e12 / w0:.3g} ps/B")
     for lab, bw in links.items():
         if abs(bw - w0) / w0 > 1e-9:

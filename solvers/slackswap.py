@@ -7,7 +7,8 @@ open are pinned in docs/model.md ("SlackSwap details the paper leaves open").
   tensors to the swap set S in decreasing recompute cost per byte rho while both the
   offload schedule (D2H, production order, ends before (1 - g) T_F) and the prefetch
   schedule (H2D from T_F in deadline order, gated by the memory the backward pass
-  releases) stay feasible, until S covers the deficit D = P - M.
+  releases) stay feasible, until S covers the deficit D = P - M. Each schedule runs at
+  its direction's bandwidth: offloads (and the link budget) at W_d2h, prefetches at W_h2d.
 - :func:`pass2` (sec. 3.3, Alg. 1 lines 7-12) recomputes the cheapest bytes: at the
   first operator whose planned memory m(i) exceeds M it marks recomp the resident,
   unused keep tensor with the lowest c_t / min(s_t, E), E the largest remaining excess;
@@ -47,6 +48,7 @@ from slackopt.instance import Instance
 from slackopt.linkbudget import forward_link_budget_bytes
 from slackopt.plan import KEEP, RECOMP, SWAP, Plan
 from slackopt.simulate import Evaluation, simulate
+from slackopt.simulate.rules import copy_time
 from slackopt.solverbase import (
     MIN_BUDGET_REL_TOL,
     BaseSolver,
@@ -69,11 +71,13 @@ class _Prep:
         n = inst.n_saved
         link = inst.link
         self.n = n
-        self.W = float(link.bytes_per_s)
+        self.w_h2d = float(link.h2d_bytes_per_s)
         self.lat = float(link.copy_latency_s)
         self.s = np.asarray(inst.s, dtype=np.int64)
         self.sf = self.s.astype(np.float64)
-        self.dur = self.lat + self.sf / self.W
+        # Planned copy times, each at its direction's full bandwidth (sec. 3.2).
+        self.dur = copy_time(self.sf, float(link.d2h_bytes_per_s), self.lat)   # D2H
+        self.dur_h2d = copy_time(self.sf, self.w_h2d, self.lat)                # H2D
         self.r = np.asarray(inst.r, dtype=np.float64)
         self.d = np.asarray(inst.d, dtype=np.float64)
         self.c = np.asarray(inst.c, dtype=np.float64)
@@ -487,7 +491,7 @@ class SwapSet:
 
 def offload_schedule(instance: Instance, positions: Any) -> np.ndarray:
     """End times (s) of the D2H copies of `positions` (saved positions), FIFO in production
-    order, each starting no earlier than its r and taking latency + s / W (sec. 3.2)."""
+    order, each starting no earlier than its r and taking latency + s / W_d2h (sec. 3.2)."""
     pr = _prep(instance)
     pos = np.sort(np.asarray(positions, dtype=np.int64))
     return _fifo_ends(pr.r[pos], pr.dur[pos])
@@ -525,7 +529,7 @@ def _prefetch_ends(pr: _Prep, s_ord: np.ndarray) -> np.ndarray:
     rel = np.full(s_ord.size, np.inf)
     rel[ok] = pr.rel_sorted[ri[ok]]
     rel = np.maximum(rel, pr.TF)
-    return _fifo_ends(rel, pr.lat + s_ord.astype(np.float64) / pr.W)
+    return _fifo_ends(rel, copy_time(s_ord.astype(np.float64), pr.w_h2d, pr.lat))
 
 
 def pass1(
@@ -544,10 +548,11 @@ def pass1(
     if, with it, both planned schedules stay feasible:
 
     - offload: D2H copies in production order, each no earlier than its r, one at a time,
-      each taking ``copy_latency_s + s / W``; the last ends by ``(1 - g) * T_F``;
+      each taking ``copy_latency_s + s / W_d2h``; the last ends by ``(1 - g) * T_F``;
     - prefetch: H2D copies from T_F in deadline order (d), each starting only once the
       bytes released so far by the ideal backward pass cover the bytes of all copies up
-      to and including it; each copy ends by its d. Memory is assumed full at T_F.
+      to and including it; each copy takes ``copy_latency_s + s / W_h2d`` and ends by its
+      d. Memory is assumed full at T_F.
 
     Reading of sec. 3.2 ("credit the bytes of each kept tensor when its last backward
     reader ends"): once prefetched, a swapped tensor is resident until its last backward
@@ -628,17 +633,18 @@ def pass1(
     b_need, b_ri = np.zeros(cap, dtype=np.int64), np.zeros(cap, dtype=np.int64)
     b_cd, b_acc = np.zeros(cap), np.zeros(cap)
     r_l, d_l, dur_l, s_l = r.tolist(), d.tolist(), dur.tolist(), s.tolist()
+    hdur_l = pr.dur_h2d.tolist()
     total = 0
     checked = 0
     for p in cand.tolist():
         if total >= D:
             break
         checked += 1
-        dp_, rp, ddp = dur_l[p], r_l[p], d_l[p]
+        dp_, hp, rp, ddp = dur_l[p], hdur_l[p], r_l[p], d_l[p]
         if host_cap is not None and total + s_l[p] > host_cap:
             continue  # host pinned memory full: p stays keep (Pass 2 may recompute it)
         # Quick necessary conditions: the copy alone must fit both windows.
-        if rp + dp_ > limit or TF + dp_ > ddp:
+        if rp + dp_ > limit or TF + hp > ddp:
             continue
         # Offload test, O(log n): the last D2H end with p inserted.
         if not off_tree.fits_with(p, dp_):
@@ -651,7 +657,7 @@ def pass1(
             continue  # the releases never cover the queue
         key = (ddp, p)
         j = bisect.bisect_left(keys, key)
-        if not _prefetch_insert(Sdur, Sd, Sneed, Sri, Scd, Sacc, len(keys), j, sp, dp_, ddp,
+        if not _prefetch_insert(Sdur, Sd, Sneed, Sri, Scd, Sacc, len(keys), j, sp, hp, ddp,
                                 cc, rel_sorted, TF, b_need, b_ri, b_cd, b_acc):
             continue
         # Accept p.

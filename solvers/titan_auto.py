@@ -28,7 +28,8 @@ r_L, o_L in [0, 1]:
   logits gradient);
 - copy windows: o_L a_L <= W * F and o_L a_L <= W * B (D2H within a block's forward
   time, H2D within its backward time; F and B are the blocks' average forward and
-  backward times, as torchtitan averages them; W the link bandwidth);
+  backward times, as torchtitan averages them; W the link bandwidth of the copy's
+  direction, W_d2h or W_h2d);
 - host cap: sum of o_L a_L <= ``Instance.host_memory_bytes`` when set;
 - objective: minimize sum of r_L F (recomputing a fraction of a block costs that
   fraction of its forward time; torchtitan's offload price is 0).
@@ -133,7 +134,7 @@ def outer_lp(instance: Instance, budget_bytes: int, *, time_limit_s: float | Non
     blocks = lay["blocks"]
     U = float(max(int(instance.A), 1))          # bytes -> units of A
     Tu = float(max(instance.ideal_time_s, 1e-12))
-    W = float(instance.link.bytes_per_s)
+    Wd, Wh = float(instance.link.d2h_bytes_per_s), float(instance.link.h2d_bytes_per_s)
     a = {b: lay["a"][b] / U for b in blocks}
     prob = pulp.LpProblem("titan_outer", pulp.LpMinimize)
     k = {b: pulp.LpVariable(f"k_{b}", 0, 1) for b in blocks}
@@ -154,8 +155,8 @@ def outer_lp(instance: Instance, budget_bytes: int, *, time_limit_s: float | Non
         prob += fwd <= Mb + slack, f"peak_fwd_{b}"
         prob += bwd <= Mb + slack, f"peak_bwd_{b}"
         rows += [fwd, bwd]
-        prob += o[b] * a[b] <= W * lay["F"] / U, f"d2h_{b}"
-        prob += o[b] * a[b] <= W * lay["B"] / U, f"h2d_{b}"
+        prob += o[b] * a[b] <= Wd * lay["F"] / U, f"d2h_{b}"
+        prob += o[b] * a[b] <= Wh * lay["B"] / U, f"h2d_{b}"
     if blocks:
         prob += o[blocks[-1]] == 0, "last_no_offload"
         loss = E + pulp.lpSum(k[q] * a[q] for q in blocks) + lay["G_head"] / U
@@ -204,7 +205,7 @@ def inner_tags(instance: Instance, members: np.ndarray, fractions: tuple[float, 
         return np.full(len(members), KEEP, dtype=np.int8)
     U = float(act)
     kf, _, of = fractions
-    W = float(instance.link.bytes_per_s)
+    W = float(instance.link.h2d_bytes_per_s)  # an exposed copy is an H2D the compute waits on
     prob = pulp.LpProblem("titan_inner", pulp.LpMinimize)
     n = len(members)
     xk = [pulp.LpVariable(f"k{j}", cat="Binary") for j in range(n)]

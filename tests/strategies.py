@@ -11,10 +11,9 @@ exercises; :data:`CONSTRUCTS` lists them all, with what each means.
 The list comes from the schema and its validation: ``slackopt/instance.py`` (Op, Tensor,
 Recipe, Instance and their checks, the "Extensions" of its docstring: storages, RNG
 capture, in-place mutation, host pinned-memory limit), ``slackopt/hardware.py`` (Link) and
-``slackopt/io.py`` (the JSON instance format: the same fields, plus ``meta``). Not
-generated, because the language has no such construct: per-direction bandwidths (the
-semantics in spec/semantics.md speak of W_d2h and W_h2d, but :class:`slackopt.Link` has one
-``bytes_per_s`` for both directions). Accepted by the loader but not generated: views of
+``slackopt/io.py`` (the JSON instance format: the same fields, plus ``meta``; a link with
+one bandwidth for both directions or one per direction). Accepted by the loader but not
+generated: views of
 backward-pass tensors (never saved), a view with its own ``mutated_by``, a recipe declared
 only by a view when its base declares none, ``random``/``never_recompute`` flags on backward
 ops (they mean nothing there), an instance without ops, rebuild-only ops of duration 0,
@@ -100,14 +99,16 @@ CONSTRUCTS: dict[str, str] = {
     "zero_latency": "a copy latency of 0",
     "duplex_below_1": "a duplex factor < 1",
     "full_duplex": "a duplex factor of 1",
-    "bw_50MBps": "a 50 MB/s link (the slowest drawn)",
-    "bw_1TBps": "a 1 TB/s link (the fastest drawn)",
-    "bw_slow": "a link of at most 200 MB/s",
-    "bw_fast": "a link of at least 200 GB/s",
+    "bw_50MBps": "a 50 MB/s link direction (the slowest drawn)",
+    "bw_1TBps": "a 1 TB/s link direction (the fastest drawn)",
+    "bw_slow": "a link direction of at most 200 MB/s",
+    "bw_fast": "a link direction of at least 200 GB/s",
+    "asym_d2h_slower": "a link whose D2H bandwidth is below its H2D bandwidth (GH200)",
+    "asym_h2d_slower": "a link whose H2D bandwidth is below its D2H bandwidth",
     # sizes and timing
     "size_ratio_1e8": "saved sizes whose largest / smallest positive ratio is >= 1e8",
-    "d2h_straddles_forward_end": "a saved tensor whose D2H (latency + s / W from its "
-                                 "ready time) ends after the forward pass",
+    "d2h_straddles_forward_end": "a saved tensor whose D2H (latency + s / W_d2h from "
+                                 "its ready time) ends after the forward pass",
 }
 """Every construct :func:`instances` can emit, name -> meaning (:func:`constructs`)."""
 
@@ -253,14 +254,19 @@ def constructs(inst: Instance) -> set[str]:
             out.add("host_limit_binding")
     out.add("latency" if lk.copy_latency_s > 0 else "zero_latency")
     out.add("duplex_below_1" if lk.duplex_factor < 1 else "full_duplex")
-    if lk.bytes_per_s == MIN_BW:
+    wd, wh = lk.d2h_bytes_per_s, lk.h2d_bytes_per_s
+    if MIN_BW in (wd, wh):
         out.add("bw_50MBps")
-    if lk.bytes_per_s == MAX_BW:
+    if MAX_BW in (wd, wh):
         out.add("bw_1TBps")
-    if lk.bytes_per_s <= 2e8:
+    if min(wd, wh) <= 2e8:
         out.add("bw_slow")
-    if lk.bytes_per_s >= 2e11:
+    if max(wd, wh) >= 2e11:
         out.add("bw_fast")
+    if wd < wh:
+        out.add("asym_d2h_slower")
+    if wh < wd:
+        out.add("asym_h2d_slower")
 
     # sizes and timing (storage level: what is copied)
     low = inst.lowered
@@ -269,7 +275,7 @@ def constructs(inst: Instance) -> set[str]:
         out.add("size_ratio_1e8")
     tf = low.forward_time_s
     for k in range(low.n_saved):
-        if low.s[k] > 0 and (low.r[k] + lk.copy_latency_s + low.s[k] / lk.bytes_per_s) > tf:
+        if low.s[k] > 0 and (low.r[k] + lk.copy_latency_s + low.s[k] / wd) > tf:
             out.add("d2h_straddles_forward_end")
             break
     return out
@@ -299,15 +305,19 @@ def _bandwidths() -> st.SearchStrategy[float]:
                      grid)
 
 
-def _links() -> st.SearchStrategy[Link]:
-    return st.builds(
-        Link,
-        name=st.sampled_from(["pcie4", "slow", "c2c"]),
-        bytes_per_s=_bandwidths(),
-        duplex_factor=st.one_of(st.just(1.0), st.just(0.85),
-                                st.integers(5, 100).map(lambda k: k / 100)),
-        copy_latency_s=st.one_of(st.just(0.0), st.just(1e-5),
-                                 st.integers(0, 2000).map(lambda k: k * US)))
+@st.composite
+def _links(draw: st.DrawFn) -> Link:
+    """A link: one bandwidth for both directions (half the time, written ``bytes_per_s``)
+    or one per direction, drawn independently (either may be the slower)."""
+    name = draw(st.sampled_from(["pcie4", "slow", "c2c"]))
+    duplex = draw(st.one_of(st.just(1.0), st.just(0.85),
+                            st.integers(5, 100).map(lambda k: k / 100)))
+    lat = draw(st.one_of(st.just(0.0), st.just(1e-5),
+                         st.integers(0, 2000).map(lambda k: k * US)))
+    if draw(st.booleans()):
+        return Link(name, draw(_bandwidths()), duplex, lat)
+    return Link(name, duplex_factor=duplex, copy_latency_s=lat,
+                d2h_bytes_per_s=draw(_bandwidths()), h2d_bytes_per_s=draw(_bandwidths()))
 
 
 @st.composite

@@ -313,6 +313,52 @@ def test_make_and_describe(capsys: pytest.CaptureFixture[str], tmp_path: Path) -
     assert rc == 0, err
 
 
+def test_describe_shows_both_link_directions_and_refuses_a_bad_link(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """describe shows W_d2h and W_h2d (and the link budget from W_d2h); a file whose link
+    gives bytes_per_s and a direction that disagree is a user error naming the field."""
+    from slackopt import Instance, Link
+    from slackopt.linkbudget import forward_link_budget_bytes
+
+    src = small_instance()
+    inst = Instance("asym", src.ops, src.tensors,
+                    Link("c2c", d2h_bytes_per_s=170e9, h2d_bytes_per_s=420e9))
+    path = io.save_instance(inst, tmp_path / "a.json")
+    rc, out, err = run(capsys, "describe", path, "--json")
+    assert rc == 0, err
+    d = json.loads(out)
+    assert d["link_d2h_bytes_per_s"] == 170e9 and d["link_h2d_bytes_per_s"] == 420e9
+    assert d["link_budget"]["forward_link_budget_bytes"] == forward_link_budget_bytes(inst)
+    assert d["link_budget"]["link_bytes_per_s"] == 170e9
+    rc, out, err = run(capsys, "describe", path)
+    assert rc == 0, err
+    assert "W_d2h" in out and "W_h2d" in out and "170 GB/s" in out and "420 GB/s" in out
+    doc = json.loads(path.read_text())
+    doc["link"]["bytes_per_s"] = 170e9
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(doc))
+    assert_user_error(*run(capsys, "describe", bad), "bad.json", "link.h2d_bytes_per_s",
+                      "disagrees")
+
+
+def test_make_on_gh200_with_grace_as_the_host_limit(capsys: pytest.CaptureFixture[str],
+                                                     tmp_path: Path) -> None:
+    path = tmp_path / "gh.json"
+    rc, out, err = run(capsys, "make", "tiny", "--gpu", "gh200", "--host-memory", "gpu",
+                       "-o", path, "--json")
+    assert rc == 0, err
+    doc = json.loads(out)
+    assert doc["host_memory_bytes"] == 480e9 and doc["link"] == "gh200-c2c"
+    assert (doc["link_d2h_bytes_per_s"], doc["link_h2d_bytes_per_s"]) == (170e9, 416e9)
+    rc, out, err = run(capsys, "make", "tiny", "--host-memory", "2GB", "-o", path, "--force",
+                       "--json")
+    assert rc == 0 and json.loads(out)["host_memory_bytes"] == 2e9, err
+    assert_user_error(*run(capsys, "make", "tiny", "--host-memory", "50%", "-o", path,
+                           "--force"), "--host-memory", "gpu")
+    assert_user_error(*run(capsys, "make", "tiny", "--gpu", "h100", "--host-memory", "gpu",
+                           "-o", path, "--force"), "h100", "gh200")
+
+
 def test_make_unknown_names(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     out_file = tmp_path / "x.json"
     assert_user_error(*run(capsys, "make", "nosuchnet", "-o", out_file, "--json"), "nosuchnet")

@@ -94,8 +94,8 @@ def test_engine_argument_is_checked():
 
 
 def test_warm_up_compiles_the_signature_plans_use():
-    from slackopt._fastsim import run_barrier_free
     from slackopt.simulate import warm_up
+    from slackopt.simulate._kernel import run_barrier_free
 
     warm_up()
     before = len(run_barrier_free.signatures)

@@ -315,6 +315,73 @@ def test_bad_link(tmp_path: Path, doc: dict) -> None:
     assert _load_error(tmp_path, doc).field == "link.bytes_per_s"
 
 
+@pytest.mark.parametrize("link,field,words", [
+    ({"d2h_bytes_per_s": 0, "h2d_bytes_per_s": 4e9}, "link.d2h_bytes_per_s", "> 0"),
+    ({"d2h_bytes_per_s": 1e9, "h2d_bytes_per_s": -4e9}, "link.h2d_bytes_per_s", "> 0"),
+    ({"d2h_bytes_per_s": 1e9, "h2d_bytes_per_s": "4e9"}, "link.h2d_bytes_per_s", "number"),
+    ({"d2h_bytes_per_s": 1e-308, "h2d_bytes_per_s": 1e9}, "link.d2h_bytes_per_s",
+     ">= 0.001 B/s"),
+    ({"d2h_bytes_per_s": 1e9}, "link.h2d_bytes_per_s", "only d2h_bytes_per_s"),
+    ({"bytes_per_s": 1e9, "h2d_bytes_per_s": 4e9}, "link.h2d_bytes_per_s", "disagrees"),
+    ({"bytes_per_s": 1e9, "d2h_bytes_per_s": 2e9, "h2d_bytes_per_s": 1e9},
+     "link.d2h_bytes_per_s", "disagrees"),
+    ({}, "link.bytes_per_s", "no bandwidth"),
+])
+def test_bad_link_directions(tmp_path: Path, doc: dict, link: dict, field: str,
+                             words: str) -> None:
+    """A per-direction bandwidth that is not a number > 0 (>= 0.001 B/s), a direction given
+    alone, both styles given with different values, or no bandwidth: an error naming the
+    file and the field."""
+    doc["link"] = {"name": "l", **link}
+    e = _load_error(tmp_path, doc)
+    assert e.field == field and words in str(e), str(e)
+
+
+def test_asymmetric_link_round_trip_and_symmetric_written_the_old_way(tmp_path: Path,
+                                                                      inst: Instance) -> None:
+    """A link with two bandwidths is written per direction and read back equal; a
+    symmetric one, however it was given, is written as one bytes_per_s (old readers read
+    it), and both styles consistent in one file load."""
+    asym = Instance(inst.name, inst.ops, inst.tensors,
+                    Link("c2c", d2h_bytes_per_s=170e9, h2d_bytes_per_s=420e9))
+    doc = io.instance_to_dict(asym)
+    assert doc["link"] == {"name": "c2c", "d2h_bytes_per_s": 170e9, "h2d_bytes_per_s": 420e9,
+                           "duplex_factor": 0.85, "copy_latency_s": 1e-5}
+    back = io.load_instance(io.save_instance(asym, tmp_path / "a.json"))
+    assert back.link == asym.link and not back.link.symmetric
+    with pytest.raises(ValueError, match="d2h_bytes_per_s or h2d_bytes_per_s"):
+        back.link.bytes_per_s  # noqa: B018 (one W would be the wrong one for a direction)
+    sym = Instance(inst.name, inst.ops, inst.tensors,
+                   Link("p", d2h_bytes_per_s=25e9, h2d_bytes_per_s=25e9))
+    assert io.instance_to_dict(sym)["link"] == {"name": "p", "bytes_per_s": 25e9,
+                                                "duplex_factor": 0.85, "copy_latency_s": 1e-5}
+    both = io.instance_to_dict(sym)
+    both["link"].update(d2h_bytes_per_s=25e9, h2d_bytes_per_s=25e9)
+    assert io.load_instance(_write(tmp_path, json.dumps(both))).link == sym.link
+
+
+def test_paper_file_reads_both_directions_equal_and_gives_the_same_results(
+        tmp_path: Path) -> None:
+    """instances/paper/bert-large_a100-pcie4.json (one bytes_per_s) loads with both
+    directions at 25 GB/s, is written back byte for byte, and SlackSwap at 0.3 P plans and
+    simulates exactly what it did before links had two directions (0.09986183722105439 s,
+    d2h 721420672 B: the figures of commit c1e091c), as with the link given per direction."""
+    from slackopt import solve
+
+    src = Path(__file__).resolve().parent.parent / "instances/paper/bert-large_a100-pcie4.json"
+    inst = io.load_instance(src)
+    assert inst.link.d2h_bytes_per_s == inst.link.h2d_bytes_per_s == 25e9
+    assert io.save_instance(inst, tmp_path / "b.json").read_bytes() == src.read_bytes()
+    per_dir = Instance(inst.name, inst.ops, inst.tensors,
+                       Link(inst.link.name, d2h_bytes_per_s=25e9, h2d_bytes_per_s=25e9,
+                            duplex_factor=inst.link.duplex_factor,
+                            copy_latency_s=inst.link.copy_latency_s))
+    r, r2 = solve(inst, "slackswap", 0.3), solve(per_dir, "slackswap", 0.3)
+    assert r.evaluation.step_time_s == 0.09986183722105439
+    assert r.evaluation.d2h_bytes == 721420672
+    assert r2.evaluation.to_dict() == r.evaluation.to_dict()
+
+
 @pytest.mark.parametrize("version", [0, 2, 99, "1", None, 1.0, True])
 def test_wrong_schema_version(tmp_path: Path, doc: dict, version: object) -> None:
     doc["schema_version"] = version

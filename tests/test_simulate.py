@@ -71,6 +71,38 @@ def test_duplex_slowdown_includes_latency_phase_and_deadline_stall():
     assert ev.step_time_s == approx(inst.ideal_time_s + ev.stall_bwd_s)
 
 
+def test_asymmetric_link_each_direction_at_its_own_bandwidth():
+    # D2H 1 B/s, H2D 4 B/s, no latency, duplex 0.5 (each direction at half its own rate
+    # while the other copies). f1 [0,1] makes a (4 B), f2 [1,2] makes b (4 B), f3 [2,5].
+    # D2H a alone: [1, 5]. D2H b (queued at 2) starts at 5; the forward pass ends at 5 and
+    # a's H2D starts then too: a at 0.5 * 4 = 2 B/s ends at 7; b at 0.5 * 1 B/s moves 1 B
+    # by 7, its last 3 B alone at 1 B/s: ends at 10. bX [5,6]; bA waits for a: [7,8]
+    # (stall 1); bZ [8,11]; b reaches the host at 10 and its H2D runs alone at 4 B/s:
+    # [10, 11]; bB [11,12]. T* = 11, T = 12.
+    # (A symmetric 1 B/s link would end a's H2D at 13; H2D at the D2H rate at 13 too.)
+    from slackopt import Instance, Link
+
+    src = build([("f1", 1), ("f2", 1), ("f3", 3)],
+                [("bX", 1), ("bA", 1), ("bZ", 3), ("bB", 1)],
+                [("a", 4, "f1", ["bA"], None), ("b", 4, "f2", ["bB"], None)])
+    inst = Instance("asym", src.ops, src.tensors,
+                    Link("asym", d2h_bytes_per_s=1.0, h2d_bytes_per_s=4.0,
+                         duplex_factor=0.5, copy_latency_s=0.0))
+    plan = Plan.from_mapping(inst, {"a": "swap", "b": "swap"})
+    ev = simulate(inst, plan, 10_000, trace=True)
+    d2h, h2d, comp = lane(ev, "d2h"), lane(ev, "h2d"), lane(ev, "compute")
+    assert d2h == {"a": (approx(1.0), approx(5.0)), "b": (approx(5.0), approx(10.0))}
+    assert h2d == {"a": (approx(5.0), approx(7.0)), "b": (approx(10.0), approx(11.0))}
+    assert comp["bA"] == (approx(7.0), approx(8.0)) and comp["bB"] == (approx(11.0),
+                                                                       approx(12.0))
+    for e in (ev, simulate(inst, plan, 10_000, engine="compiled")):
+        assert e.step_time_s == approx(12.0) and inst.ideal_time_s == approx(11.0)
+        assert e.stall_bwd_s == approx(1.0) and e.h2d_stall_s == {"a": approx(1.0)}
+        assert e.d2h_bytes == 8 and e.h2d_bytes == 8
+    assert simulate(inst, plan, 10_000, engine="compiled").to_dict() == simulate(
+        inst, plan, 10_000, engine="reference").to_dict()
+
+
 def _admission_instance(b4_alloc=0):
     # f1 makes a (100 B, swapped); b1 makes g1 (50 B, read by b2); b2 makes g2 (50 B,
     # read by b3); b4 reads a and holds b4_alloc bytes of workspace.
@@ -214,3 +246,21 @@ def test_simulate_takes_bytes(budget):
     inst = build([("f1", 1)], [("b1", 1)], [("x", 10, "f1", ["b1"], None)])
     with pytest.raises(BudgetError):
         simulate(inst, Plan.keep_all(inst), budget)
+
+
+def test_the_shared_runtime_rules_by_hand():
+    """slackopt.simulate.rules, the one statement of the H2D admission and the copy time,
+    and the compiled kernel built from those very functions."""
+    from slackopt.simulate import _kernel, rules
+
+    assert rules.ADMISSION_LOOKAHEAD == 3
+    assert rules.lookahead_window(5, False, 100) == (5, 8)   # task 5 not started yet
+    assert rules.lookahead_window(5, True, 100) == (6, 9)    # task 5 running
+    assert rules.lookahead_window(5, True, 7) == (6, 7)      # near the end of the step
+    assert rules.lookahead_window(7, False, 7) == (7, 7)
+    assert rules.h2d_admits(90, 10, 0, 100) and not rules.h2d_admits(90, 10, 1, 100)
+    assert rules.copy_rate(100.0, 0.5, True) == 50.0 and rules.copy_rate(100.0, 0.5, False) == 100.0
+    assert rules.copy_time(100, 50.0, 0.1) == approx(2.1)
+    assert rules.copy_time(100, 50.0, 0.1, 0.5) == approx(4.1)
+    for f in (rules.lookahead_window, rules.h2d_admits, rules.copy_rate):
+        assert getattr(_kernel, "_" + f.__name__).py_func is f

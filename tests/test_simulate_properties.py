@@ -42,8 +42,11 @@ def instances(draw):
         i = draw(st.integers(0, n_f + n_b - 2))
         tensors.append(Tensor(f"tmp{j}", draw(st.integers(0, 50)), ops[i].name,
                               (ops[i + 1].name,)))
-    link = Link("l", draw(st.sampled_from([10.0, 100.0, 1000.0])),
-                draw(st.sampled_from([0.5, 0.85, 1.0])), draw(st.sampled_from([0.0, 0.01])))
+    w_d2h = draw(st.sampled_from([10.0, 100.0, 1000.0]))
+    w_h2d = draw(st.sampled_from([w_d2h, w_d2h, 10.0, 40.0, 1000.0]))  # often asymmetric
+    link = Link("l", None, draw(st.sampled_from([0.5, 0.85, 1.0])),
+                draw(st.sampled_from([0.0, 0.01])), d2h_bytes_per_s=w_d2h,
+                h2d_bytes_per_s=w_h2d)
     return Instance("rand", ops, tensors, link)
 
 

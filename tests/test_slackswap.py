@@ -775,3 +775,27 @@ def test_plans_equal_those_recorded_before_the_planner_speedup(case):
     inst = dict(_digest_cases())[case]()
     for frac in PLAN_FRACS:
         assert plan_digests(inst, frac) == want[f"{case}@{frac}"], frac
+
+
+@pytest.mark.parametrize("w_d2h, w_h2d, swapped", [
+    (200.0, 200.0, True), (200.0, 50.0, False), (50.0, 200.0, False)])
+def test_pass1_offloads_at_the_d2h_bandwidth_and_prefetches_at_the_h2d_one(w_d2h, w_h2d,
+                                                                           swapped):
+    """f1 [0,1] makes a and k (100 B each); f2 [1,2]; bX [2,3] reads k, bY [3,4], bA [4,5]
+    reads a; no latency, g = 0.02. a's D2H from r = 1 ends by 0.98 T_F = 1.96 only at
+    W_d2h = 200 B/s (0.5 s; 2 s at 50). Its H2D starts when k's release (end of bX, 3)
+    covers its 100 B and ends by d = 4 only at W_h2d = 200 B/s (0.5 s; 2 s at 50). k
+    cannot be prefetched by its d = T_F. Pass 1 swaps a iff both hold; the link budget is
+    0.98 W_d2h T_F."""
+    ops = [Op("f1", "fwd", 1.0), Op("f2", "fwd", 1.0), Op("bX", "bwd", 1.0),
+           Op("bY", "bwd", 1.0), Op("bA", "bwd", 1.0)]
+    ts = [Tensor("a", 100, "f1", ("bA",)), Tensor("k", 100, "f1", ("bX",))]
+    inst = Instance("dirs", ops, ts, Link("l", d2h_bytes_per_s=w_d2h, h2d_bytes_per_s=w_h2d,
+                                          duplex_factor=0.85, copy_latency_s=0.0))
+    sw = ss.pass1(inst, int(inst.P) - 100)
+    assert [inst.saved_names[p] for p in sw.positions] == (["a"] if swapped else [])
+    a = inst.saved_names.index("a")
+    assert ss.offload_schedule(inst, [a])[0] == pytest.approx(1.0 + 100 / w_d2h)
+    assert ss.prefetch_schedule(inst, [a])[1][0] == pytest.approx(3.0 + 100 / w_h2d)
+    info = solve(inst, "slackswap", int(inst.P) - 100).info
+    assert info["link_budget_bytes"] == int(0.98 * w_d2h * 2.0)

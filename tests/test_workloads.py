@@ -184,8 +184,55 @@ def test_gpu_knobs(paper):
     assert make("tiny", gpu="v100").link.name == "pcie3"
     c2c = make("tiny", link="nvlink-c2c")
     assert c2c.link.bytes_per_s == 450e9 and c2c.name == "tiny_a100-nvlink-c2c"
+    assert c2c.link.d2h_bytes_per_s == c2c.link.h2d_bytes_per_s == 450e9
     fp32 = make("tiny", dtype_bytes=4)
     assert fp32.tensor("L0.ln1_out").size_bytes == 2 * make("tiny").tensor("L0.ln1_out").size_bytes
+
+
+def test_todays_presets():
+    """H200/B200 time ops faster than the H100 where their datasheets say so (HBM, FLOP/s);
+    GH200's default link is asymmetric (D2H 170, H2D 416 GB/s), GB200's is its GPU's
+    half of the shared C2C link; every GPU's default link is a preset named as its key;
+    Grace's memory becomes the host limit only when asked."""
+    from slackopt.hardware import GPUS, LINKS
+
+    for name, lk in LINKS.items():
+        assert lk.name == name
+    for g in GPUS.values():
+        assert g.default_link in LINKS
+    h100, h200, b200 = (make("tiny", gpu=g) for g in ("h100", "h200", "b200"))
+    assert h200.forward_time_s < h100.forward_time_s and b200.forward_time_s < h200.forward_time_s
+    assert h200.link.name == "pcie5-measured" and h200.link.h2d_bytes_per_s == 53e9
+    gh = make("tiny", gpu="gh200")
+    assert gh.name == "tiny_gh200-gh200-c2c" and gh.host_memory_bytes is None
+    assert (gh.link.d2h_bytes_per_s, gh.link.h2d_bytes_per_s) == (170e9, 416e9)
+    gb = make("tiny", gpu="gb200", host_memory_bytes="gpu")
+    assert gb.link.d2h_bytes_per_s == gb.link.h2d_bytes_per_s == 450e9 / 2
+    assert gb.host_memory_bytes == 240_000_000_000
+    assert make("tiny", gpu="gh200", host_memory_bytes="gpu").host_memory_bytes == 480e9
+    assert make("tiny", gpu="h100", host_memory_bytes=10**9).host_memory_bytes == 10**9
+    with pytest.raises(WorkloadError, match="gh200, gb200"):
+        make("tiny", gpu="h100", host_memory_bytes="gpu")
+
+
+def test_every_solver_plans_on_the_asymmetric_gh200_link():
+    """An instance with D2H 170 and H2D 416 GB/s: every registered solver but the two
+    search-heavy ones (genetic, milp: their bounds and searches are property-tested on
+    asymmetric links in test_milp_point and test_bound_point) plans it, and each plan's
+    evaluation is what the reference engine gives; SlackSwap swaps something."""
+    from slackopt import Plan, budget_bytes, registered_solvers, simulate, solve
+
+    inst = make("tiny", gpu="gh200", layers=1)
+    M = budget_bytes(inst, 0.6)
+    for name in registered_solvers():
+        if name in ("genetic", "milp"):
+            continue
+        r = solve(inst, name, M)
+        ref = simulate(inst, r.plan, M, engine="reference")
+        assert ref.to_dict() == r.evaluation.to_dict(), name
+    r = solve(inst, "slackswap", M)
+    assert r.evaluation.feasible and r.evaluation.d2h_bytes > 0
+    assert simulate(inst, Plan.keep_all(inst), M).feasible is False
 
 
 def test_overrides_appear_in_name_and_meta():
@@ -200,7 +247,7 @@ def test_errors():
     with pytest.raises(KeyError, match="gpt2-xl"):
         make("gpt3")
     with pytest.raises(KeyError, match="a100"):
-        make("tiny", gpu="b200")
+        make("tiny", gpu="tpu9")
     with pytest.raises(KeyError, match="pcie4"):
         make("tiny", link="pcie9")
     with pytest.raises(WorkloadError, match="seq"):

@@ -18,10 +18,11 @@ solutions is a feasible schedule:
   constraint; the D2H starts after the task that makes the tensor final ends, the H2D
   after the D2H ends and after the forward pass ends, the first backward reader (op or
   rebuild) after the H2D ends;
-- copy durations are costed conservatively, rounded up: ``latency + s / (duplex W)``
-  (the longest a copy can last), except a D2H whose (model) end is at or before the end
-  of the forward pass, which no H2D can overlap, costed ``latency + s / W``, and an H2D
-  that starts after every D2H has ended, costed the same. The true copy ends no later;
+- copy durations are costed conservatively, rounded up: ``latency + s / (duplex W)``, W
+  the bandwidth of the copy's direction (the longest a copy can last), except a D2H whose
+  (model) end is at or before the end of the forward pass, which no H2D can overlap,
+  costed ``latency + s / W``, and an H2D that starts after every D2H has ended, costed
+  the same. The true copy ends no later;
 - memory: a cumulative constraint (capacity M) over memory blocks: the non-saved bytes
   while each task runs and in the gap after it (levels known from the task list), and
   per saved tensor its resident intervals by the rules of :mod:`slackopt.experiments.schedule` (a
@@ -60,6 +61,7 @@ from slackopt.experiments.schedule import (
 from slackopt.instance import Instance
 from slackopt.plan import RECOMP, SWAP, Plan
 from slackopt.simulate._tasks import TaskList, _static
+from slackopt.simulate.rules import copy_time
 
 TICK_S = 1e-9
 """The model's time unit (s): CP-SAT schedules in whole nanoseconds."""
@@ -145,8 +147,8 @@ def best_schedule(instance: Instance, plan: Plan, budget_bytes: int, *,
     n, nf = len(tl.dur), st.n_fwd
     s = st.s
     link = inst.link
-    W, duplex, lat = float(link.bytes_per_s), float(link.duplex_factor), float(
-        link.copy_latency_s)
+    Wd, Wh = float(link.d2h_bytes_per_s), float(link.h2d_bytes_per_s)
+    duplex, lat = float(link.duplex_factor), float(link.copy_latency_s)
 
     # the runtime's schedule: a candidate and a hint
     rt = runtime_schedule(inst, plan, M)
@@ -163,9 +165,10 @@ def best_schedule(instance: Instance, plan: Plan, budget_bytes: int, *,
 
     swaps = [t for t in range(len(dec)) if dec[t] == SWAP and s[t] > 0 and tl.need[t]]
     dk = [_ticks(d) for d in tl.dur]
-    w_fast = {t: _ticks(lat + s[t] / W) for t in swaps}
-    w_slow = {t: _ticks(lat + s[t] / (duplex * W)) for t in swaps}
-    H = sum(dk) + 2 * sum(w_slow.values()) + 2 * len(swaps) + n + 1
+    # per direction (0: D2H, 1: H2D), the copy at full rate and at the duplex rate
+    w_fast = [{t: _ticks(copy_time(s[t], W, lat)) for t in swaps} for W in (Wd, Wh)]
+    w_slow = [{t: _ticks(copy_time(s[t], W, lat, duplex)) for t in swaps} for W in (Wd, Wh)]
+    H = sum(dk) + sum(w_slow[0].values()) + sum(w_slow[1].values()) + 2 * len(swaps) + n + 1
 
     m = cp_model.CpModel()
     ts = [m.NewIntVar(0, H, f"ts{k}") for k in range(n)]
@@ -184,8 +187,8 @@ def best_schedule(instance: Instance, plan: Plan, budget_bytes: int, *,
         hs[t] = m.NewIntVar(0, H, f"hs{t}")
         he[t] = m.NewIntVar(0, H, f"he{t}")
         rel[t] = m.NewIntVar(0, H, f"rel{t}")
-        dd = m.NewIntVar(w_fast[t], w_slow[t], f"dd{t}")
-        hd = m.NewIntVar(w_fast[t], w_slow[t], f"hd{t}")
+        dd = m.NewIntVar(w_fast[0][t], w_slow[0][t], f"dd{t}")
+        hd = m.NewIntVar(w_fast[1][t], w_slow[1][t], f"hd{t}")
         d2h_iv.append(m.NewOptionalIntervalVar(ds[t], dd, de[t], o, f"d2h{t}"))
         h2d_iv.append(m.NewOptionalIntervalVar(hs[t], hd, he[t], o, f"h2d{t}"))
         m.Add(ds[t] >= te[ready[t]]).OnlyEnforceIf(o)
@@ -198,12 +201,12 @@ def best_schedule(instance: Instance, plan: Plan, budget_bytes: int, *,
         # full rate only where no copy of the other direction can overlap
         early = m.NewBoolVar(f"early{t}")
         m.Add(de[t] <= t_f).OnlyEnforceIf(early)
-        m.Add(dd == w_slow[t]).OnlyEnforceIf(early.Not())
-        m.Add(dd == w_fast[t]).OnlyEnforceIf(early)
+        m.Add(dd == w_slow[0][t]).OnlyEnforceIf(early.Not())
+        m.Add(dd == w_fast[0][t]).OnlyEnforceIf(early)
         late = m.NewBoolVar(f"late{t}")
         m.Add(hs[t] >= d_last).OnlyEnforceIf(late)
-        m.Add(hd == w_slow[t]).OnlyEnforceIf(late.Not())
-        m.Add(hd == w_fast[t]).OnlyEnforceIf(late)
+        m.Add(hd == w_slow[1][t]).OnlyEnforceIf(late.Not())
+        m.Add(hd == w_fast[1][t]).OnlyEnforceIf(late)
         # evictions: after reader i - 1 the buffer may be freed and fetched again for i
         nd = tl.need[t]
         evs[t] = {}
@@ -211,14 +214,14 @@ def best_schedule(instance: Instance, plan: Plan, budget_bytes: int, *,
             e = m.NewBoolVar(f"ev{t}_{i}")
             m.AddImplication(e, o)
             x, y = m.NewIntVar(0, H, f"rs{t}_{i}"), m.NewIntVar(0, H, f"re{t}_{i}")
-            rd = m.NewIntVar(w_fast[t], w_slow[t], f"rd{t}_{i}")
+            rd = m.NewIntVar(w_fast[1][t], w_slow[1][t], f"rd{t}_{i}")
             h2d_iv.append(m.NewOptionalIntervalVar(x, rd, y, e, f"refetch{t}_{i}"))
             m.Add(x >= te[nd[i - 1]]).OnlyEnforceIf(e)
             m.Add(ts[nd[i]] >= y).OnlyEnforceIf(e)
             lt = m.NewBoolVar(f"late{t}_{i}")
             m.Add(x >= d_last).OnlyEnforceIf(lt)
-            m.Add(rd == w_slow[t]).OnlyEnforceIf(lt.Not())
-            m.Add(rd == w_fast[t]).OnlyEnforceIf(lt)
+            m.Add(rd == w_slow[1][t]).OnlyEnforceIf(lt.Not())
+            m.Add(rd == w_fast[1][t]).OnlyEnforceIf(lt)
             evs[t][i] = (e, x)
     if d2h_iv:
         m.AddNoOverlap(d2h_iv)

@@ -379,7 +379,7 @@ def _barrier_diagnostics(run: _Run) -> dict[str, float]:
         inst = run.insts[w]
         M = budget_bytes(inst, 0.5)
         res = solve(inst, "slackswap", M)
-        copy = float(inst.s[res.plan.decisions == SWAP].sum()) / inst.link.bytes_per_s
+        copy = float(inst.s[res.plan.decisions == SWAP].sum()) / inst.link.d2h_bytes_per_s
         for la in ("next_offloaded", "adjacent"):
             ev = simulate(inst, res.plan.with_policy("layer_barriers", {"lookahead": la}), M)
             out[f"{w}.{la}.loss"] = (res.evaluation.throughput - ev.throughput) * 100 \

@@ -32,9 +32,10 @@ the runtime rules dropped):
   readers after them.
 - Copy engines: one D2H and one H2D engine, each running one copy at a time (a copy may
   start no earlier than the previous copy on its engine has ended). A copy lasts the
-  link's latency, then moves its bytes at W, or at ``duplex_factor * W`` while a copy in
-  the other direction is in flight (its latency phase included). The copy ends are
-  *computed* by :func:`copy_ends` from the start times, not given.
+  link's latency, then moves its bytes at its direction's bandwidth W (W_d2h or W_h2d),
+  or at ``duplex_factor * W`` while a copy in the other direction is in flight (its
+  latency phase included). The copy ends are *computed* by :func:`copy_ends` from the
+  start times, not given.
 - Memory, at every instant (frees before allocations at the same instant, as in the
   evaluator): each task allocates its ``TaskList.alloc`` bytes at its start and frees its
   ``TaskList.free`` bytes at its end; a kept tensor lives until its last reader ends; a
@@ -61,6 +62,7 @@ from slackopt.errors import SlackoptError
 from slackopt.instance import Instance
 from slackopt.plan import RECOMP, SWAP, Plan
 from slackopt.simulate._tasks import TaskList, _static
+from slackopt.simulate.rules import copy_rate
 
 TIME_TOL_S = 1e-12
 """Tolerance (s) of every time comparison of :func:`check_schedule` (float rounding)."""
@@ -122,18 +124,19 @@ def _ms(x: float) -> str:
 
 
 def copy_ends(d2h: list[tuple[float, int, str]], h2d: list[tuple[float, int, str]],
-              bytes_per_s: float, duplex_factor: float, latency_s: float
-              ) -> tuple[list[float], list[float]]:
+              bandwidths: float | tuple[float, float], duplex_factor: float,
+              latency_s: float) -> tuple[list[float], list[float]]:
     """The end of every copy on the two engines, from their start times.
 
     Each engine runs its copies in start order, one at a time; a copy lasts `latency_s`,
-    then moves its bytes at `bytes_per_s`, or at ``duplex_factor * bytes_per_s`` while a
-    copy of the other engine is in flight (started and not ended; docs/model.md, "Copy
+    then moves its bytes at its direction's bandwidth W, or at ``duplex_factor * W`` while
+    a copy of the other engine is in flight (started and not ended; docs/model.md, "Copy
     cost").
 
     Args:
         d2h, h2d: per copy (start time s, size bytes, name for messages), in any order.
-        bytes_per_s: W (B/s, > 0). duplex_factor: in (0, 1]. latency_s: >= 0.
+        bandwidths: (W_d2h, W_h2d) (B/s, > 0), or one W for both directions.
+        duplex_factor: in (0, 1]. latency_s: >= 0.
 
     Returns:
         (D2H ends, H2D ends) in the order of the inputs (s).
@@ -143,6 +146,7 @@ def copy_ends(d2h: list[tuple[float, int, str]], h2d: list[tuple[float, int, str
             on its engine has ended, or at a negative time.
     """
     lists = (d2h, h2d)
+    bw = (bandwidths, bandwidths) if isinstance(bandwidths, (int, float)) else bandwidths
     orders = [sorted(range(len(lst)), key=lambda i, lst=lst: (lst[i][0], i)) for lst in lists]
     ends: list[list[float]] = [[0.0] * len(d2h), [0.0] * len(h2d)]
     nxt = [0, 0]                       # next copy (position in `orders`) per engine
@@ -152,7 +156,7 @@ def copy_ends(d2h: list[tuple[float, int, str]], h2d: list[tuple[float, int, str
     inf = float("inf")
     now = 0.0
     while True:
-        rates = [bytes_per_s * (duplex_factor if act[1 - e] is not None else 1.0)
+        rates = [copy_rate(bw[e], duplex_factor, act[1 - e] is not None)
                  for e in (0, 1)]
         cand = [inf, inf]
         for e in (0, 1):
@@ -279,7 +283,8 @@ def check_schedule(instance: Instance, plan: Plan, budget_bytes: int,
     fetches = [(t, dev_reads.get(t, 0), float(h2d_in[t])) for t in off]
     fetches += [(t, i, x) for t in sorted(refetch) for i, x in refetch[t]]
     h2d_list = [(x, s[t], names[t]) for t, _, x in fetches]
-    de, he = copy_ends(d2h_list, h2d_list, float(link.bytes_per_s),
+    de, he = copy_ends(d2h_list, h2d_list,
+                       (float(link.d2h_bytes_per_s), float(link.h2d_bytes_per_s)),
                        float(link.duplex_factor), float(link.copy_latency_s))
     d2h_end = dict(zip(off, de, strict=True))
     fetch_end = {(t, i): e for (t, i, _), e in zip(fetches, he, strict=True)}

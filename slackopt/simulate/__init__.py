@@ -6,17 +6,22 @@ names (``Plan.policy``, with ``Plan.runtime_params``), and returns one result ty
 
 - ``barrier_free`` (SlackSwap's runtime, section 3.4 of the paper; "Plan semantics under
   the barrier-free runtime"): :mod:`slackopt.simulate._engine`, also compiled with numba
-  in :mod:`slackopt._fastsim` (equal bit for bit).
+  in :mod:`slackopt.simulate._kernel` (equal bit for bit).
 - ``layer_barriers`` (vDNN, Rhu et al. 2016): :mod:`slackopt.simulate.layer_barriers`.
 - ``on_demand`` (SuperNeurons, Wang et al. 2018; SwapAdvisor, Huang et al. 2020):
   :mod:`slackopt.simulate.on_demand`.
 
 All runtimes share the task list (:func:`build_tasks`: forward ops, then each backward op
-preceded by the rebuilds of its recomp inputs), the copy-engine model (10 us per copy,
-then bytes at W, or 0.85 W while the other direction copies), memory accounting against
-M and the step-time accounting T - T* = forward stalls + backward stalls + recompute.
+preceded by the rebuilds of its recomp inputs), the copy-engine model (each copy pays the
+link's ``copy_latency_s``, then moves its bytes at the link's bandwidth, or at
+``duplex_factor`` times it while the other direction copies), memory accounting against
+M and the step-time accounting T - T* = forward stalls + backward stalls + recompute. The
+rules more than one module applies (H2D admission, copy rate and time) live in
+:mod:`slackopt.simulate.rules`.
 
-This package depends only on :mod:`slackopt.instance`, :mod:`slackopt.plan` and numpy.
+This package imports :mod:`slackopt.instance`, :mod:`slackopt.plan`,
+:mod:`slackopt.errors` and numpy (and, for the compiled engine and :func:`warm_up`, numba
+and :mod:`slackopt.hardware`); nothing in it imports a solver.
 """
 
 from __future__ import annotations
@@ -64,7 +69,7 @@ def simulate(instance: Instance, plan: Plan, budget_bytes: int, *,
         trace: also record the event trace (for plots); uses the reference engine.
         engine: "reference" (the Python event loops, the readable statement of the
             semantics), "compiled" (the barrier-free loop compiled with numba in
-            slackopt._fastsim; equal bit for bit, about 40x faster; barrier_free only), or
+            slackopt.simulate._kernel; equal bit for bit, about 40x faster; barrier_free only), or
             "auto" (compiled for barrier-free plans unless a trace is asked for).
 
     Returns:
@@ -136,12 +141,14 @@ def warm_up() -> None:
     _WARM = True
 
 
-def _fast_static(inst: Instance):
+def kernel_inputs(inst: Instance):
+    """The compiled kernel's :class:`~slackopt.simulate._kernel.KernelInputs` of `inst`
+    (built once per instance and cached; the MILP's enumeration runs the kernel on it)."""
     fs = _FAST.get(inst)
     if fs is None:
-        from slackopt._fastsim import FastStatic
+        from slackopt.simulate import _kernel
 
-        fs = _FAST[inst] = FastStatic(_static(inst))
+        fs = _FAST[inst] = _kernel.kernel_inputs(_static(inst), inst.link)
     return fs
 
 
@@ -149,15 +156,14 @@ _FAST: weakref.WeakKeyDictionary[Instance, Any] = weakref.WeakKeyDictionary()
 
 
 def _run_compiled(inst: Instance, decisions: np.ndarray, M: int) -> Evaluation:
-    """The compiled barrier-free loop (slackopt._fastsim), wrapped into an Evaluation."""
-    from slackopt import _fastsim as fast
+    """The compiled barrier-free loop (slackopt.simulate._kernel), wrapped into an
+    Evaluation."""
+    from slackopt.simulate import _kernel as fast
 
-    fs = _fast_static(inst)
-    link = inst.link
+    fs = kernel_inputs(inst)
     (code, now, stall_fwd, stall_bwd, recompute, d2h_bytes, h2d_bytes, evictions, peak,
      used, fail_task, fail_head, short, h2d_stall, task_op, task_t) = fast.run_barrier_free(
-        *fs.args(), decisions, M, float(link.bytes_per_s), float(link.duplex_factor),
-        float(link.copy_latency_s), fs.host_limit)
+        fs, decisions, M)
     names = inst.saved_names
 
     def task_name(k: int) -> str:
@@ -183,4 +189,4 @@ def _run_compiled(inst: Instance, decisions: np.ndarray, M: int) -> Evaluation:
 
 
 __all__ = ["Evaluation", "simulate", "warm_up", "build_tasks", "runtime_layers", "RUNTIMES",
-           "TaskList", "KEEP", "SWAP", "RECOMP", "_Static", "_static"]
+           "TaskList", "KEEP", "SWAP", "RECOMP", "_Static", "_static", "kernel_inputs"]

@@ -21,24 +21,27 @@ tracked in bytes against M and never exceeds it. Per saved tensor the loop keeps
 H2D copies are served from one queue ordered by next need (task index). A queued tensor
 enters the heap only once its host copy is complete (state ``_HOST``), so a copy whose D2H
 has not ended never holds up the others (no head-of-line blocking); the head starts only
-after the forward pass has ended, and is admitted when used + size + the allocations of
-the next three compute tasks not yet started fit in M, or, when the compute stream already
-waits for it, when used + size fits. D2H copies run one at a time in queue order (FIFO); a
-queued D2H whose tensor has no reader left (its last backward reader or rebuild has ended)
-is dropped and moves no bytes, while one in flight runs to its end. A task claims every
-input whose device copy is still resident (a lagging D2H) when it is considered, whatever
-the order of its inputs and even if another input is still missing.
+after the forward pass has ended, and is admitted by :func:`.rules.h2d_admits` (used +
+size + the allocations of the next :data:`.rules.ADMISSION_LOOKAHEAD` compute tasks not
+yet started fit in M, or, when the compute stream already waits for it, used + size fits).
+D2H copies run one at a time in queue order (FIFO); a queued D2H whose tensor has no
+reader left (its last backward reader or rebuild has ended) is dropped and moves no bytes,
+while one in flight runs to its end. A task claims every input whose device copy is still
+resident (a lagging D2H) when it is considered, whatever the order of its inputs and even
+if another input is still missing.
 Runtimes differ in when a tensor enters that queue, when a D2H is queued, what gates the
 compute stream and what happens when an allocation does not fit.
 
-A copy costs ``link.copy_latency_s`` then its bytes at W, or at ``duplex_factor * W``
-while a copy in the other direction is in flight (its latency phase included).
+A copy costs ``link.copy_latency_s``, then moves its bytes at :func:`.rules.copy_rate`
+(its direction's bandwidth W, ``link.d2h_bytes_per_s`` or ``link.h2d_bytes_per_s``, or
+``duplex_factor * W`` while a copy in the other direction is in flight, its latency phase
+included).
 Host pinned memory (``Instance.host_memory_bytes``, an extension of docs/model.md): a
 swapped tensor occupies host memory from the start of its D2H until its last backward
 reader ends (or its D2H ends, if that is later); a D2H whose start would raise occupancy
 above the limit ends the run as infeasible at that instant (no waiting: host memory is
 only freed by the backward pass, so waiting could deadlock). Every runtime shares this
-rule, and slackopt._fastsim implements it identically.
+rule, and slackopt.simulate._kernel implements it identically.
 Accounting: T = end of the last task; T - T* = stall_fwd_s + stall_bwd_s + recompute_s,
 where a stall is compute-stream idle time before a task (charged to the phase of the task
 that waited) and recompute_s is the summed duration of rebuild tasks.
@@ -67,6 +70,7 @@ from slackopt.simulate._tasks import (
     host_failure,
 )
 from slackopt.simulate.evaluation import Evaluation
+from slackopt.simulate.rules import copy_rate, h2d_admits, lookahead_window
 
 _INF = float("inf")
 _PRESENT = (_DEV, _FWD, _EVICT)
@@ -354,15 +358,13 @@ class Engine:
         t = self._head()
         if t < 0:
             return False
-        s, M = self.st.s, self.M
         if self.waits_for(t):
-            extra = 0
+            reserved = 0
         else:
-            n_tasks = self.n_tasks
-            k0 = self.k + 1 if self.comp_busy else self.k
-            k0 = min(k0, n_tasks)
-            extra = self.cum_alloc[min(k0 + 3, n_tasks)] - self.cum_alloc[k0]
-        if self.used + s[t] + extra > M:
+            first, end = lookahead_window(self.k, self.comp_busy, self.n_tasks)
+            reserved = self.cum_alloc[end] - self.cum_alloc[first]
+        s = self.st.s
+        if not h2d_admits(self.used, s[t], reserved, self.M):
             return False
         heapq.heappop(self.h2dq)
         self.qkey[t] = -1
@@ -417,7 +419,7 @@ class Engine:
     def run(self) -> Evaluation:
         inst = self.inst
         link = inst.link
-        W, duplex = link.bytes_per_s, link.duplex_factor
+        w_d2h, w_h2d, duplex = link.d2h_bytes_per_s, link.h2d_bytes_per_s, link.duplex_factor
         s = self.st.s
         names = self.st.saved_names
         tr = self.trace
@@ -431,8 +433,8 @@ class Engine:
             now = self.now
             d2h, h2d = self.d2h, self.h2d
             ev = self.comp_end if self.comp_busy else _INF
-            d2h_rate = W * (duplex if h2d is not None else 1.0)
-            h2d_rate = W * (duplex if d2h is not None else 1.0)
+            d2h_rate = copy_rate(w_d2h, duplex, h2d is not None)
+            h2d_rate = copy_rate(w_h2d, duplex, d2h is not None)
             d2h_t = h2d_t = _INF
             if d2h is not None:
                 d2h_t = d2h[1] if now < d2h[1] else now + d2h[2] / d2h_rate

@@ -1,7 +1,7 @@
 """Task lists and per-instance data shared by every runtime of the evaluator (private).
 
 :class:`_Static` holds the plan-independent data of an instance as Python lists (fast in
-the event loops; the compiled engine, slackopt._fastsim, reads the same lists);
+the event loops; the compiled kernel, slackopt.simulate._kernel, reads the same lists);
 :func:`build_tasks` orders the compute stream's tasks of a plan; :class:`TaskList` derives
 what every runtime needs from that order: per-task durations, allocations, frees and
 saved-tensor reads, the backward tasks that need each saved tensor and where it is

@@ -24,12 +24,12 @@ layer is prefetched one layer ahead and its layer waits for it". Pinned here:
   tensor waits for it as usual. Runtime parameter ``lookahead="adjacent"`` narrows this
   to the layer right after the current one (a prefetch then overlaps exactly one layer).
 - H2D copies are served in need order. Runtime parameter ``prefetch``: "when_fits"
-  (default) admits each under the barrier-free rule (the allocations of the next three
-  tasks must also fit, unless the compute stream waits for the copy, here also at a
-  barrier) and keeps the barrier-free eviction fallback; "at_issue" is vDNN's static
-  schedule: a prefetch buffer is allocated when its layer issues it, and if it does not
-  fit then the plan is infeasible (vDNN's dynamic policy rejects a configuration whose
-  trial iteration fails an allocation), with no eviction fallback.
+  (default) admits each under the barrier-free rule (:func:`.rules.h2d_admits`: the
+  allocations of the next tasks must also fit, unless the compute stream waits for the
+  copy, here also at a barrier) and keeps the barrier-free eviction fallback; "at_issue"
+  is vDNN's static schedule: a prefetch buffer is allocated when its layer issues it, and
+  if it does not fit then the plan is infeasible (vDNN's dynamic policy rejects a
+  configuration whose trial iteration fails an allocation), with no eviction fallback.
 
 With the workloads of docs/workloads.md this reproduces the paper's check on
 VGG-16 with vDNN's Titan X parameters (3.4% overhead for vDNNconv, 22% for vDNNall).
@@ -40,6 +40,7 @@ from __future__ import annotations
 from slackopt.instance import Instance
 from slackopt.plan import SWAP, Plan
 from slackopt.simulate._engine import _FWD, _HOST, Engine
+from slackopt.simulate.rules import h2d_admits
 
 
 def runtime_layers(instance: Instance) -> list[int]:
@@ -202,7 +203,7 @@ class LayerBarriers(Engine):
             return super()._try_start_h2d()
         if not self.reserved[t]:
             s = self.st.s[t]
-            if self.used + s > self.M:
+            if not h2d_admits(self.used, s, 0, self.M):  # awaited at the barrier
                 return False
             self.used += s
             self.peak = max(self.peak, self.used)

@@ -23,7 +23,7 @@ from typing import Any
 from slackopt.hardware import GPU, Link
 from slackopt.instance import Instance
 from slackopt.workloads import synthetic, transformer, vgg
-from slackopt.workloads._builder import WorkloadError
+from slackopt.workloads._builder import WorkloadError, resolve_hardware
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +78,7 @@ WORKLOADS: dict[str, Workload] = {
 
 def make(workload: str, *, gpu: str | GPU = "a100", link: str | Link | None = None,
          seq: int | None = None, batch: int | None = None, layers: int | None = None,
-         **params: Any) -> Instance:
+         host_memory_bytes: int | str | None = None, **params: Any) -> Instance:
     """Generate the instance of one training iteration.
 
     Args:
@@ -90,6 +90,10 @@ def make(workload: str, *, gpu: str | GPU = "a100", link: str | Link | None = No
         seq: tokens per sequence (transformers); None keeps the default.
         batch: sequences or images per iteration; None keeps the default.
         layers: transformer blocks, VGG depth (11/13/16/19) or chain length.
+        host_memory_bytes: the host pinned-memory limit of the instance
+            (``Instance.host_memory_bytes``, bytes), "gpu" for the host memory the GPU
+            preset attaches by design (``GPU.host_memory_bytes``: Grace's on gh200 and
+            gb200), or None (unlimited).
         **params: any other parameter of the generator (``hidden``, ``heads``, ``ffn``,
             ``vocab``, ``dtype_bytes``, ``mlm_fraction``, ``seed``, ...); see
             ``WORKLOADS[name].parameters()``.
@@ -101,7 +105,8 @@ def make(workload: str, *, gpu: str | GPU = "a100", link: str | Link | None = No
 
     Raises:
         KeyError: an unknown workload, GPU or link name (the message lists the names).
-        WorkloadError: a parameter the workload does not have, or a value it cannot build.
+        WorkloadError: a parameter the workload does not have, or a value it cannot build;
+            ``host_memory_bytes="gpu"`` for a GPU without host memory of its own.
     """
     try:
         w = WORKLOADS[workload]
@@ -124,7 +129,24 @@ def make(workload: str, *, gpu: str | GPU = "a100", link: str | Link | None = No
         if k in kwargs:
             raise WorkloadError(f"parameter '{k}' given twice")
         kwargs[k] = v
-    return w.fn(gpu=gpu, link=link, **kwargs)
+    inst = w.fn(gpu=gpu, link=link, **kwargs)
+    if host_memory_bytes is None:
+        return inst
+    if host_memory_bytes == "gpu":
+        g = resolve_hardware(gpu, link)[0]
+        if g.host_memory_bytes is None:
+            raise WorkloadError(f"GPU '{g.name}' has no host memory of its own (only "
+                                f"superchips do: {', '.join(_superchips())}); give the "
+                                "limit in bytes")
+        host_memory_bytes = g.host_memory_bytes
+    return Instance(inst.name, inst.ops, inst.tensors, inst.link, inst.meta,
+                    rng_capture=inst.rng_capture, host_memory_bytes=host_memory_bytes)
+
+
+def _superchips() -> list[str]:
+    from slackopt.hardware import GPUS
+
+    return [n for n, g in GPUS.items() if g.host_memory_bytes is not None]
 
 
 __all__ = ["WORKLOADS", "Workload", "WorkloadError", "make"]

@@ -37,8 +37,9 @@ Model (the names are the variables):
   the device copy is used and its H2D cancelled; ``lag_t`` binary), of H2D copies
   (``H``, re-fetches included) and evictions (``E``, counts). A share is the overlap of
   the copy's busy interval with the step divided by the copy's duration. Each engine is
-  busy at most ``tau_K``: ``sum_t w_t * share <= tau_K`` with ``w_t = latency + s_t / W``
-  (a copy lasts at least that long; the 10 us latency is included). A D2H starts no
+  busy at most ``tau_K``: ``sum_t w_t * share <= tau_K`` with ``w_t = latency + s_t / W``,
+  W the bandwidth of the engine's direction (W_d2h or W_h2d; a copy lasts at least that
+  long; the 10 us latency is included). A D2H starts no
   earlier than the end of its tensor's *ready* op (``Instance.saved_ready_idx``: the
   producer, or the last op that mutates the tensor in place; the runtime queues the D2H
   then), so it overlaps only the rest of that step; an H2D starts after the
@@ -95,15 +96,16 @@ small random instances and the cases of issue 22, in every tier. Row by row:
 
 - Capacity (``sum_t w_t share <= tau_K``, and the rows that place a copy after its
   ready op, before its reader or in a gap): a copy lasts at least ``w = latency + s / W``
-  (full rate; the duplex rate only makes it longer), so ``w x share <= overlap``, and
-  the overlaps of one engine's copies with a step sum to at most the step.
+  (W its direction's bandwidth at full rate; the duplex rate only makes it longer), so
+  ``w x share <= overlap``, and the overlaps of one engine's copies with a step sum to at
+  most the step.
 - R1 (FIFO): a D2H runs only after every earlier-queued, non-dropped D2H ended; the queue
   order is the runtime's (``Engine._end_task`` queues the tensors ready at an op, in
   saved-position order, when the op ends). The row exempts every tensor that lags
   (whether its D2H is dropped or only late), so it states a weaker implication than the
   runtime's; it needs the lag indicators, so ``fifo`` turns ``lagging`` on.
 - R2 (work-conserving) and R3 (lagging): these need busy time from *below*, so a share is
-  costed at the longest a copy can last, ``dmax = latency + s / (duplex W)``:
+  costed at the longest a D2H can last, ``dmax = latency + s / (duplex W_d2h)``:
   ``overlap = share x duration <= share x dmax`` whatever part of the copy ran at the
   duplex rate. (Costing a forward step's share at ``w`` cut off real traces: a D2H that
   straddles T_F runs at the duplex rate after it: the case milp-bound-above-optimum,
@@ -191,7 +193,7 @@ CP-SAT's best recompute-only plan. (2) A local search around U with the evaluato
 deficit bound (:func:`~slackopt.solvers.milp.enumerate.deficit_bound`, valid for every
 plan, its argument in its docstring): at each op the keep-all bytes above M must be
 absent, which only recomp tensors not yet rebuilt and swapped tensors whose D2H has ended
-can be; what the D2H engine (at most W bytes/s) cannot have copied by the op's ideal start
+can be; what the D2H engine (at most W_d2h bytes/s) cannot have copied by the op's ideal start
 costs stall or rebuild time, priced by a fractional knapsack. (2b) On instances with at
 most ``ENUM_MAX_SAVED`` (24) saved tensors, the exact enumeration
 (solvers/milp/enumerate.py): a branch and bound over the decision vectors with the

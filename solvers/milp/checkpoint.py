@@ -104,6 +104,7 @@ import numpy as np
 
 from slackopt.instance import Instance
 from slackopt.plan import RECOMP, SWAP
+from slackopt.simulate.rules import copy_time
 from slackopt.solvers.milp.backends import lp_relaxation
 from slackopt.solvers.milp.certify import seconds_below
 from slackopt.solvers.milp.lin import _INF, ModelTimeout, _Lin
@@ -127,7 +128,8 @@ class BoundArrays:
 
     Attributes: ``tu`` time unit (s); ``mu`` memory unit (bytes); ``Mu`` the budget;
     ``s`` sizes (bytes, int64) and ``sm`` (units); ``c`` rebuild times (s, inf if none);
-    ``w`` shortest copy time (latency + s / W); ``r`` ready times; ``start``, ``end``
+    ``w_d2h``, ``w_h2d`` shortest D2H and H2D copy times (latency + s / W_d2h or
+    W_h2d: the other direction idle); ``r`` ready times; ``start``, ``end``
     ideal op starts and ends (per op); ``TF`` end of the forward pass; ``prod``,
     ``lastf``, ``ready``, ``firstb``, ``lastb`` op indices (producer, last forward
     reader, ready op, first and last backward reader); ``static`` the static profile
@@ -139,7 +141,8 @@ class BoundArrays:
     s: np.ndarray
     sm: np.ndarray
     c: np.ndarray
-    w: np.ndarray
+    w_d2h: np.ndarray
+    w_h2d: np.ndarray
     r: np.ndarray
     start: np.ndarray
     end: np.ndarray
@@ -189,13 +192,16 @@ def bound_arrays(inst: Instance, M: int) -> BoundArrays | None:
     mu = max(1, int(inst.P)) / MEM_UNITS_PER_P
     s = np.asarray(inst.s, dtype=np.int64)
     c = np.asarray(inst.c, dtype=np.float64)
-    W = float(inst.link.bytes_per_s)
+    w_d2h, w_h2d = float(inst.link.d2h_bytes_per_s), float(inst.link.h2d_bytes_per_s)
     lat = float(inst.link.copy_latency_s)
     live = [t for t in range(inst.n_saved) if s[t] > 0]
-    tu = time_unit(float(inst.ideal_time_s), float(np.sum(lat + s[live] / W)))
+    # (the slower direction's queue: the longest; the same as either on a symmetric link)
+    tu = time_unit(float(inst.ideal_time_s),
+                   float(np.sum(copy_time(s[live], min(w_d2h, w_h2d), lat))))
     end = np.asarray(inst.end_s, dtype=np.float64) / tu
     return BoundArrays(
-        tu=tu, mu=mu, Mu=M / mu, s=s, sm=s / mu, c=c, w=(lat + s / W) / tu,
+        tu=tu, mu=mu, Mu=M / mu, s=s, sm=s / mu, c=c, w_d2h=copy_time(s, w_d2h, lat) / tu,
+        w_h2d=copy_time(s, w_h2d, lat) / tu,
         r=np.asarray(inst.r, dtype=np.float64) / tu,
         start=np.asarray(inst.start_s, dtype=np.float64) / tu, end=end,
         TF=float(end[inst.n_fwd - 1]),
@@ -327,7 +333,8 @@ def build_checkpoint_model(inst: Instance, M: int, *, max_checkpoints: int = MAX
     a = bound_arrays(inst, M)
     if a is None:
         return None
-    tu, mu, Mu, sm, c, w, r = a.tu, a.mu, a.Mu, a.sm, a.c, a.w, a.r
+    tu, mu, Mu, sm, c, r = a.tu, a.mu, a.Mu, a.sm, a.c, a.r
+    wd, wh = a.w_d2h, a.w_h2d   # shortest D2H / H2D copy times
     start, end, TF, prod, lastf = a.start, a.end, a.TF, a.prod, a.lastf
     ready = np.maximum(lastf, a.ready)
     firstb, lastb, static, live, rec = a.firstb, a.lastb, a.static, a.live, a.rec
@@ -380,7 +387,7 @@ def build_checkpoint_model(inst: Instance, M: int, *, max_checkpoints: int = MAX
             if grp or q is None:
                 qn = lin.var(0, _INF, name=f"d2h_sum{k}_{n_th}")
                 lin.row([(qn, 1.0)] + ([(q, -1.0)] if q is not None else [])
-                        + [(z[t], -w[t]) for t in grp], 0.0, 0.0,
+                        + [(z[t], -wd[t]) for t in grp], 0.0, 0.0,
                         name=f"d2h_sum[{k},{n_th}]")
                 q = qn
             lin.row([(q, 1.0)] + [(v, -a) for v, a in slack], hi=end - th,
@@ -447,7 +454,7 @@ def build_checkpoint_model(inst: Instance, M: int, *, max_checkpoints: int = MAX
     for j in sorted(by_first):
         pn = lin.var(0, _INF, name=f"h2d_sum{j}")
         lin.row([(pn, 1.0)] + ([(p, -1.0)] if p is not None else [])
-                + [(h[t], -w[t]) for t in by_first[j]], 0.0, 0.0, name=f"h2d_sum[{j}]")
+                + [(h[t], -wh[t]) for t in by_first[j]], 0.0, 0.0, name=f"h2d_sum[{j}]")
         p = pn
         lin.row([(p, 1.0), (Sb, -1.0)] + [(v, -a) for v, a in Rb.get(j, [])],
                 hi=float(start[j]) - TF, name=f"h2d_window[{j}]")

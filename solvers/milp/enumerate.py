@@ -5,7 +5,7 @@ A plan is one decision per saved tensor (keep, swap, or recomp where c_t < inf) 
 runtime fixes the schedule, so the smallest simulated step time over every decision
 vector IS the optimum. The search fixes the tensors one at a time (largest first) in a
 depth-first order, simulates every complete vector it reaches with the compiled
-evaluator (:func:`slackopt._fastsim.run_barrier_free`, the kernel of
+evaluator (:func:`slackopt.simulate._kernel.run_barrier_free`, the kernel of
 :func:`slackopt.simulate`, equal to it bit for bit) and skips a subtree only when one of
 two bounds, each valid for *every* completion of the fixed decisions, shows that no plan
 in it can run faster than the incumbent U or run at all:
@@ -68,10 +68,10 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from slackopt import _fastsim as fast
 from slackopt.instance import Instance
 from slackopt.plan import KEEP, RECOMP, SWAP
-from slackopt.simulate import _fast_static
+from slackopt.simulate import _kernel as fast
+from slackopt.simulate import kernel_inputs
 from slackopt.solvers.milp.incumbent import Incumbent
 from slackopt.solvers.milp.model import floor_profile
 
@@ -247,7 +247,7 @@ def _deficit_arrays(inst: Instance) -> tuple:
     by c_t / s_t (then index)."""
     s = np.asarray(inst.s, dtype=np.int64)
     c = np.asarray(inst.c, dtype=np.float64)
-    W = float(inst.link.bytes_per_s)
+    W = float(inst.link.d2h_bytes_per_s)  # the D2H engine's bytes per second
     rel = np.asarray(inst.r, dtype=np.float64)
     r0 = float(rel.min()) if rel.size else 0.0
     cap0 = W * np.maximum(0.0, np.asarray(inst.start_s, dtype=np.float64) - r0)
@@ -290,14 +290,14 @@ def deficit_bound(inst: Instance, M: int) -> float:
 
 
 @njit(cache=True)
-def _subtree(n_fwd, op_dur, op_alloc, op_free, rd_ptr, rd_idx, out_ptr, out_idx, fr_ptr,
-             fr_idx, s, c, rb_extra, ri_ptr, ri_idx, rdy_ptr, rdy_idx, M, W, duplex, lat,
-             host_limit, order, nopt, base, keep_x, rec_x, dec0, d0, t_star, U, max_leaves,
+def _subtree(inp, M, order, nopt, base, keep_x, rec_x, dec0, d0, t_star, U, max_leaves,
              nf, ops, kprof, cap0, lastf, firstb, rho_free, W_):
     """Depth-first search below the prefix ``order[:d0]`` fixed in `dec0` (d0 < len(order);
+    `inp` the kernel's inputs (:func:`slackopt.simulate.kernel_inputs`), `M` the budget;
     `base` the floor profile; `ops` from :func:`_deficit_ops`; `rho_free` the rebuildable
     tensors of ``order[d0:]`` by c_t / s_t). Returns (best value, best decisions, leaves,
     pruned by time, pruned by memory, finished, found a plan faster than U)."""
+    s, c = inp.s, inp.c
     n = order.shape[0]
     dec = dec0.copy()
     prof = base.copy()
@@ -351,9 +351,7 @@ def _subtree(n_fwd, op_dur, op_alloc, op_free, rd_ptr, rd_idx, out_ptr, out_idx,
             choice[depth] = -1
             continue
         leaves += 1
-        r = fast.run_barrier_free(n_fwd, op_dur, op_alloc, op_free, rd_ptr, rd_idx, out_ptr,
-                                  out_idx, fr_ptr, fr_idx, s, c, rb_extra, ri_ptr, ri_idx,
-                                  rdy_ptr, rdy_idx, dec, M, W, duplex, lat, host_limit)
+        r = fast.run_barrier_free(inp, dec, M)
         if r[0] == 0 and r[1] < best:
             best = r[1]
             best_dec[:] = dec
@@ -377,11 +375,7 @@ class BranchAndBound:
 
     def __init__(self, inst: Instance, M: int) -> None:
         self.inst, self.M = inst, int(M)
-        fs = _fast_static(inst)
-        link = inst.link
-        self._args = fs.args() + (self.M, float(link.bytes_per_s),
-                                  float(link.duplex_factor), float(link.copy_latency_s),
-                                  fs.host_limit)
+        self._args = (kernel_inputs(inst), self.M)
         c = np.asarray(inst.c, dtype=np.float64)
         self.nopt = np.where(np.isfinite(c), 3, 2).astype(np.int64)
         self.base, self._keep_x, self._rec_x = _footprints(inst)

@@ -14,6 +14,7 @@ import numpy as np
 
 from slackopt.instance import Instance
 from slackopt.plan import KEEP, RECOMP, SWAP
+from slackopt.simulate.rules import ADMISSION_LOOKAHEAD, copy_time
 from slackopt.solvers.milp.lin import _INF, _Lin
 
 TIME_UNIT_S = 1e-6
@@ -218,10 +219,14 @@ class _Builder:
         self.rec_ok = rec_ok = np.isfinite(c)
         self.cu = np.where(rec_ok, c / tu, 0.0)
         self.dur = np.asarray(inst.durations_s, dtype=np.float64) / tu
-        W = float(inst.link.bytes_per_s)
-        lat = float(inst.link.copy_latency_s)
-        self.w = np.where(s > 0, (lat + s / W) / tu, 0.0)
-        self.dmax = np.where(s > 0, (lat + s / (W * float(inst.link.duplex_factor))) / tu, 0.0)
+        lk = inst.link
+        w_d2h, w_h2d = float(lk.d2h_bytes_per_s), float(lk.h2d_bytes_per_s)
+        lat = float(lk.copy_latency_s)
+        # shortest copy times per direction, and the longest D2H (duplex rate throughout)
+        self.w_d2h = np.where(s > 0, copy_time(s, w_d2h, lat) / tu, 0.0)
+        self.w_h2d = np.where(s > 0, copy_time(s, w_h2d, lat) / tu, 0.0)
+        self.dmax = np.where(s > 0, copy_time(s, w_d2h, lat, float(lk.duplex_factor)) / tu,
+                             0.0)
         self.prod = np.asarray(inst.saved_prod_idx, dtype=np.int64).tolist()
         # ready[t]: the op after which t holds its final forward value (its producer, or its
         # last in-place mutation); the runtime queues a swap's D2H when that op ends
@@ -622,7 +627,8 @@ class _Builder:
         before its reader, or before a rebuild that reads it, or before the last read of
         its tensor in the step)."""
         groups, nS, lin, s, cu, dur = self.groups, self.nS, self.lin, self.s, self.cu, self.dur
-        w, ready, firstb, lastb, rdb = self.w, self.ready, self.firstb, self.lastb, self.rdb
+        wd, wh = self.w_d2h, self.w_h2d
+        ready, firstb, lastb, rdb = self.ready, self.firstb, self.lastb, self.rdb
         ins, nG, Kof, single, G = self.ins, self.nG, self.Kof, self.single, self.G
         late_rebuild_read, y, H, f_rng = self.late_rebuild_read, self.y, self.H, self.f_rng
         l_rng, h_rng = self.l_rng, self.h_rng
@@ -648,7 +654,7 @@ class _Builder:
             if d2h_in[K]:
                 terms = [(tau[K], 1.0)]
                 for t in d2h_in[K]:
-                    terms += self.d2h_share(t, K, -w[t])
+                    terms += self.d2h_share(t, K, -wd[t])
                 lin.row(terms, lo=0.0, name=f"d2h_capacity[K={K}]")
                 # a D2H starts when it is queued, at the end of its ready op: it overlaps
                 # only the rest of step K
@@ -656,13 +662,13 @@ class _Builder:
                     terms = [(tau[K], 1.0)]
                     for t in d2h_in[K]:
                         if p <= ready[t] < b:
-                            terms += self.d2h_share(t, K, -w[t])
+                            terms += self.d2h_share(t, K, -wd[t])
                     lin.row(terms, lo=float(dur[a:p + 1].sum()),
                             name=f"d2h_after_ready[K={K},p={p}]")
             if h2d_in[K]:
                 terms = [(tau[K], 1.0)]
                 for t in h2d_in[K]:
-                    terms += _share(H[t], h_rng[t], K, -w[t])
+                    terms += _share(H[t], h_rng[t], K, -wh[t])
                 lin.row(terms, lo=0.0, name=f"h2d_capacity[K={K}]")
                 if single[K]:
                     # an H2D for a reader of op a ends before op a starts
@@ -670,7 +676,7 @@ class _Builder:
                     if rd:
                         terms = [(tau[K], 1.0)]
                         for t in rd:
-                            terms += _share(H[t], h_rng[t], K, -w[t])
+                            terms += _share(H[t], h_rng[t], K, -wh[t])
                         lin.row(terms, lo=float(dur[a]), name=f"h2d_before_reader[K={K}]")
                     # ... and one for a rebuild in the gap before op a ends before the rebuild
                     # starts: w h <= tau - dur - c_u y + w (1 - y)
@@ -678,9 +684,9 @@ class _Builder:
                         for t in ins[u]:
                             if s[t] <= 0 or g > firstb[t] or not (h_rng[t][0] <= K <= h_rng[t][1]):
                                 continue
-                            terms = [(tau[K], 1.0), (y[u][g], -cu[u] - w[t])]
-                            terms += _share(H[t], h_rng[t], K, -w[t])
-                            lin.row(terms, lo=float(dur[a]) - w[t],
+                            terms = [(tau[K], 1.0), (y[u][g], -cu[u] - wh[t])]
+                            terms += _share(H[t], h_rng[t], K, -wh[t])
+                            lin.row(terms, lo=float(dur[a]) - wh[t],
                                     name=f"h2d_before_rebuild_R6[t={t},u={u},g={g}]")
                 else:
                     # H2D shares in K for tensors last read inside K end before that read
@@ -689,7 +695,7 @@ class _Builder:
                         terms = [(tau[K], 1.0)]
                         for t in h2d_in[K]:
                             if a <= lastb[t] <= k and not late_rebuild_read[t]:
-                                terms += _share(H[t], h_rng[t], K, -w[t])
+                                terms += _share(H[t], h_rng[t], K, -wh[t])
                         lin.row(terms, lo=float(dur[k:b + 1].sum()),
                                 name=f"h2d_before_last_read[K={K},k={k}]")
         self.tau = tau
@@ -700,7 +706,8 @@ class _Builder:
         K alone, and then t's whole D2H share in step K lies in the gap before op a_K (the
         compute stream waited for it)."""
         groups, integral_copies, nS, lin = self.groups, self.integral_copies, self.nS, self.lin
-        s, dur, w, lastf, Kof, single = self.s, self.dur, self.w, self.lastf, self.Kof, self.single
+        s, dur, w, lastf, Kof, single = (self.s, self.dur, self.w_d2h, self.lastf, self.Kof,
+                                         self.single)
         has_bwd, gm, F, f_rng, tau = self.has_bwd, self.gm, self.F, self.f_rng, self.tau
         if integral_copies:
             for t in range(nS):
@@ -883,10 +890,11 @@ class _Builder:
                 # alloc(k .. k+2) - sum over rebuilds u placed in gaps k .. k+3 of
                 # (Dmax - alloc(u))+: a rebuild allocates its tensor, transient bytes and
                 # workspace and displaces at most one op (Dmax = largest op allocation).
-                base3 = float(op_alloc[k:k + 3].sum())
-                dmx = float(op_alloc[k:k + 4].max())
+                L = ADMISSION_LOOKAHEAD
+                base3 = float(op_alloc[k:k + L].sum())
+                dmx = float(op_alloc[k:k + L + 1].max())
                 ydisp = [(yv, (dmx - float(s[u] + extra[u])) / mu)
-                         for g in range(k, min(n, k + 4)) for u, yv in y_at.get(g, [])
+                         for g in range(k, min(n, k + L + 1)) for u, yv in y_at.get(g, [])
                          if dmx > float(s[u] + extra[u])]
                 for t in cand:
                     coef = (s[t] + base3) / mu
@@ -1013,7 +1021,7 @@ class _Builder:
 
     def d2h_busy(self, t: int, K: int) -> list[tuple[int, float]]:
         """Busy time of the D2H engine in step K, from above: share x the copy's duration,
-        which is at most dmax (latency + s / (duplex W)) in every step. A copy that runs
+        which is at most dmax (latency + s / (duplex W_d2h)) in every step. A copy that runs
         wholly in the forward pass lasts w, but one that straddles T_F runs at the duplex
         rate after it, and its share in a forward step is overlap / (its whole duration):
         w would undercount that overlap (case milp-bound-above-optimum,

@@ -19,6 +19,7 @@ import numpy as np
 from slackopt.instance import Instance
 from slackopt.plan import RECOMP, SWAP, Plan
 from slackopt.simulate import Evaluation, TaskList, simulate
+from slackopt.simulate.rules import copy_time
 from slackopt.solvers.milp.model import _Model
 from slackopt.solvers.milp.runpoint import copy_events
 
@@ -157,7 +158,8 @@ def point_from_trace(model: _Model, inst: Instance, plan: Plan, M: int,
             continue
         start = max(op_end[ready[t]], free_at)
         if start < t_end[tl.need[t][-1]]:
-            d = max(float(link.copy_latency_s) + s[t] / float(link.bytes_per_s), T - start)
+            d = max(copy_time(s[t], float(link.d2h_bytes_per_s), float(link.copy_latency_s)),
+                    T - start)
             d2h[t] = (start, start + d)
             break
     zeros = [0.0] * nK

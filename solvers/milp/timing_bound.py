@@ -187,7 +187,7 @@ def build_timing_model(inst: Instance, M: int, *, integer: bool = True,
         return None
     n, nf, nS = inst.n_ops, inst.n_fwd, inst.n_saved
     tu, mu, Mu, sm, c = a_.tu, a_.mu, a_.Mu, a_.sm, a_.c
-    w, r, start, TF = a_.w, a_.r, a_.start, a_.TF
+    wd, wh, r, start, TF = a_.w_d2h, a_.w_h2d, a_.r, a_.start, a_.TF
     prod, lastf, ready, firstb, lastb = a_.prod, a_.lastf, a_.ready, a_.firstb, a_.lastb
     static, live, rec = a_.static, a_.live, a_.rec
     s_ = a_.s
@@ -296,9 +296,9 @@ def build_timing_model(inst: Instance, M: int, *, integer: bool = True,
         mem = [t for t in live if ready[t] == g]
         q = lin.var(0, _INF, name=f"Q{g}")
         rg = float(r[mem[0]])
-        lin.row([(q, 1.0)] + [(xs[t], -w[t]) for t in mem], lo=rg, name=f"fifo_ready[{g}]")
+        lin.row([(q, 1.0)] + [(xs[t], -wd[t]) for t in mem], lo=rg, name=f"fifo_ready[{g}]")
         if Q:
-            lin.row([(q, 1.0), (Q[-1], -1.0)] + [(xs[t], -w[t]) for t in mem], lo=0.0,
+            lin.row([(q, 1.0), (Q[-1], -1.0)] + [(xs[t], -wd[t]) for t in mem], lo=0.0,
                     name=f"fifo_chain[{g}]")
         Q.append(q)
     # before[t]: the queue before t's group (None for the first); no_drop[i]: the
@@ -312,7 +312,7 @@ def build_timing_model(inst: Instance, M: int, *, integer: bool = True,
     for g in groups:
         mem = [t for t in live if ready[t] == g]
         q_ub.append(max(float(r[mem[0]]), q_ub[-1] if q_ub else 0.0)
-                    + float(sum(w[t] for t in mem)))
+                    + float(sum(wd[t] for t in mem)))
     z_prev: dict[int, int] = {}     # t -> its z at the previous forward op of K
 
     for k in K:
@@ -333,7 +333,7 @@ def build_timing_model(inst: Instance, M: int, *, integer: bool = True,
                 # FIFO: every swap queued before t ran before t's D2H ended
                 bm = max(0.0, q_ub[i - 1] - float(start[k]))
                 lin.row([(Q[i - 1], 1.0), (Sf, -1.0)] + ([(delay(k), -1.0)] if backward else [])
-                        + [(z[t], w[t] + bm)], hi=float(start[k]) + bm,
+                        + [(z[t], wd[t] + bm)], hi=float(start[k]) + bm,
                         name=f"fifo_absent[{t},{k}]")
             if k < firstb[t]:
                 if t not in h:
@@ -364,14 +364,14 @@ def build_timing_model(inst: Instance, M: int, *, integer: bool = True,
             idx = np.linspace(0, len(thetas) - 1, MAX_THRESHOLDS).round().astype(int)
             thetas = [thetas[i] for i in sorted(set(idx.tolist()))]
         _prefix_rows(lin, [[t for t in order if r[t] >= th] for th in thetas],
-                     {t: (z[t], w[t]) for t in elig},
+                     {t: (z[t], wd[t]) for t in elig},
                      [float(start[k]) - th for th in thetas], stall, "d2h_window", f"{k},")
         if backward:
             # H2D window: from the real start of k to the next reader's
             nxt = {t: next(j for j in bwd_readers[t] if j > k) for t in elig}
             js = sorted(set(nxt.values()))
             _prefix_rows(lin, [[t for t in elig if nxt[t] <= j] for j in js],
-                         {t: (z[t], w[t]) for t in elig},
+                         {t: (z[t], wh[t]) for t in elig},
                          [float(start[j] - start[k]) for j in js],
                          [[(delay(j), -1.0)] for j in js], "h2d_gap", f"{k},")
             # ... or to the rebuild of a recomp tensor u whose recipe reads it, if that
@@ -380,16 +380,16 @@ def build_timing_model(inst: Instance, M: int, *, integer: bool = True,
                 for u in rb_readers.get(t, []):
                     j = int(firstb[u])
                     if k < j < nxt[t]:
-                        lin.row([(z[t], w[t]), (delay(j), -1.0), (xr[u], w[t])]
-                                + ([(a[u], -w[t])] if u in a else []),
-                                hi=float(start[j] - start[k]) + w[t],
+                        lin.row([(z[t], wh[t]), (delay(j), -1.0), (xr[u], wh[t])]
+                                + ([(a[u], -wh[t])] if u in a else []),
+                                hi=float(start[j] - start[k]) + wh[t],
                                 name=f"h2d_gap_rebuild[{t},{k},{u}]")
 
     # H2D after the forward pass: prefix sums over first backward reader
     if h:
         js = sorted({int(firstb[t]) for t in h})
         _prefix_rows(lin, [[t for t in h if firstb[t] <= j] for j in js],
-                     {t: (h[t], w[t]) for t in h},
+                     {t: (h[t], wh[t]) for t in h},
                      [float(start[j]) - TF for j in js], [[(delay(j), -1.0)] for j in js],
                      "h2d_after_fwd")
     # ... and before the rebuild of a recomp tensor whose recipe reads it, for a swap
@@ -399,8 +399,8 @@ def build_timing_model(inst: Instance, M: int, *, integer: bool = True,
         for u in rb_readers.get(t, []):
             j = int(firstb[u])
             if j < firstb[t]:
-                lin.row([(zt, w[t]), (delay(j), -1.0), (xr[u], w[t])],
-                        hi=float(start[j]) - TF + w[t],
+                lin.row([(zt, wh[t]), (delay(j), -1.0), (xr[u], wh[t])],
+                        hi=float(start[j]) - TF + wh[t],
                         name=f"h2d_after_fwd_rebuild[{t},{u}]")
     info = {"ops_timed": len(K), "absent_vars": n_z, "time_unit_s": tu, **lin.stats()}
     return lin, info
@@ -484,7 +484,7 @@ def timing_point(inst: Instance, M: int, lin: _Lin, run: RunView) -> list[float]
         elif nm.startswith("Q") and nm[1:].isdigit():
             g = int(nm[1:])
             mem = [t for t in a_.live if a_.ready[t] == g]
-            add = math.fsum(float(a_.w[t]) for t in mem if dec[t] == SWAP)
+            add = math.fsum(float(a_.w_d2h[t]) for t in mem if dec[t] == SWAP)
             q = float(a_.r[mem[0]]) + add
             if q_prev is not None:
                 q = max(q, q_prev + add)

@@ -1,23 +1,35 @@
-"""Compiled fast path of the barrier-free evaluator (numba).
+"""Compiled barrier-free evaluator (numba), the kernel behind ``engine="compiled"``.
 
-The reference implementation is the Python event loop in :mod:`slackopt.simulate`; this
-module runs the same algorithm, statement for statement, over flat arrays so that search
-(genetic, repair rounds, sweeps) can afford thousands of evaluations per second. Every
-floating-point operation is performed in the same order as in the reference, so the two
-agree bit for bit; tests/test_fastsim.py checks that on every test instance and on random
-plans. Traces are only produced by the reference loop.
+The reference implementation is the Python event loop of :mod:`slackopt.simulate._engine`;
+this module runs the same algorithm, statement for statement, over flat arrays so that
+search (genetic, repair rounds, sweeps, the MILP's enumeration) can afford thousands of
+evaluations per second. The runtime rules both apply are compiled from
+:mod:`slackopt.simulate.rules`, and every other floating-point operation is performed in
+the same order as in the reference, so the two agree bit for bit; tests/test_fastsim.py
+checks that on every test instance and on random plans. Traces are only produced by the
+reference loop.
 
-Per-instance arrays are built once (:class:`FastStatic`, cached by the caller); the
-kernel :func:`run_barrier_free` takes them plus a decision vector and returns plain numbers.
+The plan-independent data of an instance is one structure of arrays,
+:class:`KernelInputs` (built once by :func:`kernel_inputs`, cached by the caller);
+:func:`run_barrier_free` takes it, a decision vector and the budget, and returns plain
+numbers.
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
 
 from slackopt.plan import RECOMP, SWAP
+from slackopt.simulate import rules
 from slackopt.simulate._tasks import ABSENT, DEV, FETCH, FWD, HOST
+
+# The runtime rules, compiled (inlined: no call overhead in the event loop).
+_lookahead_window = njit(inline="always", cache=True)(rules.lookahead_window)
+_h2d_admits = njit(inline="always", cache=True)(rules.h2d_admits)
+_copy_rate = njit(inline="always", cache=True)(rules.copy_rate)
 
 # Result codes.
 OK, FAIL_ALLOC, FAIL_H2D, INTERNAL_NOT_RESIDENT, INTERNAL_NOT_QUEUED, INTERNAL_NO_SHORT = (
@@ -35,34 +47,71 @@ def _csr(lists: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
     return ptr, idx
 
 
-class FastStatic:
-    """Plan-independent arrays of one instance in the layout the kernel reads.
+class KernelInputs(NamedTuple):
+    """Plan-independent data of one instance in the layout the kernel reads.
 
-    Built from the reference evaluator's per-instance lists so both read the same data.
+    Lists of lists are stored as CSR pairs (``*_ptr``: int64 offsets, one per row plus
+    one; ``*_idx``: int64 entries), rows indexed by scheduled op or saved position.
+
+    Attributes:
+        n_fwd: number of forward ops.
+        op_dur: op durations (s), float64 [n_ops].
+        op_alloc, op_free: bytes an op allocates when it starts (non-saved outputs and
+            workspace) and frees when it ends, int64 [n_ops].
+        rd_ptr, rd_idx: saved tensors each op reads.
+        out_ptr, out_idx: saved tensors each op produces.
+        fr_ptr, fr_idx: per forward op, the saved tensors whose last forward reader it is.
+        s: saved tensor sizes (bytes), int64 [n_saved].
+        c: rebuild times (s, inf when not rebuildable), float64 [n_saved].
+        rb_extra: bytes a rebuild holds besides its tensor (transient and workspace).
+        ri_ptr, ri_idx: recipe inputs of each saved tensor.
+        rdy_ptr, rdy_idx: per op, the saved tensors ready when it ends (D2H queued then).
+        host_limit: host pinned-memory limit (bytes), -1 for unlimited.
+        w_d2h, w_h2d: the link's D2H and H2D bandwidths (B/s).
+        duplex: the link's duplex factor.
+        latency: the fixed cost of every copy (s).
     """
 
-    def __init__(self, st) -> None:  # st: slackopt.simulate._Static
-        self.n_fwd = st.n_fwd
-        self.op_dur = np.asarray(st.dur, dtype=np.float64)
-        self.op_alloc = np.asarray(st.op_alloc, dtype=np.int64)
-        self.op_free = np.asarray(st.op_free, dtype=np.int64)
-        self.rd_ptr, self.rd_idx = _csr(st.reads)
-        self.out_ptr, self.out_idx = _csr(st.outs)
-        fwd_rel: list[list[int]] = [[] for _ in range(st.n_fwd)]
-        for t, i in enumerate(st.fwd_release):
-            fwd_rel[i].append(t)
-        self.fr_ptr, self.fr_idx = _csr(fwd_rel)
-        self.s = np.asarray(st.s, dtype=np.int64)
-        self.c = np.asarray(st.c, dtype=np.float64)
-        self.rb_extra = np.asarray(st.rebuild_extra, dtype=np.int64)
-        self.ri_ptr, self.ri_idx = _csr([list(x) for x in st.recipe_inputs])
-        self.rdy_ptr, self.rdy_idx = _csr(st.ready)
-        self.host_limit = int(st.host_limit)  # bytes, -1 for unlimited
+    n_fwd: int
+    op_dur: np.ndarray
+    op_alloc: np.ndarray
+    op_free: np.ndarray
+    rd_ptr: np.ndarray
+    rd_idx: np.ndarray
+    out_ptr: np.ndarray
+    out_idx: np.ndarray
+    fr_ptr: np.ndarray
+    fr_idx: np.ndarray
+    s: np.ndarray
+    c: np.ndarray
+    rb_extra: np.ndarray
+    ri_ptr: np.ndarray
+    ri_idx: np.ndarray
+    rdy_ptr: np.ndarray
+    rdy_idx: np.ndarray
+    host_limit: int
+    w_d2h: float
+    w_h2d: float
+    duplex: float
+    latency: float
 
-    def args(self) -> tuple:
-        return (self.n_fwd, self.op_dur, self.op_alloc, self.op_free, self.rd_ptr,
-                self.rd_idx, self.out_ptr, self.out_idx, self.fr_ptr, self.fr_idx, self.s,
-                self.c, self.rb_extra, self.ri_ptr, self.ri_idx, self.rdy_ptr, self.rdy_idx)
+
+def kernel_inputs(st, link) -> KernelInputs:
+    """The :class:`KernelInputs` of an instance, from the reference evaluator's
+    per-instance lists (``st``: :class:`slackopt.simulate._tasks._Static`) and its
+    :class:`~slackopt.hardware.Link`, so both engines read the same data."""
+    fwd_rel: list[list[int]] = [[] for _ in range(st.n_fwd)]
+    for t, i in enumerate(st.fwd_release):
+        fwd_rel[i].append(t)
+    return KernelInputs(
+        int(st.n_fwd), np.asarray(st.dur, dtype=np.float64),
+        np.asarray(st.op_alloc, dtype=np.int64), np.asarray(st.op_free, dtype=np.int64),
+        *_csr(st.reads), *_csr(st.outs), *_csr(fwd_rel),
+        np.asarray(st.s, dtype=np.int64), np.asarray(st.c, dtype=np.float64),
+        np.asarray(st.rebuild_extra, dtype=np.int64),
+        *_csr([list(x) for x in st.recipe_inputs]), *_csr(st.ready),
+        int(st.host_limit), float(link.d2h_bytes_per_s), float(link.h2d_bytes_per_s),
+        float(link.duplex_factor), float(link.copy_latency_s))
 
 
 @njit(cache=True)
@@ -104,8 +153,12 @@ def _heap_pop(hk, ht, n):
 
 
 @njit(cache=True)
-def build_tasks(n_fwd, n_ops, rd_ptr, rd_idx, ri_ptr, ri_idx, dec):
-    """Task list of a plan: same order as slackopt.simulate.build_tasks."""
+def build_tasks(inp, dec):
+    """Task list of a plan (`inp`: :class:`KernelInputs`; `dec`: int8 decisions): same
+    order as slackopt.simulate.build_tasks. Returns (task_op, task_t)."""
+    n_fwd, rd_ptr, rd_idx = inp.n_fwd, inp.rd_ptr, inp.rd_idx
+    ri_ptr, ri_idx = inp.ri_ptr, inp.ri_idx
+    n_ops = inp.op_dur.shape[0]
     ns = dec.shape[0]
     task_op = np.empty(n_ops + ns, dtype=np.int64)
     task_t = np.empty(n_ops + ns, dtype=np.int64)
@@ -152,25 +205,30 @@ def build_tasks(n_fwd, n_ops, rd_ptr, rd_idx, ri_ptr, ri_idx, dec):
 
 
 @njit(cache=True)
-def run_barrier_free(n_fwd, op_dur, op_alloc, op_free, rd_ptr, rd_idx, out_ptr, out_idx,
-                     fr_ptr, fr_idx, s, c, rb_extra, ri_ptr, ri_idx, rdy_ptr, rdy_idx, dec, M,
-                     W, duplex, lat, host_limit):
+def run_barrier_free(inp, dec, M):
     """One iteration under the barrier-free runtime (see slackopt.simulate), with its
     runtime rules: the H2D heap holds only queued tensors whose host copy is complete (no
     head-of-line blocking), a queued D2H is dropped when its tensor's last backward reader
     ends, and a task claims every lagging device copy it reads before it waits.
 
-    `host_limit` is the host pinned-memory limit (bytes), -1 for unlimited; `rdy_ptr`,
-    `rdy_idx` list per op the saved tensors ready when it ends (D2H queued then).
+    Args:
+        inp: the instance's :class:`KernelInputs`.
+        dec: int8 decisions per saved tensor (KEEP/SWAP/RECOMP).
+        M: the budget (bytes).
 
     Returns (code, now, stall_fwd, stall_bwd, recompute, d2h_bytes, h2d_bytes, evictions,
     peak, used, fail_task, fail_head, short, h2d_stall, task_op, task_t); for FAIL_HOST,
     fail_head is the tensor whose D2H was refused and short the host bytes in use.
     """
-    n_ops = op_dur.shape[0]
+    n_fwd, op_dur, op_alloc, op_free = inp.n_fwd, inp.op_dur, inp.op_alloc, inp.op_free
+    rd_ptr, rd_idx, out_ptr, out_idx = inp.rd_ptr, inp.rd_idx, inp.out_ptr, inp.out_idx
+    fr_ptr, fr_idx, rdy_ptr, rdy_idx = inp.fr_ptr, inp.fr_idx, inp.rdy_ptr, inp.rdy_idx
+    s, c, rb_extra, ri_ptr, ri_idx = inp.s, inp.c, inp.rb_extra, inp.ri_ptr, inp.ri_idx
+    host_limit, duplex, lat = inp.host_limit, inp.duplex, inp.latency
+    w_d2h, w_h2d = inp.w_d2h, inp.w_h2d
     ns = dec.shape[0]
     INF = np.inf
-    task_op, task_t = build_tasks(n_fwd, n_ops, rd_ptr, rd_idx, ri_ptr, ri_idx, dec)
+    task_op, task_t = build_tasks(inp, dec)
     nt = task_op.shape[0]
     # Per-task durations, allocations, frees and reads (CSR).
     dur = np.empty(nt, dtype=np.float64)
@@ -390,12 +448,11 @@ def run_barrier_free(n_fwd, op_dur, op_alloc, op_free, rd_ptr, rd_idx, out_ptr, 
                                 waiting = True
                                 break
                     if waiting:
-                        extra = 0
+                        reserved = 0
                     else:
-                        k0 = k + 1 if comp_busy else k
-                        k0 = min(k0, nt)
-                        extra = cum[min(k0 + 3, nt)] - cum[k0]
-                    if used + s[t] + extra <= M:
+                        first, end = _lookahead_window(k, comp_busy, nt)
+                        reserved = cum[end] - cum[first]
+                    if _h2d_admits(used, s[t], reserved, M):
                         hn = _heap_pop(hk, ht, hn)
                         qkey[t] = -1
                         used += s[t]
@@ -417,8 +474,8 @@ def run_barrier_free(n_fwd, op_dur, op_alloc, op_free, rd_ptr, rd_idx, out_ptr, 
         if k >= nt and not comp_busy:
             break
         ev = comp_end if comp_busy else INF
-        d_rate = W * (duplex if h_t >= 0 else 1.0)
-        h_rate = W * (duplex if d_t >= 0 else 1.0)
+        d_rate = _copy_rate(w_d2h, duplex, h_t >= 0)
+        h_rate = _copy_rate(w_h2d, duplex, d_t >= 0)
         d_ev = INF
         h_ev = INF
         if d_t >= 0:
