@@ -49,6 +49,7 @@ import time
 from dataclasses import dataclass
 
 from slackopt.instance import Instance
+from slackopt.interruptible import cpsat_sigint_off, interruptible
 from slackopt.plan import RECOMP, SWAP, Plan
 from slackopt.schedule import (
     Schedule,
@@ -309,7 +310,8 @@ def best_schedule(instance: Instance, plan: Plan, budget_bytes: int, *,
         solver.parameters.interleave_search = True
     solver.parameters.random_seed = int(seed)
     t0 = time.perf_counter()
-    status = solver.Solve(m)
+    cpsat_sigint_off(solver)
+    status = interruptible(lambda: solver.Solve(m), solver.StopSearch)
     secs = time.perf_counter() - t0
     name = solver.StatusName(status)
     model_lb = None

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from slackopt.interruptible import SCIP_SIGINT_OFF, interruptible
 from slackopt.solvers.milp.lin import _INF, ModelTimeout, _Lin, check_deadline
 
 BACKENDS = ("scip", "highs", "pulp")
@@ -125,7 +126,8 @@ class _ScipBackend(_Backend):
         sv.SetNumThreads(max(1, int(self.threads)))
         sv.SetSolverSpecificParametersAsString(
             f"randomization/randomseedshift = {int(self.seed) % 2**31}\n"
-            f"randomization/permutationseed = {int(self.seed) % 2**31}\n" + self.scip_params)
+            f"randomization/permutationseed = {int(self.seed) % 2**31}\n" + SCIP_SIGINT_OFF
+            + self.scip_params)
         if self.verbose:
             sv.EnableOutput()
         else:
@@ -136,7 +138,7 @@ class _ScipBackend(_Backend):
         p = pw.MPSolverParameters()
         p.SetDoubleParam(p.RELATIVE_MIP_GAP, self.rel_gap)
         t0 = time.perf_counter()
-        st = sv.Solve(p)
+        st = interruptible(lambda: sv.Solve(p), sv.InterruptSolve)
         secs = time.perf_counter() - t0
         if st == pw.Solver.INFEASIBLE:
             return _Sol("infeasible", None, None, None, secs)
@@ -187,9 +189,13 @@ class _HighsBackend(_Backend):
             time_limit=timedelta(seconds=max(0.01, float(time_limit_s))),
             relative_gap_tolerance=self.rel_gap, random_seed=int(self.seed) % 2**31,
             enable_output=self.verbose)
+        from ortools.util.python.solve_interrupter import SolveInterrupter
+
+        stop = SolveInterrupter()
         t0 = time.perf_counter()
         try:
-            res = mo.solve(self.m, mo.SolverType.HIGHS, params=params)
+            res = interruptible(lambda: mo.solve(self.m, mo.SolverType.HIGHS, params=params,
+                                                 interrupter=stop), stop.interrupt)
         except Exception as e:  # noqa: BLE001 - MathOpt's error path can itself fail
             # (ortools 9.15 raises AttributeError while translating a HiGHS error status):
             # no solution and no bound from this solve; the search keeps what it has
@@ -482,7 +488,7 @@ class _GlopLP:
         if left <= 0:
             return "time limit", None, None, None
         self.sv.SetTimeLimit(max(1, int(left * 1000)))
-        st = self.sv.Solve()
+        st = interruptible(self.sv.Solve, self.sv.InterruptSolve)
         if st != self._pywraplp.Solver.OPTIMAL:
             return f"GLOP status {st}", None, None, None
         # the duals and values in bulk (the same numbers as ``dual_value()`` and
