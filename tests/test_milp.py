@@ -312,3 +312,20 @@ def test_local_search_more_calls_never_slower():
         prev = inc.step_s
     assert prev == pytest.approx(min(enumerated("unet2-b16-pcie5", 0.8).values()))
     assert prev < start
+
+
+@pytest.mark.parametrize("params", [{}, {"enum_plans": 0, "lns_plans": 0}],
+                         ids=["enumeration", "model"])
+def test_objective_is_never_empty_beside_a_plan(params):
+    # milp returned objective_s None whenever no MILP solve gave a model value (the
+    # enumeration, a seed or the local search settled it), even with a plan.
+    inst = instance("chain5")
+    M = int(0.8 * inst.P)
+    res = MILP(time_limit_s=TIME_LIMIT_S, **params).solve(inst, M)
+    assert res.plan is not None and res.objective_s is not None
+    if params:  # the model ran (under the cutoff U / (1 + rel_gap)): a model value
+        assert res.info["iterations"] >= 1
+        assert res.objective_s <= res.info["upper_bound_s"] * (1 + 1e-9)
+    else:  # no MILP solve: the simulated step of the plan returned
+        assert res.info["iterations"] == 0
+        assert res.objective_s == simulate(inst, res.plan, M).step_time_s

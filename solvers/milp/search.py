@@ -338,7 +338,9 @@ class MILP(BaseSolver):
         Returns:
             An Outcome (:meth:`BaseSolver.solve` makes it a SolveResult) with the best
             plan the evaluator scored (``plan``), the model's optimum or best value
-            (``objective_s``, s; reported, never used to rank) and the largest
+            (``objective_s``, s; reported, never used to rank; the plan's simulated step
+            when no MILP solve gave a value, e.g. the enumeration or the local search
+            settled the answer, so it is never empty beside a plan) and the largest
             *certified* lower bound (``lower_bound_s``, s; :meth:`_Search.bound`).
             Status "optimal": (U - L) / L <= ``OPTIMAL_REL_TOL`` (1e-4) for a certified
             L, the plan is proven optimal for the evaluator; "bounded": a plan and a
@@ -518,7 +520,10 @@ class _Search:
             self.info["reason"] = reason
         self.prog.done(status, U, lower)
         plan = Plan(self.inc.dec, inst.saved_names) if self.inc.dec is not None else None
-        out = Outcome(plan=plan, status=status, objective_s=self.objective,
+        # the model's value when a MILP solve gave one, else the search's own objective:
+        # the simulated step of the plan returned
+        objective = self.objective if self.objective is not None or plan is None else U
+        out = Outcome(plan=plan, status=status, objective_s=objective,
                       lower_bound_s=lower, info=self.info)
         if "min_budget_bytes" in self.info:  # stated here: no bisection in BaseSolver.solve
             out.min_budget_bytes = self.info["min_budget_bytes"]
