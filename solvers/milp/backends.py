@@ -234,16 +234,12 @@ class _PulpBackend(_Backend):
             raise RuntimeError(f"PuLP finds none of {', '.join(self.PREFERENCE)}")
         self.solver_name = names[0]
         prob = pulp.LpProblem("slackopt_milp", pulp.LpMinimize)
-        add = getattr(prob, "add_variable", None)   # PuLP >= 3.3; LpVariable() before
         self.v = []
         for j in range(lin.n_vars):
             lb = lin.lb[j] if lin.lb[j] > -_INF else None
             ub = lin.ub[j] if lin.ub[j] < _INF else None
             cat = pulp.LpInteger if lin.is_int[j] else pulp.LpContinuous
-            if add is not None:
-                self.v.append(add(f"v{j}", lowBound=lb, upBound=ub, cat=cat))
-            else:  # pragma: no cover - older PuLP
-                self.v.append(pulp.LpVariable(f"v{j}", lowBound=lb, upBound=ub, cat=cat))
+            self.v.append(prob.add_variable(f"v{j}", lowBound=lb, upBound=ub, cat=cat))
         prob += pulp.LpAffineExpression([(self.v[j], cj) for j, cj in enumerate(lin.obj) if cj])
         self.prob = prob
         self._nrow = 0
@@ -283,19 +279,14 @@ class _PulpBackend(_Backend):
             # CBC counts whole seconds and PuLP writes and reads files around it: 90%
             kw = dict(msg=self.verbose, timeLimit=max(1, int(0.9 * time_limit_s)),
                       gapRel=self.rel_gap, threads=max(1, int(self.threads)), logPath=log)
-            with warnings.catch_warnings():
-                # PuLP 3.3 deprecates its bundled CBC (PULP_CBC_CMD) for PuLP 4.0; it is
-                # used only when no system CBC (COIN_CMD) is installed.
-                warnings.simplefilter("ignore", DeprecationWarning)
-                if self.solver_name in ("COIN_CMD", "PULP_CBC_CMD"):
-                    cmd = getattr(pulp, self.solver_name)(
-                        warmStart=warm, options=[f"randomCbcSeed {int(self.seed) % 2**31 or 1}"],
-                        **kw)
-                else:
-                    cmd = getattr(pulp, self.solver_name)(**kw)
-                t0 = time.perf_counter()
-                self.prob.solve(cmd)
-                secs = time.perf_counter() - t0
+            if self.solver_name in ("COIN_CMD", "PULP_CBC_CMD"):
+                cmd = pulp_cbc(warmStart=warm,
+                               options=[f"randomCbcSeed {int(self.seed) % 2**31 or 1}"], **kw)
+            else:
+                cmd = getattr(pulp, self.solver_name)(**kw)
+            t0 = time.perf_counter()
+            self.prob.solve(cmd)
+            secs = time.perf_counter() - t0
             with open(log, encoding="utf-8", errors="replace") as fh:
                 text = fh.read()
         finally:
@@ -321,6 +312,21 @@ class _PulpBackend(_Backend):
             x = [float(v.value() or 0.0) for v in self.v]
             return _Sol("feasible", x, objv, bound, secs)
         return _Sol("unknown", None, None, bound, secs, f"CBC status {st}")
+
+
+def pulp_cbc(**kw: Any) -> Any:
+    """PuLP's command for CBC with the options `kw` (``msg``, ``timeLimit``, ...): the
+    system CBC (``COIN_CMD``, e.g. from ``pip install pulp[cbc]``) when there is one, else
+    the CBC binary PuLP bundles (``PULP_CBC_CMD``). PuLP 3.3 deprecates the bundled one
+    for PuLP 4.0, which drops it; pyproject.toml keeps PuLP below 4, so its
+    DeprecationWarning is silenced here, the one place that picks it."""
+    import pulp
+
+    if pulp.COIN_CMD(msg=False).available():
+        return pulp.COIN_CMD(**kw)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return pulp.PULP_CBC_CMD(**kw)
 
 
 def _cbc_bound(text: str) -> float | None:
