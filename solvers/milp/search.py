@@ -159,10 +159,11 @@ class MILP(BaseSolver):
         steps: override the step granularity ("op", "layer", or ops per step).
         max_iterations: most MILP solves in the no-good loop.
         patience: stop the no-good loop after this many solves in a row that raise
-            neither the lower nor the upper bound; None (default) picks none (run to the
-            limits) in the full tier and 5 in the exact and aggregated tiers, whose
-            looser relaxations admit many plans of equal model value, so cutting them
-            one by one seldom raises the bound.
+            neither the lower nor the upper bound, once a plan runs (before, the loop
+            goes on to the limits: each solve cuts a plan the evaluator refused); None
+            (default) picks none (run to the limits) in the full tier and 5 in the exact
+            and aggregated tiers, whose looser relaxations admit many plans of equal
+            model value, so cutting them one by one seldom raises the bound.
         local_search: evaluator-judged local search
             (:func:`~slackopt.solvers.milp.incumbent.improve`) after the seeds and around
             each new MILP incumbent, in every tier.
@@ -766,7 +767,11 @@ def _model(solver: MILP, st: _Search) -> bool | None:
             break
         if sol.status != "optimal":
             break          # the time limit stopped the backend: its bound is final
-        stale = 0 if (st.uncertified.get("model_milp"), inc.step_s) != before else stale + 1
+        # Patience applies once a plan runs: before, each solve cuts one more decision
+        # vector the evaluator refused (the model does not see every runtime rule, e.g. a
+        # host pinned-memory limit), and stopping could only end in "timeout".
+        stale = (0 if inc.dec is None
+                 or (st.uncertified.get("model_milp"), inc.step_s) != before else stale + 1)
         if patience is not None and stale >= patience:
             entry["stopped"] = f"{patience} solves without a better bound or plan"
             break
