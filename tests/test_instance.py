@@ -116,12 +116,13 @@ def test_an_int_budget_that_is_a_slip_is_refused_with_the_fix():
     import slackopt
     from slackopt.compare import compare
     from slackopt.io import load_instance
+    from slackopt.solvers.baselines import KeepAll
 
     inst = load_instance(Path(__file__).resolve().parents[1] / TINY_GPT)
     P = int(inst.P)
     assert P == 432_168  # so 0.1% of P is 432.168 B
-    for call in (lambda: slackopt.solve(inst, "keep_all", 1),
-                 lambda: compare([inst], ["keep_all"], [1, 0.5], progress=False),
+    for call in (lambda: slackopt.solve(inst, KeepAll(), 1),
+                 lambda: compare([inst], [KeepAll()], [1, 0.5], progress=False),
                  lambda: budget_bytes(inst, np.int64(432))):
         with pytest.raises(BudgetError) as e:
             call()
@@ -132,7 +133,7 @@ def test_an_int_budget_that_is_a_slip_is_refused_with_the_fix():
     assert budget_bytes(inst, "1B") == 1 and budget_bytes(inst, "432B") == 432
     assert budget_bytes(inst, 433) == 433 and budget_bytes(inst, 0) == 0
     assert budget_bytes(inst, 1.0) == P and budget_bytes(inst, P) == P
-    assert slackopt.solve(inst, "keep_all", "1B").status == "infeasible"
+    assert slackopt.solve(inst, KeepAll(), "1B").status == "infeasible"
 
 
 @pytest.mark.parametrize("budget", [-0.5, "abc", float("nan"), "-1GB", float("inf"), True,
