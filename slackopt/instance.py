@@ -1172,20 +1172,42 @@ def budget_bytes(instance: Instance, budget: float | int | str) -> int:
     Args:
         instance: gives P for fractional budgets.
         budget: any form :func:`parse_budget` reads: 0.5, "0.5", "50%", "1.2P", "11.5GB",
-            "800MB", "1.2e9B", "12GiB", or an int (bytes).
+            "800MB", "1.2e9B", "12GiB", or an int (bytes; one below 1 MB and below 0.1%
+            of P is refused as a slip, :data:`TINY_INT_BUDGET_BYTES`: write "512B").
 
     Returns:
         The budget M in bytes (int, >= 0): floor(fraction x P) for fractions.
 
     Raises:
-        BudgetError: as :func:`parse_budget`, or more than 2**62 bytes.
+        BudgetError: as :func:`parse_budget`, more than 2**62 bytes, or an int budget that
+            is a slip (above).
     """
     kind, value = parse_budget(budget)
     if kind == "fraction":
         return int(math.floor(value * instance.P))
     if isinstance(budget, str):
         return _checked(int(round(value)), budget)
-    return _checked(int(budget), budget)
+    return _checked(_plausible_int(int(budget), instance), budget)
+
+
+TINY_INT_BUDGET_BYTES = 1_000_000
+"""An int budget (bytes, from Python) below this many bytes and below 0.1% of P is refused
+as a slip: ``solve(inst, "slackswap", 1)`` meant all of P, not 1 byte (the command line
+never reads a number without a unit as bytes). An explicit size string ("512B") is always
+taken as given."""
+
+
+def _plausible_int(m: int, instance: Instance) -> int:
+    """`m` (an int budget, bytes) unless it is a slip (:data:`TINY_INT_BUDGET_BYTES`)."""
+    from slackopt.errors import BudgetError
+
+    P = int(instance.P)
+    if 0 < m < min(TINY_INT_BUDGET_BYTES, P / 1000):
+        raise BudgetError(
+            f"budget {m} is an int, which reads as bytes: {m} B is {m / P:.2g} of P ({P} B). "
+            "Fix: a float for a fraction of P (1.0 for all of it, 0.5 for half) or a size "
+            f"with a unit ('11.5GB'); for exactly {m} B write '{m}B'")
+    return m
 
 
 def _checked(m: int, budget: Any) -> int:

@@ -80,11 +80,12 @@ KEEP_TOLERANCE = 1e-6
 
 
 def _cbc(time_limit_s: float | None) -> Any:
-    import pulp
+    from slackopt.solvers.milp.backends import pulp_cbc
+
     kw: dict[str, Any] = {"msg": 0}
     if time_limit_s is not None:
         kw["timeLimit"] = max(1.0, float(time_limit_s))
-    return pulp.PULP_CBC_CMD(**kw)
+    return pulp_cbc(**kw)
 
 
 def _layer_layout(instance: Instance) -> dict[str, Any]:
@@ -137,10 +138,10 @@ def outer_lp(instance: Instance, budget_bytes: int, *, time_limit_s: float | Non
     Wd, Wh = float(instance.link.d2h_bytes_per_s), float(instance.link.h2d_bytes_per_s)
     a = {b: lay["a"][b] / U for b in blocks}
     prob = pulp.LpProblem("titan_outer", pulp.LpMinimize)
-    k = {b: pulp.LpVariable(f"k_{b}", 0, 1) for b in blocks}
-    r = {b: pulp.LpVariable(f"r_{b}", 0, 1) for b in blocks}
-    o = {b: pulp.LpVariable(f"o_{b}", 0, 1) for b in blocks}
-    slack = pulp.LpVariable("slack", 0) if elastic else 0
+    k = {b: prob.add_variable(f"k_{b}", 0, 1) for b in blocks}
+    r = {b: prob.add_variable(f"r_{b}", 0, 1) for b in blocks}
+    o = {b: prob.add_variable(f"o_{b}", 0, 1) for b in blocks}
+    slack = prob.add_variable("slack", 0) if elastic else 0
     Mb = int(budget_bytes) / U
     E = lay["E"] / U
     rows: list[Any] = []
@@ -208,9 +209,9 @@ def inner_tags(instance: Instance, members: np.ndarray, fractions: tuple[float, 
     W = float(instance.link.h2d_bytes_per_s)  # an exposed copy is an H2D the compute waits on
     prob = pulp.LpProblem("titan_inner", pulp.LpMinimize)
     n = len(members)
-    xk = [pulp.LpVariable(f"k{j}", cat="Binary") for j in range(n)]
-    xr = [pulp.LpVariable(f"r{j}", cat="Binary") for j in range(n)]
-    xo = [pulp.LpVariable(f"o{j}", cat="Binary") for j in range(n)]
+    xk = [prob.add_variable(f"k{j}", cat="Binary") for j in range(n)]
+    xr = [prob.add_variable(f"r{j}", cat="Binary") for j in range(n)]
+    xo = [prob.add_variable(f"o{j}", cat="Binary") for j in range(n)]
     for j in range(n):
         prob += xk[j] + xr[j] + xo[j] == 1
         if not np.isfinite(c[j]):
@@ -220,7 +221,7 @@ def inner_tags(instance: Instance, members: np.ndarray, fractions: tuple[float, 
             prob += xo[j] == 0
     keep = pulp.lpSum(xk[j] * (s[j] / U) for j in range(n))
     off = pulp.lpSum(xo[j] * (s[j] / U) for j in range(n))
-    short = pulp.LpVariable("off_short", 0)
+    short = prob.add_variable("off_short", 0)
     # the LP's k_L >= must-keep share holds only within the LP solver's tolerance
     must = float(s[~np.isfinite(c)].sum()) / U
     prob += keep <= max(kf, must) * (1 + KEEP_TOLERANCE) + 1.0 / U, "keep_target"

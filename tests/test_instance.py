@@ -105,6 +105,37 @@ def test_budget_parsing(budget, expected):
     assert budget_bytes(small(), budget) == expected
 
 
+TINY_GPT = "instances/teaching/tiny-gpt_a100-pcie4.json"
+
+
+def test_an_int_budget_that_is_a_slip_is_refused_with_the_fix():
+    # solve(inst, "slackswap", 1) planned for 1 byte; compare(..., [1, 0.5]) gave rows at
+    # 1e-9 of P. An int below 1 MB and below 0.1% of P is refused, through every entry.
+    from pathlib import Path
+
+    import slackopt
+    from slackopt.compare import compare
+    from slackopt.io import load_instance
+    from slackopt.solvers.baselines import KeepAll
+
+    inst = load_instance(Path(__file__).resolve().parents[1] / TINY_GPT)
+    P = int(inst.P)
+    assert P == 432_168  # so 0.1% of P is 432.168 B
+    for call in (lambda: slackopt.solve(inst, KeepAll(), 1),
+                 lambda: compare([inst], [KeepAll()], [1, 0.5], progress=False),
+                 lambda: budget_bytes(inst, np.int64(432))):
+        with pytest.raises(BudgetError) as e:
+            call()
+        msg = str(e.value)
+        assert "reads as bytes" in msg and "1.0 for all of it" in msg and "'11.5GB'" in msg
+    assert "write '1B'" in str(pytest.raises(BudgetError, budget_bytes, inst, 1).value)
+    # the explicit forms, a fraction, and ints that are not slips are taken as given
+    assert budget_bytes(inst, "1B") == 1 and budget_bytes(inst, "432B") == 432
+    assert budget_bytes(inst, 433) == 433 and budget_bytes(inst, 0) == 0
+    assert budget_bytes(inst, 1.0) == P and budget_bytes(inst, P) == P
+    assert slackopt.solve(inst, KeepAll(), "1B").status == "infeasible"
+
+
 @pytest.mark.parametrize("budget", [-0.5, "abc", float("nan"), "-1GB", float("inf"), True,
                                     "inf", "12", "10.5", 11.0, 10**30, "1e30GB", None,
                                     "1001%", "11P", "-5%", "%", "P"])

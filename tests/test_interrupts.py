@@ -125,6 +125,23 @@ def test_interrupt_cause_finds_ctrl_c_behind_a_system_error() -> None:
     assert interrupt_cause(ValueError("plain")) is None
 
 
+def ctrl_c(proc: subprocess.Popen, word: str) -> tuple[str, str]:
+    """Send SIGINT once a stderr line holds `word`; assert exit 130 without a traceback.
+    Returns (stdout, stderr)."""
+    wait_for_line(proc, word)
+    proc.send_signal(signal.SIGINT)
+    rc, out, err = finish(proc)
+    assert rc == 130, err[-2000:]
+    assert "Traceback" not in err and "SystemError" not in err and "internal error" not in err
+    return out, err
+
+
+CHAIN31 = ROOT / "instances" / "small" / "chain31-seed0_a100-pcie4.json"
+MILP_LONG = '["milp", {"progress": true}]'
+"""A milp solve of chain31 at 0.4 P runs to its time limit (no certified bound meets its
+plan), printing progress lines on stderr from 3 s on."""
+
+
 @pytest.mark.parametrize("attempt", range(3))
 def test_ctrl_c_inside_a_genetic_solve_exits_130_with_one_line(attempt: int) -> None:
     # Most of a generation is spent inside the compiled evaluator, where Ctrl-C used to
@@ -132,29 +149,109 @@ def test_ctrl_c_inside_a_genetic_solve_exits_130_with_one_line(attempt: int) -> 
     proc = start("solve", TINY, "--solver", "genetic", "--budget", "0.4", "--time-limit",
                  "600", "--param", "generations=null", "--param", "progress_s=0",
                  "--param", "population=64")
-    wait_for_line(proc, f"generation {attempt + 1},")
-    proc.send_signal(signal.SIGINT)
-    rc, out, err = finish(proc)
-    assert rc == 130, err[-2000:]
-    assert "Traceback" not in err and "SystemError" not in err and "internal error" not in err
+    out, err = ctrl_c(proc, f"generation {attempt + 1},")
     last = err.strip().splitlines()[-1]
     assert last.startswith("slackopt: interrupted; ") and "run the same command again" in last
     assert out == ""
 
 
-def test_ctrl_c_in_a_sweep_stores_no_row_for_the_interrupted_run(tmp_path: Path) -> None:
+def test_ctrl_c_inside_a_milp_solve_exits_130_with_one_line() -> None:
+    # OR-Tools CP-SAT (the milp's recompute-only seed and warm-up) reset SIGINT to the
+    # default action after each solve: Ctrl-C then killed the process silently (-2 here,
+    # nothing on stderr); and SCIP swallowed a Ctrl-C during its solve. With a 600 s
+    # limit a Ctrl-C held back until a native solve returned would outlast WAIT_S.
+    proc = start("solve", CHAIN31, "--solver", "milp", "--budget", "0.4", "--time-limit",
+                 "600", "--param", "progress=true")
+    out, err = ctrl_c(proc, "milp ")
+    assert [ln for ln in err.splitlines() if not ln.startswith("milp ")] == [
+        "slackopt: interrupted; nothing was kept; run the same command again to start over"]
+    assert out == ""
+
+
+@pytest.mark.parametrize(("instance", "spec", "word"), [
+    (TINY, LONG_GA[1:-1], "genetic: generation 2,"), (CHAIN31, MILP_LONG, "milp ")],
+    ids=["genetic", "milp"])
+def test_ctrl_c_in_a_sweep_stores_no_row_for_the_interrupted_run(
+        tmp_path: Path, instance: Path, spec: str, word: str) -> None:
     store = tmp_path / "runs.sqlite"
-    proc = start("compare", TINY, "--solvers", f'["keep-all", {LONG_GA[1:-1]}]',
+    proc = start("compare", instance, "--solvers", f'["keep-all", {spec}]',
                  "--budgets", "0.4", "--time-limit", "600", "--store", store)
-    wait_for_line(proc, "genetic: generation 2,")
-    proc.send_signal(signal.SIGINT)
-    rc, out, err = finish(proc)
-    assert rc == 130, err[-2000:]
-    assert "Traceback" not in err
+    _, err = ctrl_c(proc, word)
     last = err.strip().splitlines()[-1]
     assert last == (f"slackopt: interrupted; {store} holds 1 finished run: run the same "
                     "command again to do only the missing ones")
-    assert store_rows(store) == [("keep-all", "infeasible")]  # not the interrupted genetic run
+    with ResultStore(store) as st:  # the store opens and holds the finished run only
+        assert len(st.keys()) == 1
+    assert store_rows(store) == [("keep-all", "infeasible")]  # not the interrupted run
+
+
+def _hard_cpsat_model() -> Any:
+    """A CP-SAT model that its search does not close within seconds (random knapsack
+    rows over 60 integers)."""
+    import random
+
+    from ortools.sat.python import cp_model
+
+    rnd = random.Random(0)
+    m = cp_model.CpModel()
+    xs = [m.NewIntVar(0, 1000, f"x{i}") for i in range(60)]
+    for _ in range(200):
+        m.Add(sum(rnd.randint(1, 9) * xs[j] for j in rnd.sample(range(60), 5))
+              <= rnd.randint(500, 3000))
+    m.Maximize(sum(rnd.randint(1, 9) * x for x in xs))
+    return m
+
+
+def test_interruptible_stops_a_native_solve_and_keeps_python_handling_ctrl_c() -> None:
+    import threading
+
+    from ortools.sat.python import cp_model
+
+    from slackopt.interruptible import cpsat_sigint_off, interruptible
+
+    solver = cp_model.CpSolver()
+    solver.parameters.max_time_in_seconds = 60.0
+    solver.parameters.num_workers = 1
+    cpsat_sigint_off(solver)
+    model = _hard_cpsat_model()
+    started, stops = threading.Event(), []
+
+    def call() -> int:
+        started.set()
+        return solver.Solve(model)
+
+    def stop() -> None:
+        stops.append(1)
+        solver.StopSearch()
+
+    def ctrl_c() -> None:
+        started.wait(WAIT_S)
+        time.sleep(0.5)  # inside Solve by now
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=ctrl_c, daemon=True).start()
+    with pytest.raises(KeyboardInterrupt):
+        interruptible(call, stop)
+    assert stops == [1]
+    assert solver.WallTime() < 30.0  # stopped, not run to its 60 s limit
+
+
+@linux_only
+def test_interruptible_reinstalls_python_sigint_handler_after_a_native_call() -> None:
+    # A native call that sets SIGINT to SIG_DFL behind Python's back (as CP-SAT's
+    # SigintHandler does): afterwards Ctrl-C must still raise KeyboardInterrupt.
+    code = ("import ctypes, os, signal, time\n"
+            "from slackopt.interruptible import interruptible\n"
+            "libc = ctypes.CDLL(None)\n"
+            "libc.signal.restype = ctypes.c_void_p\n"
+            "interruptible(lambda: libc.signal(2, None), lambda: None)\n"
+            "try:\n"
+            "    os.kill(os.getpid(), signal.SIGINT); time.sleep(30)\n"
+            "except KeyboardInterrupt:\n"
+            "    print('caught')\n")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=WAIT_S)
+    assert (res.returncode, res.stdout) == (0, "caught\n"), res.stderr[-2000:]
 
 
 # ----------------------------------------------------------------------------- error rows

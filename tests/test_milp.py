@@ -312,3 +312,42 @@ def test_local_search_more_calls_never_slower():
         prev = inc.step_s
     assert prev == pytest.approx(min(enumerated("unet2-b16-pcie5", 0.8).values()))
     assert prev < start
+
+
+@pytest.mark.parametrize("params", [{}, {"enum_plans": 0, "lns_plans": 0}],
+                         ids=["enumeration", "model"])
+def test_objective_is_never_empty_beside_a_plan(params):
+    # milp returned objective_s None whenever no MILP solve gave a model value (the
+    # enumeration, a seed or the local search settled it), even with a plan.
+    inst = instance("chain5")
+    M = int(0.8 * inst.P)
+    res = MILP(time_limit_s=TIME_LIMIT_S, **params).solve(inst, M)
+    assert res.plan is not None and res.objective_s is not None
+    if params:  # the model ran (under the cutoff U / (1 + rel_gap)): a model value
+        assert res.info["iterations"] >= 1
+        assert res.objective_s <= res.info["upper_bound_s"] * (1 + 1e-9)
+    else:  # no MILP solve: the simulated step of the plan returned
+        assert res.info["iterations"] == 0
+        assert res.objective_s == simulate(inst, res.plan, M).step_time_s
+
+
+def test_patience_waits_for_a_plan_that_runs():
+    # Six 100 B tensors that only keep or swap, a 100 B host pinned-memory limit the model
+    # does not see, M = 500 B of P = 600 B: the MILP's first optima swap several tensors,
+    # which the evaluator refuses. Without seeds (warm_start=False) or the enumeration,
+    # patience (5 solves without a better bound or plan) ended the search after 0.1-0.2 s
+    # of a 10 s limit with "timeout"; the 12th solve finds a plan that runs.
+    from slackopt import Instance
+
+    n = 6
+    base = build([(f"f{i}", 1) for i in range(n)], [(f"b{i}", 1) for i in reversed(range(n))],
+                 [(f"a{i}", 100, f"f{i}", [f"b{i}"], None) for i in range(n)], W=1000.0)
+    inst = Instance("host-cap", base.ops, base.tensors, base.link, host_memory_bytes=100)
+    res = MILP(warm_start=False, enum_plans=0, lns_plans=0, tier="exact",
+               time_limit_s=10).solve(inst, 500)
+    assert res.status in ("optimal", "bounded"), res.info["log"][-1]
+    ev = simulate(inst, res.plan, 500)
+    assert ev.feasible and res.plan.bytes_by_decision(inst)["swap"] == 100
+    assert res.info["iterations"] > 5  # past the patience of the exact tier
+    # the exhaustive search (the enumeration) agrees on the optimum
+    assert ev.step_time_s == MILP(time_limit_s=10).solve(inst, 500).info["upper_bound_s"]

@@ -285,6 +285,24 @@ def test_titan_fractions_sum_to_one_and_tags_respect_them(inst4, frac):
     assert res.objective_s == pytest.approx(inst4.ideal_time_s + lp["added_runtime_s"])
 
 
+def test_the_pulp_models_raise_no_warning(inst4):
+    # PuLP 3.3 deprecates LpVariable(...) construction and the bundled CBC command for
+    # PuLP 4.0 (25,818 DeprecationWarnings in a test run): titan-auto's two programs and
+    # the milp's PuLP backend use prob.add_variable and pulp_cbc (silenced there only).
+    import warnings
+
+    from slackopt.solvers.milp import MILP
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        res = TitanAuto().solve(inst4, int(0.7 * inst4.P))
+        milp = MILP(backend="pulp", enum_plans=0, lns_plans=0, local_search=False,
+                    warm_start=False, time_limit_s=20).solve(inst4, int(0.7 * inst4.P))
+    assert [f"{w.category.__name__}: {w.message}" for w in caught] == []
+    assert res.plan is not None and milp.plan is not None
+    assert milp.info["log"], "the PuLP backend ran"
+
+
 def test_titan_infeasible_budget_reports_model_minimum(inst4):
     """Below the model's floor (E + every block's unrebuildable bytes + the loss row's
     gradients) the LP is infeasible: keep-all, status infeasible, and the elastic LP's

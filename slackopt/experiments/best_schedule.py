@@ -50,6 +50,7 @@ import math
 import time
 from dataclasses import dataclass
 
+from slackopt.interruptible import cpsat_sigint_off, interruptible
 from slackopt.experiments.schedule import (
     Schedule,
     ScheduleCheck,
@@ -313,7 +314,8 @@ def best_schedule(instance: Instance, plan: Plan, budget_bytes: int, *,
         solver.parameters.interleave_search = True
     solver.parameters.random_seed = int(seed)
     t0 = time.perf_counter()
-    status = solver.Solve(m)
+    cpsat_sigint_off(solver)
+    status = interruptible(lambda: solver.Solve(m), solver.StopSearch)
     secs = time.perf_counter() - t0
     name = solver.StatusName(status)
     model_lb = None

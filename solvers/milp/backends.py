@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from slackopt.interruptible import SCIP_SIGINT_OFF, interruptible
 from slackopt.solvers.milp.lin import _INF, ModelTimeout, _Lin, check_deadline
 
 BACKENDS = ("scip", "highs", "pulp")
@@ -125,7 +126,8 @@ class _ScipBackend(_Backend):
         sv.SetNumThreads(max(1, int(self.threads)))
         sv.SetSolverSpecificParametersAsString(
             f"randomization/randomseedshift = {int(self.seed) % 2**31}\n"
-            f"randomization/permutationseed = {int(self.seed) % 2**31}\n" + self.scip_params)
+            f"randomization/permutationseed = {int(self.seed) % 2**31}\n" + SCIP_SIGINT_OFF
+            + self.scip_params)
         if self.verbose:
             sv.EnableOutput()
         else:
@@ -136,7 +138,7 @@ class _ScipBackend(_Backend):
         p = pw.MPSolverParameters()
         p.SetDoubleParam(p.RELATIVE_MIP_GAP, self.rel_gap)
         t0 = time.perf_counter()
-        st = sv.Solve(p)
+        st = interruptible(lambda: sv.Solve(p), sv.InterruptSolve)
         secs = time.perf_counter() - t0
         if st == pw.Solver.INFEASIBLE:
             return _Sol("infeasible", None, None, None, secs)
@@ -193,9 +195,13 @@ class _HighsBackend(_Backend):
             time_limit=timedelta(seconds=max(0.01, float(time_limit_s))),
             relative_gap_tolerance=self.rel_gap, random_seed=int(self.seed) % 2**31,
             enable_output=self.verbose)
+        from ortools.util.python.solve_interrupter import SolveInterrupter
+
+        stop = SolveInterrupter()
         t0 = time.perf_counter()
         try:
-            res = mo.solve(self.m, mo.SolverType.HIGHS, params=params)
+            res = interruptible(lambda: mo.solve(self.m, mo.SolverType.HIGHS, params=params,
+                                                 interrupter=stop), stop.interrupt)
         except Exception as e:  # noqa: BLE001 - MathOpt's error path can itself fail
             # (ortools 9.15 raises AttributeError while translating a HiGHS error status):
             # no solution and no bound from this solve; the search keeps what it has
@@ -234,16 +240,12 @@ class _PulpBackend(_Backend):
             raise RuntimeError(f"PuLP finds none of {', '.join(self.PREFERENCE)}")
         self.solver_name = names[0]
         prob = pulp.LpProblem("slackopt_milp", pulp.LpMinimize)
-        add = getattr(prob, "add_variable", None)   # PuLP >= 3.3; LpVariable() before
         self.v = []
         for j in range(lin.n_vars):
             lb = lin.lb[j] if lin.lb[j] > -_INF else None
             ub = lin.ub[j] if lin.ub[j] < _INF else None
             cat = pulp.LpInteger if lin.is_int[j] else pulp.LpContinuous
-            if add is not None:
-                self.v.append(add(f"v{j}", lowBound=lb, upBound=ub, cat=cat))
-            else:  # pragma: no cover - older PuLP
-                self.v.append(pulp.LpVariable(f"v{j}", lowBound=lb, upBound=ub, cat=cat))
+            self.v.append(prob.add_variable(f"v{j}", lowBound=lb, upBound=ub, cat=cat))
         prob += pulp.LpAffineExpression([(self.v[j], cj) for j, cj in enumerate(lin.obj) if cj])
         self.prob = prob
         self._nrow = 0
@@ -283,19 +285,14 @@ class _PulpBackend(_Backend):
             # CBC counts whole seconds and PuLP writes and reads files around it: 90%
             kw = dict(msg=self.verbose, timeLimit=max(1, int(0.9 * time_limit_s)),
                       gapRel=self.rel_gap, threads=max(1, int(self.threads)), logPath=log)
-            with warnings.catch_warnings():
-                # PuLP 3.3 deprecates its bundled CBC (PULP_CBC_CMD) for PuLP 4.0; it is
-                # used only when no system CBC (COIN_CMD) is installed.
-                warnings.simplefilter("ignore", DeprecationWarning)
-                if self.solver_name in ("COIN_CMD", "PULP_CBC_CMD"):
-                    cmd = getattr(pulp, self.solver_name)(
-                        warmStart=warm, options=[f"randomCbcSeed {int(self.seed) % 2**31 or 1}"],
-                        **kw)
-                else:
-                    cmd = getattr(pulp, self.solver_name)(**kw)
-                t0 = time.perf_counter()
-                self.prob.solve(cmd)
-                secs = time.perf_counter() - t0
+            if self.solver_name in ("COIN_CMD", "PULP_CBC_CMD"):
+                cmd = pulp_cbc(warmStart=warm,
+                               options=[f"randomCbcSeed {int(self.seed) % 2**31 or 1}"], **kw)
+            else:
+                cmd = getattr(pulp, self.solver_name)(**kw)
+            t0 = time.perf_counter()
+            self.prob.solve(cmd)
+            secs = time.perf_counter() - t0
             with open(log, encoding="utf-8", errors="replace") as fh:
                 text = fh.read()
         finally:
@@ -321,6 +318,21 @@ class _PulpBackend(_Backend):
             x = [float(v.value() or 0.0) for v in self.v]
             return _Sol("feasible", x, objv, bound, secs)
         return _Sol("unknown", None, None, bound, secs, f"CBC status {st}")
+
+
+def pulp_cbc(**kw: Any) -> Any:
+    """PuLP's command for CBC with the options `kw` (``msg``, ``timeLimit``, ...): the
+    system CBC (``COIN_CMD``, e.g. from ``pip install pulp[cbc]``) when there is one, else
+    the CBC binary PuLP bundles (``PULP_CBC_CMD``). PuLP 3.3 deprecates the bundled one
+    for PuLP 4.0, which drops it; pyproject.toml keeps PuLP below 4, so its
+    DeprecationWarning is silenced here, the one place that picks it."""
+    import pulp
+
+    if pulp.COIN_CMD(msg=False).available():
+        return pulp.COIN_CMD(**kw)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return pulp.PULP_CBC_CMD(**kw)
 
 
 def _cbc_bound(text: str) -> float | None:
@@ -488,7 +500,7 @@ class _GlopLP:
         if left <= 0:
             return "time limit", None, None, None
         self.sv.SetTimeLimit(max(1, int(left * 1000)))
-        st = self.sv.Solve()
+        st = interruptible(self.sv.Solve, self.sv.InterruptSolve)
         if st != self._pywraplp.Solver.OPTIMAL:
             return f"GLOP status {st}", None, None, None
         # the duals and values in bulk (the same numbers as ``dual_value()`` and

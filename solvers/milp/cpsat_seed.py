@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from slackopt.instance import Instance
+from slackopt.interruptible import cpsat_sigint_off, interruptible
 from slackopt.plan import KEEP, RECOMP
 from slackopt.solvers.milp.model import _rebuild_gaps
 
@@ -150,7 +151,8 @@ def recompute_only_incumbent(inst: Instance, M: int, time_limit_s: float = 5.0,
         solver.parameters.max_deterministic_time = float(deterministic_time)
     solver.parameters.num_workers = 1
     solver.parameters.random_seed = int(seed) % 2**31
-    st = solver.Solve(cm)
+    cpsat_sigint_off(solver)
+    st = interruptible(lambda: solver.Solve(cm), solver.StopSearch)
     if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return None
     dec = np.full(nS, KEEP, dtype=np.int8)

@@ -166,10 +166,11 @@ class MILP(BaseSolver):
         steps: override the step granularity ("op", "layer", or ops per step).
         max_iterations: most MILP solves in the no-good loop.
         patience: stop the no-good loop after this many solves in a row that raise
-            neither the lower nor the upper bound; None (default) picks none (run to the
-            limits) in the full tier and 5 in the exact and aggregated tiers, whose
-            looser relaxations admit many plans of equal model value, so cutting them
-            one by one seldom raises the bound.
+            neither the lower nor the upper bound, once a plan runs (before, the loop
+            goes on to the limits: each solve cuts a plan the evaluator refused); None
+            (default) picks none (run to the limits) in the full tier and 5 in the exact
+            and aggregated tiers, whose looser relaxations admit many plans of equal
+            model value, so cutting them one by one seldom raises the bound.
         local_search: evaluator-judged local search
             (:func:`~slackopt.solvers.milp.incumbent.improve`) after the seeds and around
             each new MILP incumbent, in every tier.
@@ -348,7 +349,9 @@ class MILP(BaseSolver):
         Returns:
             An Outcome (:meth:`BaseSolver.solve` makes it a SolveResult) with the best
             plan the evaluator scored (``plan``), the model's optimum or best value
-            (``objective_s``, s; reported, never used to rank) and the largest
+            (``objective_s``, s; reported, never used to rank; the plan's simulated step
+            when no MILP solve gave a value, e.g. the enumeration or the local search
+            settled the answer, so it is never empty beside a plan) and the largest
             *certified* lower bound (``lower_bound_s``, s; :meth:`_Search.bound`).
             Status "optimal": (U - L) / L <= ``OPTIMAL_REL_TOL`` (1e-4) for a certified
             L, the plan is proven optimal for the evaluator; "bounded": a plan and a
@@ -527,7 +530,10 @@ class _Search:
             self.info["reason"] = reason
         self.prog.done(status, U, lower)
         plan = Plan(self.inc.dec, inst.saved_names) if self.inc.dec is not None else None
-        out = Outcome(plan=plan, status=status, objective_s=self.objective,
+        # the model's value when a MILP solve gave one, else the search's own objective:
+        # the simulated step of the plan returned
+        objective = self.objective if self.objective is not None or plan is None else U
+        out = Outcome(plan=plan, status=status, objective_s=objective,
                       lower_bound_s=lower, info=self.info)
         if "min_budget_bytes" in self.info:  # stated here: no bisection in BaseSolver.solve
             out.min_budget_bytes = self.info["min_budget_bytes"]
@@ -770,7 +776,11 @@ def _model(solver: MILP, st: _Search) -> bool | None:
             break
         if sol.status != "optimal":
             break          # the time limit stopped the backend: its bound is final
-        stale = 0 if (st.uncertified.get("model_milp"), inc.step_s) != before else stale + 1
+        # Patience applies once a plan runs: before, each solve cuts one more decision
+        # vector the evaluator refused (the model does not see every runtime rule, e.g. a
+        # host pinned-memory limit), and stopping could only end in "timeout".
+        stale = (0 if inc.dec is None
+                 or (st.uncertified.get("model_milp"), inc.step_s) != before else stale + 1)
         if patience is not None and stale >= patience:
             entry["stopped"] = f"{patience} solves without a better bound or plan"
             break
