@@ -470,10 +470,10 @@ def test_each_bound_says_where_it_comes_from() -> None:
     assert bound_source(1.01, 1.0, True) == "certified"
     assert bound_source(1.01, 1.0, False) == "solver-reported"
 
-    df = compare([TINY], ["keep_all", "slackswap", _Bounded(), _Certified()], [1.0, 0.5],
+    df = compare([TINY], ["keep-all", "slackswap", _Bounded(), _Certified()], [1.0, 0.5],
                  progress=False)
     src = {(r.solver, r.budget_fraction): r.bound_source for r in df.itertuples()}
-    assert src[("keep_all", 1.0)] == src[("keep_all", 0.5)] == "T* (trivial)"
+    assert src[("keep-all", 1.0)] == src[("keep-all", 0.5)] == "T* (trivial)"
     assert src[("slackswap", 1.0)] == "T* (trivial)" and src[("slackswap", 0.5)] is None
     assert src[("bounded_test", 0.5)] == "solver-reported"
     assert src[("certified_test", 0.5)] == "certified"
@@ -510,7 +510,7 @@ def test_a_store_of_schema_2_gains_the_bound_source(tmp_path: Path) -> None:
     con.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
     con.commit()
     con.close()
-    df = compare([TINY], [_Certified(), "keep_all"], [0.5], store=store, progress=False)
+    df = compare([TINY], [_Certified(), "keep-all"], [0.5], store=store, progress=False)
     assert df.attrs == {"runs_from_store": 1, "runs_now": 1}
     assert df["bound_source"].tolist() == [None, "T* (trivial)"]
     assert set(df["best_bound_source"]) == {"solver-reported"}

@@ -206,7 +206,7 @@ def test_quality_title_counts_what_it_draws_and_legend_has_only_drawn_solvers(ta
     plan; feasible but without the quality's value); solvers and instances without a
     point are not in the legends."""
     half = table[table["budget_fraction"] == 0.5].reset_index(drop=True)
-    assert not half[half["solver"] == "keep_all"]["feasible"].any()  # keep-all: over M
+    assert not half[half["solver"] == "keep-all"]["feasible"].any()  # keep-all: over M
     feasible = half["feasible"].astype(bool)
     n_feas = int(feasible.sum())
     assert 0 < n_feas < len(half)
@@ -219,7 +219,7 @@ def test_quality_title_counts_what_it_draws_and_legend_has_only_drawn_solvers(ta
     solvers = [t.get_text() for t in legends[0].get_texts()]
     assert solvers == [s for s in ("checkpoint", "slackswap")
                        if half[(half["solver"] == s) & feasible].shape[0]]
-    assert "keep_all" not in solvers
+    assert "keep-all" not in solvers
     # feasible runs without the value asked for (e.g. no lower bound: not barrier-free)
     nob = half.copy()
     nob.loc[nob["solver"] == "checkpoint", "gap_to_bound"] = float("nan")
