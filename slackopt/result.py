@@ -98,4 +98,41 @@ def bound_error(info: dict[str, Any], lower_bound_s: float, step_time_s: float) 
     return True
 
 
-__all__ = ["OPTIMAL_REL_TOL", "PLAN_STATUSES", "STATUSES", "SolveResult", "bound_error"]
+def proven_status(info: dict[str, Any], lower_bound_s: float,
+                  step_time_s: float) -> str | None:
+    """The status word a plan that runs in T with a lower bound L earns; the one rule of
+    :meth:`slackopt.solverbase.BaseSolver.solve` and :func:`slackopt.solve`'s start plan.
+
+    - L above T (or not a number): a proven error of the bound (:func:`bound_error`
+      records it): returns None, the caller drops the bound; the plan is "feasible".
+    - L <= 0 < T: valid but it proves no relative gap: ``info["bound_note"]`` says so and
+      None is returned (the bound is dropped, "feasible").
+    - Else "optimal" when (T - L) / L <= :data:`OPTIMAL_REL_TOL` (or T = L = 0), and
+      "bounded" otherwise; ``info["gap"]`` = (T - L) / L (0 when T = L = 0).
+
+    Args:
+        info: the result's info dict (changed in place).
+        lower_bound_s: L (s).
+        step_time_s: T (s), the simulated step of the plan, which runs under the budget.
+
+    Returns:
+        "optimal", "bounded", or None (drop the bound; the status is "feasible").
+    """
+    L, T = float(lower_bound_s), float(step_time_s)
+    if not L <= T:  # NaN included
+        bound_error(info, L, T)
+        return None
+    if L <= 0.0:
+        if T <= 0.0:  # T = L = 0: nothing runs, nothing can be faster
+            info["gap"] = 0.0
+            return "optimal"
+        info.pop("gap", None)
+        info["bound_note"] = (f"a lower bound of {L:g} s proves no gap for a step of {T:g} s "
+                              "(not above 0): dropped")
+        return None
+    info["gap"] = (T - L) / L
+    return "optimal" if info["gap"] <= OPTIMAL_REL_TOL else "bounded"
+
+
+__all__ = ["OPTIMAL_REL_TOL", "PLAN_STATUSES", "STATUSES", "SolveResult", "bound_error",
+           "proven_status"]

@@ -77,7 +77,7 @@ from slackopt.bisection import smallest_true
 from slackopt.errors import SolverError
 from slackopt.instance import Instance
 from slackopt.plan import Plan
-from slackopt.result import OPTIMAL_REL_TOL, PLAN_STATUSES, STATUSES, SolveResult, bound_error
+from slackopt.result import PLAN_STATUSES, STATUSES, SolveResult, proven_status
 from slackopt.simulate import Evaluation, simulate
 
 MIN_BUDGET_REL_TOL = 0.005
@@ -423,24 +423,21 @@ class BaseSolver:
 
     @staticmethod
     def _proven(instance: Instance, M: int, out: Outcome, info: dict[str, Any]) -> str:
-        """The status word a plan with a lower bound L earns (slackopt.result.SolveResult):
-        "optimal" if its simulated step T has (T - L) / L <= OPTIMAL_REL_TOL, else
-        "bounded" with ``info["gap"]`` = (T - L) / L; "infeasible" if it does not fit.
-
-        A bound above T proves the solver wrong (T is the step of a plan under the
-        evaluator's semantics, which define the problem): the bound is dropped
-        (``out.lower_bound_s = None``), recorded in ``info["bound_error"]`` and the
-        status is "feasible", never a clamped gap or "optimal"."""
+        """The status word a plan with a lower bound L earns, by
+        :func:`slackopt.result.proven_status`: "optimal" if its simulated step T has
+        (T - L) / L <= OPTIMAL_REL_TOL, else "bounded" with ``info["gap"]``; "infeasible"
+        if it does not fit. A bound above T proves the solver wrong (recorded in
+        ``info["bound_error"]``) and a bound <= 0 < T proves no gap: either is dropped
+        (``out.lower_bound_s = None``) and the status is "feasible", never a clamped gap
+        or "optimal"."""
         ev = out.evaluation or simulate(instance, out.plan, M)  # type: ignore[arg-type]
         if not ev.feasible:
             return "infeasible"
-        L = float(out.lower_bound_s)  # type: ignore[arg-type]
-        T = float(ev.step_time_s)
-        if bound_error(info, L, T):
+        status = proven_status(info, out.lower_bound_s, ev.step_time_s)  # type: ignore[arg-type]
+        if status is None:
             out.lower_bound_s = None
             return "feasible"
-        info["gap"] = (T - L) / L if L > 0 else 0.0
-        return "optimal" if info["gap"] <= OPTIMAL_REL_TOL else "bounded"
+        return status
 
     def solve(self, instance: Instance, budget_bytes: int, *, time_limit_s: float | None = None,
               seed: int | None = None) -> SolveResult:

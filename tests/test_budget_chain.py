@@ -11,6 +11,7 @@ slower), drawn from the whole instance language (tests/strategies.py).
 from __future__ import annotations
 
 import json
+import math
 import random
 
 import numpy as np
@@ -191,26 +192,89 @@ def test_cli_solve_start_plan(tmp_path):
     assert doc["evaluation"]["step_time_s"] == 19 and doc["info"]["start_plan"]["taken"]
 
 
-# ------------------------------------------------------------ the evaluator property
-@settings(max_examples=60, deadline=None, derandomize=True, database=None,
+# ------------------------------------------------ what the rule can and cannot promise
+def test_a_larger_budget_can_slow_a_fixed_plan_down():
+    """Why the rule is about the carried plan, not the smaller budget's step (docs/model.md,
+    "Invariants"): t3 (20 MB, f3 [0, 1], read by b6) and t9 (11 MB, f6, read by b7), both
+    swapped; f6 has a 100 B workspace; link 40 MB/s, duplex 0.1; b6 1 s, b7 0 s.
+
+    M1 = 20,000,000 B: f6 waits for t3's D2H (1-1.5), runs 1.5-2.5; t9's D2H 2.5-2.775;
+    t3's prefetch waits for it (31 MB > M1), 2.775-3.275; b6 3.275-4.275; t9's prefetch
+    4.275-4.55; b7 at 4.55: T = 4.55 s.
+    M2 = 31,000,100 B: f6 runs 1-2 beside t3's D2H; at 2 t9's D2H and t3's prefetch run
+    together at 0.1 x 40 MB/s: t9's ends at 4.75 (11 MB), t3's moves its last 9 MB at full
+    rate, 4.75-4.975; b6 4.975-5.975; t9's prefetch 4.975-5.25; T = 5.975 s."""
+    ops = [Op("f3", "fwd", 1.0), Op("f6", "fwd", 1.0, workspace_bytes=100),
+           Op("b6", "bwd", 1.0), Op("b7", "bwd", 0.0)]
+    tensors = [Tensor(name="t3", size_bytes=20_000_000, producer="f3", readers=("b6",)),
+               Tensor(name="t9", size_bytes=11_000_000, producer="f6", readers=("b7",))]
+    inst = Instance(name="duplex", ops=ops, tensors=tensors,
+                    link=Link(name="slow", bytes_per_s=40e6, duplex_factor=0.1,
+                              copy_latency_s=0.0))
+    plan = Plan.from_mapping(inst, {"t3": "swap", "t9": "swap"})
+    small, large = simulate(inst, plan, 20_000_000), simulate(inst, plan, 31_000_100)
+    assert small.step_time_s == pytest.approx(4.55, abs=1e-12)
+    assert large.step_time_s == pytest.approx(5.975, abs=1e-12)
+    # solve_budgets carries the smaller plan: the larger budget's result is that plan (no
+    # other plan is faster there) and it says it is slower than the smaller budget's.
+    res = slackopt.solve_budgets(inst, _Fixed({"t3": "swap", "t9": "swap"}),
+                                 ["20000000B", "31000100B"])
+    assert res[1].evaluation.step_time_s == pytest.approx(5.975, abs=1e-12)
+    chain = res[1].info["budget_chain"]
+    assert chain["smaller_budget_bytes"] == 20_000_000
+    assert chain["smaller_budget_step_s"] == pytest.approx(4.55, abs=1e-12)
+    assert chain["carried_plan_step_s"] == pytest.approx(5.975, abs=1e-12)
+
+
+def _random_solver() -> BaseSolver:
+    """Returns a random plan drawn from the budget (deterministic), often a bad one."""
+
+    class RandomPlans(BaseSolver):
+        name = "random-plans"
+        min_budget_search = False
+
+        def plan(self, instance, budget_bytes, run):
+            rnd = random.Random(budget_bytes)
+            dec = [rnd.choice((0, 1, 2)) if np.isfinite(instance.c[i]) else rnd.choice((0, 1))
+                   for i in range(instance.n_saved)]
+            return Plan(np.array(dec, dtype=np.int8), instance.saved_names)
+
+    return RandomPlans()
+
+
+@settings(max_examples=40, deadline=None, derandomize=True, database=None,
           suppress_health_check=list(HealthCheck))
 @given(data=st.data())
-def test_a_larger_budget_never_slows_a_fixed_plan(data):
-    """The evaluator property the rule leans on, on the whole instance language: a plan
-    that runs under M1 runs under every M2 >= M1, in no more time (barrier-free runtime).
-    Not proven (the H2D admission and the eviction of prefetched tensors depend on M);
-    a counterexample fails here with the instance, plan and both budgets."""
+def test_the_chain_rule_on_generated_instances(data):
+    """On the whole instance language (tests/strategies.py), a solver of random plans and
+    three budgets: every result is no slower than each smaller budget's result plan
+    re-simulated under its budget, and ``budget_chain`` is set exactly where the result
+    is slower than a smaller budget's (or runs no plan while one did)."""
     inst = data.draw(instances(max_saved=5)).lowered
-    m1 = data.draw(budgets(inst))
-    rnd = random.Random(data.draw(st.integers(0, 2**32 - 1)))
-    for _ in range(4):
-        dec = [rnd.choice((0, 1, 2)) if np.isfinite(inst.c[i]) else rnd.choice((0, 1))
-               for i in range(inst.n_saved)]
-        plan = Plan(np.array(dec, dtype=np.int8), inst.saved_names)
-        e1 = simulate(inst, plan, m1)
-        if not e1.feasible:
-            continue
-        for m2 in sorted({m1 + 1, m1 + max(1, m1 // 50), m1 + max(1, m1 // 5), 2 * m1 + 1}):
-            e2 = simulate(inst, plan, m2)
-            assert e2.feasible, (inst.name, dec, m1, m2)
-            assert e2.step_time_s <= e1.step_time_s, (inst.name, dec, m1, m2)
+    ms = sorted({data.draw(budgets(inst)) for _ in range(3)})
+    res = slackopt.solve_budgets(inst, _random_solver(), [f"{m}B" for m in ms])
+    steps = [r.evaluation.step_time_s if r.evaluation is not None and r.evaluation.feasible
+             else math.inf for r in res]
+    for j, (m2, r2) in enumerate(zip(ms, res, strict=True)):
+        for r1 in res[:j]:
+            if r1.plan is None or not r1.evaluation.feasible:
+                continue
+            carried = simulate(inst, r1.plan, m2)
+            if carried.feasible:
+                assert steps[j] <= carried.step_time_s
+        slower = any(s < steps[j] for s in steps[:j])
+        assert ("budget_chain" in r2.info) == slower, (ms, steps)
+
+
+@pytest.mark.parametrize("bound", [0.0, -1.0, float("nan")])
+def test_a_bound_that_proves_nothing_never_gives_optimal(bound):
+    """slackopt.result.proven_status: a bound <= 0 below a positive step proves no gap and
+    NaN is no bound: dropped ("feasible"), never "optimal" with gap 0, for the solver's own
+    plan and for a taken start plan alike."""
+    inst = prefetch_instance()
+    res = slackopt.solve(inst, _Fixed(SWAP_X, bound=bound), 110)
+    assert res.status == "feasible" and res.lower_bound_s is None and "gap" not in res.info
+    res = slackopt.solve(inst, _Fixed(SWAP_BOTH, bound=bound), 110,
+                         start_plan=Plan.from_mapping(inst, SWAP_X))
+    assert res.info["start_plan"]["taken"]
+    assert res.status == "feasible" and res.lower_bound_s is None and "gap" not in res.info

@@ -22,7 +22,7 @@ import pytest
 
 torch = pytest.importorskip("torch")  # import guard only: CI installs torch
 
-import torch_models  # noqa: E402,F401  (imported once: factories below load it by name)
+from tests import torch_models  # noqa: E402,F401  (imported once: factories load it by name)
 
 from slackopt import io  # noqa: E402
 from slackopt.cli import main  # noqa: E402
@@ -34,7 +34,7 @@ from slackopt.profile import (  # noqa: E402
 )
 
 ROOT = Path(__file__).resolve().parents[1]
-MODELS = "torch_models"  # by module name: the real and the fake profile name one class
+MODELS = "tests.torch_models"  # by module name: the real and the fake profile name one class
 HF = Path(__file__).parent / "data" / "hf"
 
 

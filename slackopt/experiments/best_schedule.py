@@ -50,7 +50,6 @@ import math
 import time
 from dataclasses import dataclass
 
-from slackopt.interruptible import cpsat_sigint_off, interruptible
 from slackopt.experiments.schedule import (
     Schedule,
     ScheduleCheck,
@@ -60,6 +59,7 @@ from slackopt.experiments.schedule import (
     runtime_schedule,
 )
 from slackopt.instance import Instance
+from slackopt.interruptible import cpsat_sigint_off, interruptible
 from slackopt.plan import RECOMP, SWAP, Plan
 from slackopt.simulate._tasks import TaskList, _static
 from slackopt.simulate.rules import copy_time
