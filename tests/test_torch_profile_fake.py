@@ -22,8 +22,6 @@ import pytest
 
 torch = pytest.importorskip("torch")  # import guard only: CI installs torch
 
-from tests import torch_models  # noqa: E402,F401  (imported once: factories load it by name)
-
 from slackopt import io  # noqa: E402
 from slackopt.cli import main  # noqa: E402
 from slackopt.profile import (  # noqa: E402
@@ -32,6 +30,7 @@ from slackopt.profile import (  # noqa: E402
     profile_factory,
     profile_step,
 )
+from tests import torch_models  # noqa: E402,F401  (imported once: factories load it by name)
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = "tests.torch_models"  # by module name: the real and the fake profile name one class
