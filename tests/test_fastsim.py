@@ -52,7 +52,7 @@ def test_engines_agree_where_the_runtime_rules_fire(name):
     at budgets from nothing to twice the peak."""
     import itertools
 
-    import test_runtime_rules as rules
+    from tests import test_runtime_rules as rules
 
     inst = (rules.claim_instance(name == "claim_a_first") if name.startswith("claim")
             else getattr(rules, name)())
@@ -67,7 +67,7 @@ def test_engines_agree_where_the_runtime_rules_fire(name):
 def test_engines_agree_on_alternating_plans_of_chain16_on_pcie3():
     """The issue's case (lagging D2Hs, dropped D2Hs, H2Ds past copies still in flight), at
     budgets where memory binds and where it does not."""
-    import test_runtime_rules as rules
+    from tests import test_runtime_rules as rules
 
     inst, plan = rules._chain16_alternating()
     flipped = Plan((1 - plan.decisions).astype(np.int8), inst.saved_names)
