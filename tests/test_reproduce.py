@@ -117,7 +117,7 @@ def test_an_interrupted_reproduce_says_which_files_it_kept(tmp_path, capsys, mon
     kept"; Ctrl-C inside compiled code arrives wrapped in a SystemError."""
     import os
 
-    import slackopt.reproduce as rep
+    import slackopt.experiments.reproduce as rep
     from slackopt.cli import main
 
     (tmp_path / "notes.txt").write_text("mine")
