@@ -15,6 +15,17 @@ layer is prefetched one layer ahead and its layer waits for it". Pinned here:
   is later, and the next layer starts only after every D2H queued for this layer has
   ended. The device copy is freed once its D2H and its forward readers are done, as in
   the barrier-free runtime.
+- **Offloads stay in the forward pass** (vDNN offloads during forward propagation and
+  prefetches during backward propagation, never the other way round): a swapped tensor
+  that no forward op reads and whose producer is in the last forward layer (the layer
+  after it would be a backward one) is an offloaded input of that last forward layer.
+  Its D2H is queued when its producer ends and the first backward layer starts only once
+  it has ended, so every D2H has ended, and every swapped tensor is on the host, before
+  the backward pass starts; a tensor is therefore never gated at one barrier both by its
+  D2H and by its prefetch. (Offloading it with the first backward layer would put a D2H
+  and an H2D of one tensor behind the same barrier; the engine used to count that gate
+  twice and release it once, and raised "internal: ... waits for a copy that is not
+  queued" or "... blocked with memory to spare".)
 - **Prefetch**: a backward layer is *offloaded* if it holds the first need of some swapped
   tensor (its fetch set). When a backward layer starts, the runtime queues the H2D copies
   of its own fetch set if they were not queued yet and of the next offloaded layer in
@@ -85,7 +96,8 @@ class LayerBarriers(Engine):
             if d != SWAP or st.s[t] == 0:
                 continue
             fwd_readers = [i for i in reader_idx[t].tolist() if i < st.n_fwd]
-            i = fwd_readers[0] if fwd_readers else st.prod[t] + 1
+            # No forward reader: the layer after the producer, but never a backward one.
+            i = fwd_readers[0] if fwd_readers else min(st.prod[t] + 1, st.n_fwd - 1)
             self.offload_run[t] = op_layer[i]
             self.offload_at[op_layer[i]].append(t)
         self.produced = [False] * len(dec)
