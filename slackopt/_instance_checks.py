@@ -156,6 +156,9 @@ def _first_index(names: list[Any], ok: np.ndarray) -> tuple[dict[str, int], np.n
 
 def _repeats(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(whether each key occurs again earlier, whether it occurs more than once)."""
+    k = np.sort(keys)
+    if not (k[1:] == k[:-1]).any():  # (a plain sort is quicker to rule repeats out)
+        return np.zeros(len(keys), dtype=bool), np.zeros(len(keys), dtype=bool)
     order = np.argsort(keys, kind="stable")
     k = keys[order]
     same = k[1:] == k[:-1]
