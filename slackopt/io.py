@@ -191,7 +191,7 @@ def _objects_schema(schema: dict[str, Any], cls: type, optional: Sequence[str] =
     """The core schema that validates what TypedDict `schema` validates but builds a `cls`
     (Op, Tensor, Recipe) in pydantic-core, with every field required except `optional`
     (which take `cls`'s defaults). Lists become tuples; the field checks are those of
-    `schema`, so a value error reads the same on both."""
+    `schema`, so a type error reads the same on both."""
     fields = []
     for name in (f.name for f in dataclasses.fields(cls)):
         sub = _tuples(schema["fields"][name]["schema"])

@@ -573,10 +573,10 @@ def test_link_extremes_control_characters_and_repeated_recipe_ops(tmp_path: Path
 
 
 def test_files_without_optional_fields_load_like_full_ones(tmp_path: Path, inst: Instance) -> None:
-    """save_instance writes every field (the fast schema, objects built by pydantic-core);
-    a file without the optional fields, or with ``"storage": null``, goes through the
-    general schema: the same Instance either way, and a bad value beside a missing
-    optional field is reported as the general schema reports it (no extra problem)."""
+    """save_instance writes every field (the one load path, objects built by
+    pydantic-core); a file without the optional fields, or with ``"storage": null``, goes
+    through the exact path: the same Instance either way, and a bad value beside a missing
+    optional field is reported once (no extra problem)."""
     full = io.instance_to_dict(inst)
     sparse = json.loads(json.dumps(full))
     for o in sparse["ops"]:
