@@ -50,6 +50,7 @@ _FIX_STORAGE = ("name the base tensor that owns the storage (produced no later t
                 "view, in the same pass), or null")
 _FIX_MUTATED = "list forward ops that read the tensor after its producer"
 _PHASE_NO = {p: i for i, p in enumerate(PHASES)}
+_QUOTED_PHASES = ", ".join(f"'{p}'" for p in PHASES)
 
 
 # ----------------------------------------------------------------------------- predicates
@@ -264,8 +265,8 @@ def check_ops(ops: Sequence[Op]) -> tuple[dict[str, int], np.ndarray]:
             f"op #{i}: name must be a non-empty printable string, got {ops[i].name!r}",
             f"ops[{i}].name", _FIX_LABEL)),
         _Check(~dup, _at, err("name", "duplicate op name", "give every op a unique name")),
-        _Check(ph >= 0, _at, err("phase", "phase '{op.phase}' is not one of "
-                                 + ", ".join(PHASES), f"use one of {', '.join(PHASES)}")),
+        _Check(ph >= 0, _at, err("phase", "phase '{op.phase}' is not one of " + _QUOTED_PHASES,
+                                 f"use one of {_QUOTED_PHASES}")),
         _Check(ph >= prev, _at, lambda i: InstanceError(
             f"op '{ops[i].name}': phase '{ops[i].phase}' after a '{PHASES[prev[i]]}' op",
             f"ops[{i}].phase", "list all forward ops, then all backward ops, then "

@@ -135,7 +135,7 @@ class OpModel(TypedDict):
 
     __pydantic_config__ = _STRICT  # type: ignore[misc]
     name: str
-    phase: Literal["fwd", "bwd", "rebuild"]
+    phase: str
     duration_s: float
     layer: NotRequired[int]
     kind: NotRequired[str]
