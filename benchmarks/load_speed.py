@@ -17,10 +17,10 @@ this ran on is shared, so single runs swing):
   (the loader's own memory), divided by the file size;
 - bad first / bad last: the same file with the first or the last tensor's ``size_bytes``
   made negative; the time until the error naming ``tensors[0].size_bytes`` or
-  ``tensors[N].size_bytes``. The loader validates the file in one pass that stops at the
-  first bad op or tensor, but the JSON text is parsed whole before the lists are checked
-  (pydantic-core parses, then validates): an early bad field saves the checks and the
-  building of everything after it, not the parse.
+  ``tensors[N].size_bytes``. The schema checks only structure, so a negative size is
+  found by the Instance's checks, which run over the whole built file (each rule once,
+  in bulk) and name the first bad item: a bad value saves the derived arrays, not the
+  parse or the building, wherever it is.
 
 Prints one markdown table. Wall clock on the machine that runs it (noisy on a shared
 machine); nothing here is asserted by tests.

@@ -62,7 +62,6 @@ Extensions of docs/model.md ("Instance") that real training steps need:
 from __future__ import annotations
 
 import math
-import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -71,32 +70,25 @@ from typing import Any
 import networkx as nx
 import numpy as np
 
+from slackopt._instance_checks import (
+    MAX_BYTES,
+    MAX_DURATION_S,
+    MIN_BANDWIDTH,
+    PHASES,
+    RNG_REGEN_KIND,
+    RNG_STATE_CATEGORY,
+    TensorIndex,
+    check_link,
+    check_ops,
+    check_recipes,
+    check_storage_and_mutation,
+    check_tensors,
+    check_total,
+    is_int,
+    is_real,
+)
 from slackopt.errors import InstanceError
 from slackopt.hardware import Link
-
-PHASES = ("fwd", "bwd", "rebuild")
-RNG_REGEN_KIND = "rng_regen"
-"""Op kind of an op that regenerates random numbers from saved RNG state."""
-RNG_STATE_CATEGORY = "rng_state"
-"""Tensor category of saved RNG state (8 bytes per random op)."""
-MAX_BYTES = 2**53
-"""Largest size (bytes) of one tensor, workspace or transient: exact in float64 copies."""
-MAX_DURATION_S = 1e9
-"""Largest duration (s) of one op: keeps every sum of times finite."""
-MIN_BANDWIDTH = 1e-3
-"""Smallest link bandwidth (B/s): a copy of MAX_BYTES then lasts < 1e19 s, finite."""
-
-# Fixes shared by several checks (InstanceError's ``fix``).
-_FIX_LABEL = "use a non-empty name of printable characters"
-_FIX_BYTES = "use a whole number of bytes >= 0"
-_FIX_VALUE = "use a finite value >= 0"
-_FIX_READERS = "list only scheduled ops that run after the producer, each once"
-_FIX_RECIPE_OPS = ("list forward or rebuild-only ops that exist and run no later than the "
-                   "producer")
-_FIX_RECIPE_INPUTS = "read only saved tensors produced no later than this one"
-_FIX_STORAGE = ("name the base tensor that owns the storage (produced no later than the "
-                "view, in the same pass), or null")
-_FIX_MUTATED = "list forward ops that read the tensor after its producer"
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,202 +168,6 @@ class Tensor:
     mutated_by: tuple[str, ...] = ()
 
 
-def _is_int(x: Any) -> bool:
-    return isinstance(x, (int, np.integer)) and not isinstance(x, bool)
-
-
-def _is_real(x: Any) -> bool:
-    return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool)
-
-
-def _is_size(x: Any) -> bool:
-    return _is_int(x) and 0 <= x <= MAX_BYTES
-
-
-def _is_name(x: Any) -> bool:
-    return isinstance(x, str) and bool(x) and x.isprintable()
-
-
-def _names(x: Any) -> bool:
-    return isinstance(x, (tuple, list)) and all(isinstance(v, str) for v in x)
-
-
-def _printable_names(names: list[Any]) -> bool:
-    """All plain non-empty printable strings (checked in bulk)."""
-    return _all_of_types(names, str) and all(names) and "".join(names).isprintable()
-
-
-def _all_of_types(xs: list[Any], *types_: type) -> bool:
-    """Whether every element's type is exactly one of `types_` (subclasses such as bool
-    for int do not count); one pass in C."""
-    return set(map(type, xs)) <= set(types_)
-
-
-def _unique_index(names: list[Any], labels: list[Any]) -> dict[str, int] | None:
-    """name -> position if the names are unique and names and labels (kinds, categories)
-    are all printable non-empty strings; else None."""
-    if not _printable_names(names) or not _printable_names(labels):
-        return None
-    index = dict(zip(names, range(len(names)), strict=True))
-    return index if len(index) == len(names) else None
-
-
-def _positions(index: Mapping[str, int], names: list[str]) -> np.ndarray | None:
-    """``index[n]`` for each of `names` (int64 array, one lookup pass in C); None if one
-    is missing."""
-    if not names:
-        return np.zeros(0, dtype=np.int64)
-    try:
-        got = operator.itemgetter(*names)(index)
-    except (KeyError, TypeError):
-        return None
-    return np.array(got if len(names) > 1 else (got,), dtype=np.int64)
-
-
-def _has_repeats(keys: np.ndarray) -> bool:
-    """Whether some value occurs twice in int array `keys`."""
-    k = np.sort(keys)
-    return bool((k[1:] == k[:-1]).any())
-
-
-def _ops_pass_bulk_checks(ops: Sequence[Op]) -> tuple[dict[str, int], int] | None:
-    """(name -> index, scheduled count) if every op passes the per-op checks of
-    :meth:`Instance._validate_and_index`, tested in bulk on plain Python types; None if
-    any may fail (then the per-op loop finds it and names it)."""
-    index = _unique_index([op.name for op in ops], [op.kind for op in ops])
-    if index is None:
-        return None
-    phases = [op.phase for op in ops]
-    n_fwd, n_bwd = phases.count("fwd"), phases.count("bwd")
-    n_sched = n_fwd + n_bwd
-    if phases != ["fwd"] * n_fwd + ["bwd"] * n_bwd + ["rebuild"] * (len(ops) - n_sched):
-        return None
-    durs = [op.duration_s for op in ops]
-    flops = [op.flops for op in ops]
-    ws = [op.workspace_bytes for op in ops]
-    if not (_all_of_types(durs, int, float) and _all_of_types(flops, int, float)
-            and _all_of_types(ws, int)):
-        return None
-    # sums are finite only without NaN or infinities (min/max skip a NaN)
-    if ops and not (math.isfinite(sum(durs)) and math.isfinite(sum(flops))
-                    and 0 <= min(durs) and max(durs) <= MAX_DURATION_S and min(flops) >= 0
-                    and 0 <= min(ws) and max(ws) <= MAX_BYTES):
-        return None
-    return index, n_sched
-
-
-def _tensors_pass_bulk_checks(
-        tensors: Sequence[Tensor], op_index: Mapping[str, int], n_sched: int,
-) -> tuple[dict[str, int], np.ndarray, np.ndarray, np.ndarray] | None:
-    """(name -> index, producer index per tensor, reader indices of all tensors one
-    after the other, reader count per tensor) if every tensor passes the per-tensor checks
-    of :meth:`Instance._validate_and_index` (names, sizes, categories, list fields,
-    producer and readers), tested in bulk; None if any may fail (the per-tensor loop
-    names it)."""
-    index = _unique_index([t.name for t in tensors], [t.category for t in tensors])
-    if index is None:
-        return None
-    sizes = [t.size_bytes for t in tensors]
-    if not _all_of_types(sizes, int) or (sizes and not (0 <= min(sizes)
-                                                                 and max(sizes) <= MAX_BYTES)):
-        return None
-    if not _all_of_types([t.readers for t in tensors], tuple):
-        return None
-    readers = [r for t in tensors for r in t.readers]
-    if not _all_of_types(readers, str):
-        return None
-    recipes = [t.recipe for t in tensors if t.recipe is not None]
-    if not (_all_of_types([r.ops for r in recipes], tuple)
-            and _all_of_types([r.inputs for r in recipes], tuple)
-            and _all_of_types([x for r in recipes for x in r.ops], str)
-            and _all_of_types([x for r in recipes for x in r.inputs], str)):
-        return None
-    # producer and readers: scheduled ops, readers after the producer, none twice (in bulk)
-    prod = _positions(op_index, [t.producer for t in tensors])
-    flat = _positions(op_index, readers)
-    if prod is None or flat is None:
-        return None
-    counts = np.array([len(t.readers) for t in tensors], dtype=np.int64)
-    if (prod >= n_sched).any() or (flat >= n_sched).any() \
-            or (flat <= np.repeat(prod, counts)).any():
-        return None
-    key = np.repeat(np.arange(len(tensors), dtype=np.int64), counts) * (n_sched + 1) + flat
-    if _has_repeats(key):
-        return None
-    return index, prod, flat, counts
-
-
-def _recipes_pass_bulk_checks(
-        tensors: Sequence[Tensor], saved: np.ndarray, prod: np.ndarray, saved_mask: np.ndarray,
-        op_index: Mapping[str, int], t_index: Mapping[str, int], op_is_bwd: np.ndarray,
-        op_dur: np.ndarray, op_ws: np.ndarray,
-) -> tuple[list[tuple[int, ...]], list[tuple[int, ...]], np.ndarray, np.ndarray,
-           np.ndarray] | None:
-    """(recipe ops, recipe inputs as saved positions, c, transient bytes, workspace bytes)
-    per saved tensor, as the recipe loop of :meth:`Instance._validate_and_index` computes
-    them, if every recipe of a saved tensor passes that loop's checks, tested in bulk
-    (numpy over all recipe ops and inputs at once); None if any may fail, and then the
-    loop names the problem. For instances without in-place mutation, never-recompute ops
-    or ``rng_capture = False`` only (the loop handles those). c is each recipe's op
-    durations added left to right, as the loop adds them."""
-    ns = len(saved)
-    recs = [tensors[j].recipe for j in saved.tolist()]
-    has = [r is not None for r in recs]
-    mine = [r for r in recs if r is not None]
-    n_ops_of = np.array([len(r.ops) for r in mine], dtype=np.int64)
-    n_in_of = np.array([len(r.inputs) for r in mine], dtype=np.int64)
-    tb = [r.transient_bytes for r in mine]
-    if (n_ops_of == 0).any() or not _all_of_types(tb, int) \
-            or (tb and not (0 <= min(tb) and max(tb) <= MAX_BYTES)):
-        return None
-    k_of = np.flatnonzero(np.array(has, dtype=bool))  # saved position of each recipe
-    pk = prod[saved[k_of]]                             # its producer
-    q = _positions(op_index, [o for r in mine for o in r.ops])
-    x = _positions(t_index, [v for r in mine for v in r.inputs])
-    if q is None or x is None:
-        return None  # a recipe op or input that does not exist
-    owner = np.repeat(np.arange(len(mine), dtype=np.int64), n_ops_of)
-    if op_is_bwd[q].any() or (q > np.repeat(pk, n_ops_of)).any():
-        return None  # backward or (not mutating) after the producer
-    if _has_repeats(owner * (len(op_is_bwd) + 1) + q):
-        return None  # an op listed twice
-    ntens = len(tensors)
-    xo = np.repeat(np.arange(len(mine), dtype=np.int64), n_in_of)
-    if (x == saved[k_of][xo]).any() or not saved_mask[x].all() \
-            or (prod[x] > pk[xo]).any():
-        return None
-    pos = np.full(ntens, -1, dtype=np.int64)
-    pos[saved] = np.arange(ns, dtype=np.int64)
-    # per saved position: tuples of op indices and input positions, () without a recipe
-    none_t: tuple[int, ...] = ()
-    ops_l, ins_l = [none_t] * ns, [none_t] * ns
-    ql, xl = q.tolist(), pos[x].tolist()
-    a = b = 0
-    for k, no, ni in zip(k_of.tolist(), n_ops_of.tolist(), n_in_of.tolist(), strict=True):
-        ops_l[k] = tuple(ql[a:a + no])
-        ins_l[k] = tuple(xl[b:b + ni])
-        a += no
-        b += ni
-    # c: durations added left to right, one recipe-op column at a time (adding 0.0 to a
-    # finished sum leaves it unchanged)
-    width = int(n_ops_of.max()) if len(mine) else 0
-    col = np.arange(len(q)) - np.repeat(np.cumsum(n_ops_of) - n_ops_of, n_ops_of)
-    grid = np.zeros((width, len(mine)))
-    grid[col, owner] = op_dur[q]
-    c = np.full(ns, np.inf)
-    csum = np.zeros(len(mine))
-    for row in grid:
-        csum += row
-    c[k_of] = csum
-    ws = np.zeros(ns, dtype=np.int64)
-    if len(mine):
-        starts = np.cumsum(n_ops_of) - n_ops_of
-        ws[k_of] = np.maximum.reduceat(op_ws[q], starts)
-    transient = np.zeros(ns, dtype=np.int64)
-    transient[k_of] = tb
-    return ops_l, ins_l, c, transient, ws
-
-
 class Instance:
     """One profiled training iteration under one host link. Immutable once built.
 
@@ -428,7 +224,7 @@ class Instance:
             raise InstanceError(f"rng_capture must be true or false, got {rng_capture!r}",
                                 "rng_capture", "write true or false")
         self.rng_capture = bool(rng_capture)
-        if host_memory_bytes is not None and not (_is_int(host_memory_bytes)
+        if host_memory_bytes is not None and not (is_int(host_memory_bytes)
                                                   and 0 <= host_memory_bytes <= 2**62):
             raise InstanceError(f"host_memory_bytes must be null (unlimited) or an integer "
                                 f"number of bytes in [0, 2**62], got {host_memory_bytes!r}",
@@ -444,352 +240,107 @@ class Instance:
 
     # ------------------------------------------------------------------ building
     def _validate_and_index(self) -> None:
+        """Check the instance, each rule once (:mod:`slackopt._instance_checks`), in the
+        order a reader meets the fields (link, ops, tensors, views and in-place
+        mutation, recipes), and derive its arrays; raises InstanceError."""
         ops, tensors = self.ops, self.tensors
-        link = self.link
-        if not _is_name(link.name):
-            raise InstanceError(f"link: name must be a non-empty printable string, got "
-                                f"{link.name!r}", "link.name", _FIX_LABEL)
-        for key in ("d2h_bytes_per_s", "h2d_bytes_per_s"):
-            w = getattr(link, key)
-            if not (_is_real(w) and math.isfinite(w) and w >= MIN_BANDWIDTH):
-                raise InstanceError(f"link '{link.name}': bandwidth {key} must be a finite "
-                                    f"number >= {MIN_BANDWIDTH:g} B/s, got {w!r}",
-                                    f"link.{key}",
-                                    f"use a finite bandwidth >= {MIN_BANDWIDTH:g} (bytes/s)")
-        if not (_is_real(link.duplex_factor) and 0 < link.duplex_factor <= 1):
-            raise InstanceError(f"link '{link.name}': duplex_factor must be in (0, 1], got "
-                                f"{link.duplex_factor!r}", "link.duplex_factor",
-                                "use a value in (0, 1]: 1 for full duplex")
-        if not (_is_real(link.copy_latency_s) and math.isfinite(link.copy_latency_s)
-                and 0 <= link.copy_latency_s <= MAX_DURATION_S):
-            raise InstanceError(f"link '{link.name}': copy_latency_s must be finite, >= 0 and "
-                                f"<= {MAX_DURATION_S:g} s, got {link.copy_latency_s!r}",
-                                "link.copy_latency_s", "use a value in the allowed range")
-
-        fast = _ops_pass_bulk_checks(ops)
-        if fast is not None:  # every op is valid: skip the loop that names the bad one
-            op_index, n_sched = fast
-            self._op_index = op_index
-            self.n_ops = n_sched
-        op_index = {} if fast is None else op_index
-        last_phase = 0
-        n_sched = 0 if fast is None else n_sched
-        for i, op in enumerate(ops if fast is None else ()):
-            at = f"ops[{i}]"
-            if not _is_name(op.name):
-                raise InstanceError(f"op #{i}: name must be a non-empty printable string, "
-                                    f"got {op.name!r}", f"{at}.name", _FIX_LABEL)
-            if op.name in op_index:
-                raise InstanceError(f"op '{op.name}': duplicate op name", f"{at}.name",
-                                    "give every op a unique name")
-            if op.phase not in PHASES:
-                raise InstanceError(
-                    f"op '{op.name}': phase '{op.phase}' is not one of {', '.join(PHASES)}",
-                    f"{at}.phase", f"use one of {', '.join(PHASES)}")
-            ph = PHASES.index(op.phase)
-            if ph < last_phase:
-                raise InstanceError(
-                    f"op '{op.name}': phase '{op.phase}' after a '{PHASES[last_phase]}' op",
-                    f"{at}.phase", "list all forward ops, then all backward ops, then "
-                    "rebuild-only ops")
-            last_phase = ph
-            if not (_is_real(op.duration_s) and math.isfinite(op.duration_s)
-                    and 0 <= op.duration_s <= MAX_DURATION_S):
-                raise InstanceError(
-                    f"op '{op.name}': duration_s must be finite, >= 0 and <= {MAX_DURATION_S:g}"
-                    f" s, got {op.duration_s!r}", f"{at}.duration_s", _FIX_VALUE)
-            if not _is_size(op.workspace_bytes):
-                raise InstanceError(
-                    f"op '{op.name}': workspace_bytes must be an integer in [0, 2**53], "
-                    f"got {op.workspace_bytes!r}", f"{at}.workspace_bytes", _FIX_BYTES)
-            if not _is_name(op.kind):
-                raise InstanceError(f"op '{op.name}': kind must be a non-empty printable "
-                                    f"string, got {op.kind!r}", f"{at}.kind", _FIX_LABEL)
-            if not (_is_real(op.flops) and math.isfinite(op.flops) and op.flops >= 0):
-                raise InstanceError(f"op '{op.name}': flops must be finite and >= 0, got "
-                                    f"{op.flops!r}", f"{at}.flops", _FIX_VALUE)
-            op_index[op.name] = i
-            if op.phase != "rebuild":
-                n_sched += 1
-        self._op_index = op_index
-        self.n_ops = n_sched
-
-        t_fast = _tensors_pass_bulk_checks(tensors, op_index, n_sched)
-        t_index: dict[str, int] = {} if t_fast is None else t_fast[0]
-        for j, t in enumerate(tensors if t_fast is None else ()):
-            at = f"tensors[{j}]"
-            if not _is_name(t.name):
-                raise InstanceError(f"tensor #{j}: name must be a non-empty printable string, "
-                                    f"got {t.name!r}", f"{at}.name", _FIX_LABEL)
-            if t.name in t_index:
-                raise InstanceError(f"tensor '{t.name}': duplicate tensor name", f"{at}.name",
-                                    "give every tensor a unique name")
-            t_index[t.name] = j
-            if not _is_size(t.size_bytes):
-                raise InstanceError(
-                    f"tensor '{t.name}': size_bytes must be an integer in [0, 2**53], "
-                    f"got {t.size_bytes!r}", f"{at}.size_bytes", _FIX_BYTES)
-            if not _is_name(t.category):
-                raise InstanceError(f"tensor '{t.name}': category must be a non-empty "
-                                    f"printable string, got {t.category!r}", f"{at}.category",
-                                    _FIX_LABEL)
-            if not _names(t.readers):
-                raise InstanceError(
-                    f"tensor '{t.name}': readers must be a list of op names, got {t.readers!r}",
-                    f"{at}.readers", _FIX_READERS)
-            if t.recipe is not None and not (_names(t.recipe.ops) and _names(t.recipe.inputs)):
-                raise InstanceError(
-                    f"tensor '{t.name}': recipe ops and inputs must be lists of names",
-                    f"{at}.recipe", "list op names in 'ops' and tensor names in 'inputs'")
-            p = op_index.get(t.producer)
-            if p is None:
-                raise InstanceError(f"tensor '{t.name}': producer op '{t.producer}' does not "
-                                    "exist", f"{at}.producer",
-                                    "name a forward or backward op listed in 'ops'")
-            if p >= n_sched:
-                raise InstanceError(
-                    f"tensor '{t.name}': producer '{t.producer}' is a rebuild-only op",
-                    f"{at}.producer", "a tensor must be produced by a scheduled op: name a "
-                    "forward or backward op")
-            seen = set()
-            for k, rd in enumerate(t.readers):
-                q = op_index.get(rd)
-                where = f"{at}.readers[{k}]"
-                if q is None:
-                    raise InstanceError(f"tensor '{t.name}': reader op '{rd}' does not exist",
-                                        where, _FIX_READERS)
-                if q >= n_sched:
-                    raise InstanceError(
-                        f"tensor '{t.name}': reader '{rd}' is a rebuild-only op", where,
-                        "list it in the recipe of the tensor it rebuilds instead")
-                if q <= p:
-                    raise InstanceError(
-                        f"tensor '{t.name}': reader '{rd}' runs before or at its producer "
-                        f"'{t.producer}'", where, "readers must come after the producer: "
-                        + _FIX_READERS)
-                if rd in seen:
-                    raise InstanceError(f"tensor '{t.name}': reader '{rd}' listed twice", where,
-                                        _FIX_READERS)
-                seen.add(rd)
-        self._t_index = t_index
+        check_link(self.link)
+        self._op_index, ph = check_ops(ops)
+        self.n_ops = n_sched = int(np.count_nonzero(ph < 2))
+        ti = check_tensors(tensors, self._op_index, n_sched)
+        self._t_index = ti.index
         # views and in-place mutation (list.count finds whether any, in C)
         self._any_view = [t.storage for t in tensors].count(None) != len(tensors)
         self._any_mutated = [t.mutated_by for t in tensors].count(()) != len(tensors)
-        for j, t in enumerate(tensors if self._any_view or self._any_mutated else ()):
-            if t.storage is not None or t.mutated_by != ():
-                self._check_storage_and_mutation(j, t)
-        total = sum(map(int, [t.size_bytes for t in tensors])) + sum(
-            map(int, [op.workspace_bytes for op in ops]))
-        if total > 2**62:
-            raise InstanceError(f"the tensors and workspaces add up to {total} B, more than "
-                                "2**62 B", "tensors",
-                                "give sizes in bytes, not bits or elements")
-
+        if self._any_view or self._any_mutated:
+            check_storage_and_mutation(tensors, ops, self._op_index, ti.index)
+        check_total(tensors, ops)
         # The op graph (producer -> reader) is acyclic by construction: every reader was
         # checked to run after its producer. It is built on first use (self.graph).
         self._graph: nx.DiGraph | None = None
+        self._index_schedule(ph[:n_sched] == 1)
+        per_tensor = self._index_tensors(ti)
+        rec = check_recipes(tensors, ops, self.saved, ti.prod, self.is_saved, self._op_index,
+                            ti.index, ph, self.rng_capture)
+        self.recipe_ops, self.recipe_inputs = rec.ops, rec.inputs
+        self.recipe_transient, self.recipe_workspace = rec.transient, rec.workspace
+        self._blockers = rec.blockers
+        # Inputs are produced no later than the tensor they rebuild, and a tensor cannot
+        # read itself; recipes of tensors of one producer may still read each other.
+        self._check_recipe_cycles(ti.prod[self.saved])
+        self._derive_saved(rec.c, *per_tensor)
+        self._derive_profiles()
 
-        # Ideal schedule.
-        dur = np.array([op.duration_s for op in ops[:n_sched]], dtype=np.float64)
+    def _index_schedule(self, is_bwd: np.ndarray) -> None:
+        """The ideal schedule of the scheduled ops (`is_bwd`: which are backward ops)."""
+        n_sched = len(is_bwd)
+        dur = np.array([op.duration_s for op in self.ops[:n_sched]], dtype=np.float64)
         end = np.cumsum(dur)
-        start = end - dur
         self.durations_s = dur
-        self.start_s, self.end_s = start, end
-        phases = np.array([op.phase == "bwd" for op in ops[:n_sched]], dtype=bool)
-        self.is_bwd = phases
-        n_fwd = int(np.count_nonzero(~phases))
-        self.n_fwd = n_fwd
+        self.start_s, self.end_s = end - dur, end
+        self.is_bwd = is_bwd
+        self.n_fwd = n_fwd = int(np.count_nonzero(~is_bwd))
         self.forward_time_s = float(end[n_fwd - 1]) if n_fwd else 0.0
         self.ideal_time_s = float(end[-1]) if n_sched else 0.0
 
-        # Per-tensor schedule indices.
+    def _index_tensors(self, ti: TensorIndex) -> tuple[np.ndarray, np.ndarray, np.ndarray,
+                                                        list[np.ndarray]]:
+        """Per-tensor schedule positions and the saved tensors (production order).
+
+        Returns:
+            (last forward use, first and last backward use (-1: none), reader indices in
+            schedule order) per tensor.
+        """
+        tensors, n_fwd = self.tensors, self.n_fwd
         nt = len(tensors)
-        last = np.empty(nt, dtype=np.int64)
-        last_fwd = np.empty(nt, dtype=np.int64)
-        first_bwd = np.full(nt, -1, dtype=np.int64)
-        last_bwd = np.full(nt, -1, dtype=np.int64)
+        prod, flat, counts = ti.prod, ti.flat, ti.counts
         size = np.empty(nt, dtype=np.int64)
         size[:] = [t.size_bytes for t in tensors]
-        if t_fast is not None:  # computed by the bulk checks
-            prod, flat, counts = t_fast[1:]
-        else:
-            prod = np.array([op_index[t.producer] for t in tensors], dtype=np.int64)
-            counts = np.fromiter((len(t.readers) for t in tensors), dtype=np.int64, count=nt)
-            flat = np.fromiter((op_index[x] for t in tensors for x in t.readers),
-                               dtype=np.int64, count=int(counts.sum()))
         owner = np.repeat(np.arange(nt, dtype=np.int64), counts)
         order = np.lexsort((flat, owner))  # by tensor, then schedule position
         flat, owner = flat[order], owner[order]
         ends = np.cumsum(counts).tolist()
-        reader_idx: list[np.ndarray] = [flat[a:b] for a, b in zip([0, *ends], ends,
-                                                                   strict=False)]
-        last[:] = prod
+        reader_idx = [flat[a:b] for a, b in zip([0, *ends], ends, strict=False)]
+        last = prod.copy()
         np.maximum.at(last, owner, flat)
-        last_fwd[:] = prod
+        last_fwd = prod.copy()
         fw = flat < n_fwd
         np.maximum.at(last_fwd, owner[fw], flat[fw])
         big = np.iinfo(np.int64).max
         fb = np.full(nt, big, dtype=np.int64)
         np.minimum.at(fb, owner[~fw], flat[~fw])
-        first_bwd[:] = np.where(fb == big, -1, fb)
+        first_bwd = np.where(fb == big, -1, fb)
+        last_bwd = np.full(nt, -1, dtype=np.int64)
         np.maximum.at(last_bwd, owner[~fw], flat[~fw])
         self.tensor_producer_idx = prod
         self.tensor_last_reader_idx = last
         self.tensor_size = size
-
         saved_mask = (first_bwd >= 0) & (prod < n_fwd)
         saved = np.flatnonzero(saved_mask)
-        saved = saved[np.argsort(prod[saved], kind="stable")]
-        self.saved = saved
-        self.saved_names: tuple[str, ...] = tuple(tensors[j].name for j in saved)
+        self.saved = saved[np.argsort(prod[saved], kind="stable")]
+        self.saved_names: tuple[str, ...] = tuple(tensors[j].name for j in self.saved)
         self._saved_pos = {name: k for k, name in enumerate(self.saved_names)}
         self.is_saved = saved_mask
+        return last_fwd, first_bwd, last_bwd, reader_idx
 
-        # Recipes: in bulk when every one passes; else the loop names the first problem
-        # (per-op fields and masks as plain lists there: indexing numpy scalars one at a
-        # time in this loop would cost more than the checks).
-        self._blockers: dict[int, str] = {}  # saved position -> why c = inf (recipe given)
-        any_never = any(op.never_recompute for op in ops)
-        bulk = None
-        if not (any_never or self._any_mutated) and self.rng_capture:  # else: the loop
-            bulk = _recipes_pass_bulk_checks(
-                tensors, saved, prod, saved_mask, op_index, t_index,
-                np.array([op.phase == "bwd" for op in ops], dtype=bool),
-                np.array([op.duration_s for op in ops], dtype=np.float64),
-                np.array([op.workspace_bytes for op in ops], dtype=np.int64))
-        c_list = [math.inf] * len(saved)
-        self.recipe_inputs: list[tuple[int, ...]] = []  # saved positions of recipe inputs
-        self.recipe_ops: list[tuple[int, ...]] = []
-        transient = [0] * len(saved)
-        workspace = [0] * len(saved)
-        op_phase = [op.phase for op in ops]
-        op_dur = [op.duration_s for op in ops]
-        op_ws = [op.workspace_bytes for op in ops]
-        prod_list, saved_list = prod.tolist(), saved_mask.tolist()
-        saved_pos = self._saved_pos
-        no_inputs: tuple[int, ...] = ()
-        for k, j in enumerate(saved.tolist() if bulk is None else ()):
-            t = tensors[j]
-            rec = t.recipe
-            if rec is None:
-                self.recipe_inputs.append(no_inputs)
-                self.recipe_ops.append(no_inputs)
-                continue
-            at = f"tensors[{j}].recipe"
-            if not rec.ops:
-                raise InstanceError(f"tensor '{t.name}': recipe has no ops", at,
-                                    "give the recipe at least one op, or null if the tensor "
-                                    "cannot be rebuilt")
-            dup = len(rec.ops) > 1 and len(set(rec.ops)) != len(rec.ops)
-            pj = prod_list[j]
-            idx = []
-            for n, o in enumerate(rec.ops):
-                if dup and rec.ops.count(o) > 1:
-                    raise InstanceError(f"tensor '{t.name}': recipe lists op '{o}' more than "
-                                        "once", f"{at}.ops[{rec.ops.index(o, n + 1)}]",
-                                        "list each op the recipe re-runs once")
-                q = op_index.get(o)
-                if q is None:
-                    raise InstanceError(f"tensor '{t.name}': recipe op '{o}' does not exist",
-                                        f"{at}.ops[{n}]", _FIX_RECIPE_OPS)
-                if op_phase[q] == "bwd":
-                    raise InstanceError(
-                        f"tensor '{t.name}': recipe op '{o}' is a backward op",
-                        f"{at}.ops[{n}]", "recipes re-run forward or rebuild-only ops: "
-                        + _FIX_RECIPE_OPS)
-                if op_phase[q] == "fwd" and q > pj and o not in t.mutated_by:
-                    raise InstanceError(
-                        f"tensor '{t.name}': recipe op '{o}' runs after the producer "
-                        f"'{t.producer}' in the forward pass; it cannot help rebuild it",
-                        f"{at}.ops[{n}]", _FIX_RECIPE_OPS)
-                idx.append(q)
-            for u in t.mutated_by:
-                if u not in rec.ops:
-                    raise InstanceError(
-                        f"tensor '{t.name}': recipe misses op '{u}', which mutates the tensor "
-                        f"in place after its producer '{t.producer}', so the recipe would "
-                        "rebuild the pre-mutation value", f"{at}.ops",
-                        "add the op to the recipe, or drop the recipe")
-            ins = []
-            for n, x in enumerate(rec.inputs):
-                where = f"{at}.inputs[{n}]"
-                jj = t_index.get(x)
-                if jj is None:
-                    raise InstanceError(f"tensor '{t.name}': recipe input '{x}' does not exist",
-                                        where, _FIX_RECIPE_INPUTS)
-                if x == t.name:
-                    raise InstanceError(f"tensor '{t.name}': recipe reads the tensor it "
-                                        "rebuilds", where,
-                                        "remove the tensor itself from its recipe inputs")
-                if not saved_list[jj]:
-                    raise InstanceError(
-                        f"tensor '{t.name}': recipe input '{x}' is not a saved tensor, so it "
-                        "is gone by the backward pass", where,
-                        "rebuild from saved tensors only: " + _FIX_RECIPE_INPUTS)
-                if prod_list[jj] > pj:
-                    raise InstanceError(
-                        f"tensor '{t.name}': recipe input '{x}' is produced after it", where,
-                        _FIX_RECIPE_INPUTS)
-                ins.append(saved_pos[x])
-            tb = rec.transient_bytes
-            if not (type(tb) is int and 0 <= tb <= MAX_BYTES) and not _is_size(tb):
-                raise InstanceError(
-                    f"tensor '{t.name}': recipe transient_bytes must be an integer in "
-                    f"[0, 2**53], got {tb!r}", f"{at}.transient_bytes", _FIX_BYTES)
-            self.recipe_inputs.append(tuple(ins))
-            self.recipe_ops.append(tuple(idx))
-            transient[k] = tb
-            workspace[k] = max([op_ws[q] for q in idx])
-            blocker = None
-            if any_never:
-                blocker = next((f"its recipe runs never-recompute op '{ops[q].name}'"
-                                for q in idx if ops[q].never_recompute), None)
-            if blocker is None and not self.rng_capture:
-                blocker = next((f"its recipe runs op '{ops[q].name}', which needs saved RNG "
-                                "state, and the instance has rng_capture = false (RNG state "
-                                "cannot be saved)"
-                                for q in idx
-                                if ops[q].random or ops[q].kind == RNG_REGEN_KIND), None)
-                if blocker is None:
-                    blocker = next((f"its recipe reads RNG state '{x}' and the instance has "
-                                    "rng_capture = false (RNG state cannot be saved)"
-                                    for x in rec.inputs
-                                    if tensors[t_index[x]].category == RNG_STATE_CATEGORY),
-                                   None)
-            if blocker is None:
-                ck = 0.0
-                for q in idx:  # left to right, as the bulk checks add
-                    ck += op_dur[q]
-                c_list[k] = ck
-            else:
-                self._blockers[k] = blocker
-        if bulk is None:
-            c = np.array(c_list, dtype=np.float64)
-            self.recipe_transient: np.ndarray = np.array(transient, dtype=np.int64)
-            self.recipe_workspace: np.ndarray = np.array(workspace, dtype=np.int64)
-        else:
-            self.recipe_ops, self.recipe_inputs, c, self.recipe_transient, \
-                self.recipe_workspace = bulk
-        # A recipe whose inputs chain back to an unrebuildable-through-recipe cycle cannot
-        # happen: inputs are produced no later than the tensor, and a tensor cannot read
-        # itself; equal production (two outputs of one op) is acyclic unless mutual.
-        self._check_recipe_cycles(prod[saved])
-
-        sv = saved
+    def _derive_saved(self, c: np.ndarray, last_fwd: np.ndarray, first_bwd: np.ndarray,
+                      last_bwd: np.ndarray, reader_idx: list[np.ndarray]) -> None:
+        """s, r, d, c, rho and the schedule positions of the saved tensors (arguments: per
+        tensor, from :meth:`_index_tensors`; c per saved position)."""
+        sv, prod = self.saved, self.tensor_producer_idx
         # Ready: the op after which a saved tensor holds its final forward value (its
         # producer, or its last in-place mutation): r and the D2H of a swap start there.
         ready = prod[sv].copy()
         for k, j in enumerate(sv.tolist() if self._any_mutated else ()):
-            for u in tensors[j].mutated_by:
-                ready[k] = max(ready[k], op_index[u])
+            for u in self.tensors[j].mutated_by:
+                ready[k] = max(ready[k], self._op_index[u])
         self.saved_ready_idx = ready
-        self.s = size[sv].copy()
-        self.r = end[ready] if sv.size else np.zeros(0)
-        self.d = start[first_bwd[sv]] if sv.size else np.zeros(0)
+        self.s = self.tensor_size[sv].copy()
+        self.r = self.end_s[ready] if sv.size else np.zeros(0)
+        self.d = self.start_s[first_bwd[sv]] if sv.size else np.zeros(0)
         self.c = c
         with np.errstate(divide="ignore", invalid="ignore"):
-            rho = np.where(self.s > 0, c / np.maximum(self.s, 1), np.inf)
-        self.rho = rho
+            self.rho = np.where(self.s > 0, c / np.maximum(self.s, 1), np.inf)
         self.saved_prod_idx = prod[sv]
         self.saved_last_fwd_idx = last_fwd[sv]
         self.saved_first_bwd_idx = first_bwd[sv]
@@ -797,16 +348,21 @@ class Instance:
         self.saved_reader_idx = [reader_idx[j] for j in sv]
         for arr in (self.s, self.r, self.d, self.c, self.rho, self.durations_s, self.start_s,
                     self.end_s, self.saved, self.tensor_size, self.tensor_producer_idx,
-                    self.tensor_last_reader_idx, self.is_bwd, self.is_saved, self.recipe_transient,
-                    self.recipe_workspace, self.saved_prod_idx, self.saved_ready_idx,
-                    self.saved_last_fwd_idx,
-                    self.saved_first_bwd_idx, self.saved_last_bwd_idx):
+                    self.tensor_last_reader_idx, self.is_bwd, self.is_saved,
+                    self.recipe_transient, self.recipe_workspace, self.saved_prod_idx,
+                    self.saved_ready_idx, self.saved_last_fwd_idx, self.saved_first_bwd_idx,
+                    self.saved_last_bwd_idx):
             arr.flags.writeable = False
 
-        # Memory profile of everything that is not a saved tensor (plan-independent):
-        # non-saved tensors from producer start to last reader end, plus workspaces.
+    def _derive_profiles(self) -> None:
+        """The memory profile of everything that is not a saved tensor (plan-independent:
+        non-saved tensors from producer start to last reader end, plus workspaces), the
+        keep-all profile, P and A."""
+        n_sched, sv = self.n_ops, self.saved
+        prod, last, size = (self.tensor_producer_idx, self.tensor_last_reader_idx,
+                            self.tensor_size)
         delta = np.zeros(n_sched + 1, dtype=np.int64)
-        ns = np.flatnonzero(~saved_mask)
+        ns = np.flatnonzero(~self.is_saved)
         np.add.at(delta, prod[ns], size[ns])
         np.add.at(delta, last[ns] + 1, -size[ns])
         static = np.cumsum(delta[:-1])
@@ -814,13 +370,11 @@ class Instance:
         np.add.at(self.static_alloc, prod[ns], size[ns])
         self.static_free = np.zeros(n_sched, dtype=np.int64)
         np.add.at(self.static_free, last[ns], size[ns])
-        ws = np.array([op.workspace_bytes for op in ops[:n_sched]], dtype=np.int64)
-        self.workspace = ws
-        self.static_profile = static + ws
+        self.workspace = np.array([op.workspace_bytes for op in self.ops[:n_sched]],
+                                  dtype=np.int64)
+        self.static_profile = static + self.workspace
         for arr in (self.static_alloc, self.static_free, self.workspace, self.static_profile):
             arr.flags.writeable = False
-
-        # Keep-all profile and peak.
         kd = np.zeros(n_sched + 1, dtype=np.int64)
         np.add.at(kd, prod[sv], size[sv])
         np.add.at(kd, last[sv] + 1, -size[sv])
@@ -829,58 +383,6 @@ class Instance:
         self.keep_all_profile = keep_prof
         self.P = int(keep_prof.max()) if n_sched else 0
         self.A = int(self.s.sum())
-
-    def _check_storage_and_mutation(self, j: int, t: Tensor) -> None:
-        """Validate ``t.storage`` and ``t.mutated_by`` of tensor `t` = ``tensors[j]``
-        (indices already built)."""
-        ops, op_index = self.ops, self._op_index
-        at = f"tensors[{j}]"
-        if t.storage is not None:
-            where = f"{at}.storage"
-            if not isinstance(t.storage, str):
-                raise InstanceError(f"tensor '{t.name}': storage must be a tensor name or "
-                                    f"null, got {t.storage!r}", where, _FIX_STORAGE)
-            b = self._t_index.get(t.storage)
-            if b is None:
-                raise InstanceError(f"tensor '{t.name}': storage '{t.storage}' does not "
-                                    "exist", where, "name the base tensor whose storage it "
-                                    "views, or null")
-            if t.storage == t.name:
-                raise InstanceError(f"tensor '{t.name}': storage names the tensor itself",
-                                    where, "use null for a tensor that owns its storage")
-            base = self.tensors[b]
-            if base.storage is not None:
-                raise InstanceError(
-                    f"tensor '{t.name}': storage '{t.storage}' is itself a view of "
-                    f"'{base.storage}'", where, f"name the base '{base.storage}' directly")
-            pv, pb = op_index[t.producer], op_index[base.producer]
-            if pv < pb:
-                raise InstanceError(
-                    f"tensor '{t.name}': storage '{t.storage}' is produced by "
-                    f"'{base.producer}', after the view's producer '{t.producer}'; a view "
-                    "is produced no earlier than its base", where, _FIX_STORAGE)
-            if ops[pv].phase != ops[pb].phase:
-                raise InstanceError(
-                    f"tensor '{t.name}': storage '{t.storage}' is produced in the "
-                    f"{ops[pb].phase} pass but the view in the {ops[pv].phase} pass", where,
-                    "list the op that makes the view among the readers of the base instead")
-        if not _names(t.mutated_by):
-            raise InstanceError(f"tensor '{t.name}': mutated_by must be a list of op names, "
-                                f"got {t.mutated_by!r}", f"{at}.mutated_by", _FIX_MUTATED)
-        p = op_index[t.producer]
-        for n, u in enumerate(t.mutated_by):
-            where = f"{at}.mutated_by[{n}]"
-            q = op_index.get(u)
-            if q is None:
-                raise InstanceError(f"tensor '{t.name}': mutated_by op '{u}' does not exist",
-                                    where, _FIX_MUTATED)
-            if ops[q].phase != "fwd" or q <= p:
-                raise InstanceError(
-                    f"tensor '{t.name}': mutated_by op '{u}' must be a forward op that runs "
-                    f"after the producer '{t.producer}'", where, _FIX_MUTATED)
-            if u not in t.readers:
-                raise InstanceError(f"tensor '{t.name}': mutated_by op '{u}' is not one of its "
-                                    "readers", where, "list it among the readers too")
 
     def _lower(self) -> None:
         """Build :attr:`lowered` (storage groups merged into their base) and the maps."""
@@ -1153,7 +655,7 @@ def parse_budget(budget: float | int | str) -> tuple[str, float]:
             raise BudgetError(f"budget '{budget}' is more than {MAX_FRACTION:g} x P; give a "
                               "size with a unit (11.5GB) if you mean bytes")
         return "fraction", frac
-    if isinstance(budget, bool) or not _is_real(budget):
+    if isinstance(budget, bool) or not is_real(budget):
         raise BudgetError(f"budget {budget!r} must be a number or a string: {BUDGET_FORMS}")
     if not math.isfinite(budget) or budget < 0:
         raise BudgetError(f"budget {budget!r} must be finite and >= 0")
@@ -1222,4 +724,5 @@ MAX_FRACTION = 10.0
 """Largest budget accepted as a fraction of P."""
 
 
-__all__ = ["Op", "Recipe", "Tensor", "Instance", "budget_bytes", "parse_budget", "PHASES"]
+__all__ = ["Op", "Recipe", "Tensor", "Instance", "budget_bytes", "parse_budget", "PHASES",
+           "MAX_BYTES", "MAX_DURATION_S", "MIN_BANDWIDTH", "RNG_REGEN_KIND", "RNG_STATE_CATEGORY"]

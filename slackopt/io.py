@@ -47,8 +47,9 @@ Two file formats, both JSON objects that start with ``"format"`` and ``"schema_v
   that splits a storage is refused naming both views.
 
 Files are JSON only (never pickle or eval). Loading checks the structure with pydantic
-models (unknown fields, wrong types, NaN/Infinity, negative sizes are refused), then the
-meaning through :class:`~slackopt.instance.Instance` and :class:`~slackopt.plan.Plan`;
+models (missing and unknown fields, wrong types, NaN/Infinity are refused), then the
+meaning (sizes, durations, references, ...) once, through
+:class:`~slackopt.instance.Instance` and :class:`~slackopt.plan.Plan`;
 every failure is a :class:`~slackopt.errors.FileFormatError` that names the file, the
 field (``tensors[12].size_bytes``) and a fix (for a problem of meaning, the field and fix
 that the :class:`~slackopt.errors.InstanceError` carries). Writing is deterministic
@@ -105,15 +106,13 @@ class _Strict(BaseModel):
     model_config = ConfigDict(strict=True, extra="forbid", allow_inf_nan=False, frozen=True)
 
 
-Name = Annotated[str, Field(min_length=1)]
-NonNegInt = Annotated[int, Field(ge=0)]
-NonNegFloat = Annotated[float, Field(ge=0)]
-
-
 # Instance files are validated as TypedDicts (plain dicts out, no model objects: a file
 # of 150k layers has about a million fields), with the same strict rules as the models.
-# Absent optional fields stay absent; the defaults are those of Op, Tensor, Recipe and
-# Link. Lists fail fast: the first bad op or tensor ends the validation.
+# The schema checks structure only: the fields present, none unknown, each of its JSON
+# type (whole numbers for bytes, strings for names); what the values mean (sizes >= 0,
+# names that resolve, bandwidths > 0) is checked once, by Instance. Absent optional
+# fields stay absent; the defaults are those of Op, Tensor, Recipe and Link. Lists fail
+# fast: the first op or tensor of the wrong structure ends the validation.
 _STRICT = ConfigDict(strict=True, extra="forbid", allow_inf_nan=False)
 
 
@@ -124,24 +123,24 @@ class LinkModel(TypedDict):
 
     __pydantic_config__ = _STRICT  # type: ignore[misc]
     name: str
-    bytes_per_s: NotRequired[Annotated[float, Field(gt=0)]]
-    d2h_bytes_per_s: NotRequired[Annotated[float, Field(gt=0)]]
-    h2d_bytes_per_s: NotRequired[Annotated[float, Field(gt=0)]]
-    duplex_factor: NotRequired[Annotated[float, Field(gt=0, le=1)]]
-    copy_latency_s: NotRequired[NonNegFloat]
+    bytes_per_s: NotRequired[float]
+    d2h_bytes_per_s: NotRequired[float]
+    h2d_bytes_per_s: NotRequired[float]
+    duplex_factor: NotRequired[float]
+    copy_latency_s: NotRequired[float]
 
 
 class OpModel(TypedDict):
     """``ops[i]``: one operator."""
 
     __pydantic_config__ = _STRICT  # type: ignore[misc]
-    name: Name
-    phase: Literal["fwd", "bwd", "rebuild"]
-    duration_s: NonNegFloat
+    name: str
+    phase: str
+    duration_s: float
     layer: NotRequired[int]
     kind: NotRequired[str]
-    workspace_bytes: NotRequired[NonNegInt]
-    flops: NotRequired[NonNegFloat]
+    workspace_bytes: NotRequired[int]
+    flops: NotRequired[float]
     never_recompute: NotRequired[bool]
     random: NotRequired[bool]
 
@@ -150,23 +149,23 @@ class RecipeModel(TypedDict):
     """``tensors[j].recipe``: how to rebuild a dropped tensor."""
 
     __pydantic_config__ = _STRICT  # type: ignore[misc]
-    ops: list[Name]
-    inputs: NotRequired[list[Name]]
-    transient_bytes: NotRequired[NonNegInt]
+    ops: list[str]
+    inputs: NotRequired[list[str]]
+    transient_bytes: NotRequired[int]
 
 
 class TensorModel(TypedDict):
     """``tensors[j]``: one tensor."""
 
     __pydantic_config__ = _STRICT  # type: ignore[misc]
-    name: Name
-    size_bytes: NonNegInt
-    producer: Name
-    readers: NotRequired[list[Name]]
+    name: str
+    size_bytes: int
+    producer: str
+    readers: NotRequired[list[str]]
     recipe: NotRequired[RecipeModel | None]
     category: NotRequired[str]
-    storage: NotRequired[Name | None]
-    mutated_by: NotRequired[list[Name]]
+    storage: NotRequired[str | None]
+    mutated_by: NotRequired[list[str]]
 
 
 class InstanceFileModel(TypedDict):
@@ -179,7 +178,7 @@ class InstanceFileModel(TypedDict):
     name: str
     link: LinkModel
     rng_capture: NotRequired[bool]
-    host_memory_bytes: NotRequired[NonNegInt | None]
+    host_memory_bytes: NotRequired[int | None]
     ops: Annotated[list[OpModel], Field(fail_fast=True)]
     tensors: Annotated[list[TensorModel], Field(fail_fast=True)]
     meta: NotRequired[dict[str, Any]]
@@ -192,7 +191,7 @@ def _objects_schema(schema: dict[str, Any], cls: type, optional: Sequence[str] =
     """The core schema that validates what TypedDict `schema` validates but builds a `cls`
     (Op, Tensor, Recipe) in pydantic-core, with every field required except `optional`
     (which take `cls`'s defaults). Lists become tuples; the field checks are those of
-    `schema`, so a value error reads the same on both."""
+    `schema`, so a type error reads the same on both."""
     fields = []
     for name in (f.name for f in dataclasses.fields(cls)):
         sub = _tuples(schema["fields"][name]["schema"])
@@ -225,7 +224,7 @@ def _fast_instance_schema() -> SchemaValidator:
     and recipe field present but ``storage`` and ``mutated_by``) that builds Op, Tensor and
     Recipe objects in pydantic-core: the top level is :class:`InstanceFileModel`'s, the
     items' checks are those of OpModel and TensorModel. A file it refuses for a missing
-    field or its structure is read by the general schema."""
+    field or its structure goes to the error path of :func:`load_instance`."""
     top = copy.deepcopy(_INSTANCE_SCHEMA.core_schema)
     for key, cls, optional in (("ops", Op, ()), ("tensors", Tensor, _FAST_OPTIONAL)):
         lst = top["fields"][key]["schema"]
@@ -234,12 +233,6 @@ def _fast_instance_schema() -> SchemaValidator:
 
 
 _FAST_SCHEMA = _fast_instance_schema()
-_VALUE_ERRORS = frozenset({
-    "int_type", "int_from_float", "int_parsing", "float_type", "float_parsing", "string_type",
-    "bool_type", "bool_parsing", "literal_error", "greater_than_equal", "greater_than",
-    "less_than_equal", "less_than", "string_too_short", "finite_number"})
-"""Error types of one field's value, which the fast and the general schemas report alike
-(same field checks); any other refusal of the fast schema goes to the general one."""
 
 
 class PlanFileModel(_Strict):
@@ -487,9 +480,7 @@ _FIXES = {
     "model_type": "write a JSON object {...}",
     "literal_error": "use one of the values listed",
     "greater_than_equal": "use a value >= 0",
-    "greater_than": "use a value > 0",
     "less_than_equal": "use a smaller value",
-    "string_too_short": "use a non-empty name",
 }
 
 
@@ -789,17 +780,15 @@ def save_instance(instance: Instance, path: PathLike, *, overwrite: bool = False
 def load_instance(path: PathLike) -> Instance:
     """Read an instance file.
 
-    Fast path, for files as :func:`save_instance` writes them: pydantic-core parses the
-    bytes and checks them against the schema in one pass, building the Op, Tensor and
-    Recipe objects itself (no intermediate dicts; the first bad op or tensor ends the
-    pass, but the JSON text is parsed whole first); then the checks that this parser
-    does not make (repeated keys, ``meta``'s values) and the Instance's own checks run on
-    the result. A value refused by the schema is reported at once (one more parse of the
-    file finds the item's name). A file that lacks optional fields or is refused for its
-    structure is read by the general schema (TypedDicts, objects built in Python); one
-    whose JSON text, escapes or repeated keys these parsers may read differently from
-    Python's is read by the exact path (Python's JSON parser and a full walk), which
-    names the first problem. Every message names the file, the field (carried by the
+    One load path, for files as :func:`save_instance` writes them: pydantic-core parses
+    the bytes and checks their structure in one pass, building the Op, Tensor and Recipe
+    objects itself (no intermediate dicts); then the checks this parser does not make
+    (repeated keys, ``meta``'s values) and the Instance's checks of meaning run on the
+    result. Everything else takes the exact path (Python's JSON parser, a full walk, the
+    schema, then :func:`instance_from_dict`): a file the schema refuses (which the exact
+    path then names), a file that leaves optional fields out, and one whose JSON text,
+    escapes or repeated keys pydantic-core may read differently from Python's. Every
+    message names the file, the field (carried by the
     :class:`~slackopt.errors.InstanceError` for a problem of meaning) and the fix.
     ``python benchmarks/load_speed.py`` measures MB/s, peak memory and how soon a bad
     field is reported.
@@ -837,13 +826,11 @@ def _load_instance(path: PathLike) -> Instance:
     data = _read_bytes(path)
     try:
         m = _FAST_SCHEMA.validate_json(data)
-    except ValidationError as e:
-        if any(err["type"] not in _VALUE_ERRORS for err in e.errors(include_url=False)):
-            return _load_general(source, data)  # (it may be a missing optional field)
-        return _schema_refusal(source, data, e)
+    except ValidationError:  # (or an optional field left out)
+        return _refusal(source, data)
     keys = data.count(b'":')  # (asked by both checks)
-    if not (_escape_free(data, keys) and _no_repeated_keys(data, m, fast=True, keys=keys)):
-        return _load_general(source, data)  # or "storage": null, "mutated_by": []
+    if not (_escape_free(data, keys) and _no_repeated_keys(data, m, keys)):
+        return _load_exact(source)  # or "storage": null, "mutated_by": []
     del data  # memory: the bytes are no longer needed
     if "meta" in m:
         m["meta"] = _normalize(m["meta"], source, ("meta",))
@@ -853,42 +840,30 @@ def _load_instance(path: PathLike) -> Instance:
         raise _file_error(source, e) from None
 
 
-def _schema_refusal(source: str, data: bytes, e: ValidationError) -> Instance:
-    """Raise the FileFormatError of the schema's refusal `e` of `data`: the first
-    problem, with the item's name; a file whose JSON text or escapes the one-pass
-    parser may read differently from Python's is read by the exact path."""
-    types_ = {err["type"] for err in e.errors(include_url=False)}
-    if any(t.startswith("json") or t == "finite_number" for t in types_) \
-            or not _escape_free(data):
-        return instance_from_dict(_read_json(source), source=source)  # exact message
-    import pydantic_core
-
-    raw = pydantic_core.from_json(data)
-    _check_header(source, raw, INSTANCE_FORMAT, INSTANCE_SCHEMA_VERSIONS)
-    raise _pydantic_error(source, e, raw, InstanceFileModel) from None
-
-
-def _load_general(source: str, data: bytes) -> Instance:
-    """Load `data` by the general schema (TypedDicts: optional fields may be absent),
-    building ops and tensors in Python; the exact path for what it cannot vouch for."""
+def _refusal(source: str, data: bytes) -> Instance:
+    """The error path of :func:`load_instance`, for a file the one-pass schema refused:
+    the general schema (optional fields may be left out) names the first problem of
+    structure, with the item's name; a file it accepts, or whose JSON text or escapes it
+    may read differently from Python's, takes the exact path."""
     try:
-        m = _INSTANCE_SCHEMA.validate_json(data)
+        _INSTANCE_SCHEMA.validate_json(data)
     except ValidationError as e:
-        return _schema_refusal(source, data, e)
-    if not (_escape_free(data) and _no_repeated_keys(data, m)):
-        return instance_from_dict(_read_json(source), source=source)
-    del data
-    if "meta" in m:
-        m["meta"] = _normalize(m["meta"], source, ("meta",))
-    # Each op and tensor replaces its dict as it is built (peak memory: one copy).
-    for key, build in (("ops", _op_from), ("tensors", _tensor_from)):
-        items = m[key]
-        for i, x in enumerate(items):
-            items[i] = build(x)
-    try:
-        return _instance_of(m)
-    except InstanceError as e:
-        raise _file_error(source, e) from None
+        types_ = {err["type"] for err in e.errors(include_url=False)}
+        if not any(t.startswith("json") or t == "finite_number" for t in types_) \
+                and _escape_free(data):
+            import pydantic_core
+
+            raw = pydantic_core.from_json(data)
+            _check_header(source, raw, INSTANCE_FORMAT, INSTANCE_SCHEMA_VERSIONS)
+            raise _pydantic_error(source, e, raw, InstanceFileModel) from None
+    return _load_exact(source)
+
+
+def _load_exact(source: str) -> Instance:
+    """The exact path (the error path of :func:`load_instance`): the file read by
+    Python's JSON parser, walked, checked by the schema and built; names the first
+    problem."""
+    return instance_from_dict(_read_json(source), source=source)
 
 
 def _escape_free(data: bytes, keys: int | None = None) -> bool:
@@ -910,31 +885,25 @@ def _escape_free(data: bytes, keys: int | None = None) -> bool:
     return not (any(b'"' + w in data for w in ws) and any(w + b":" in data for w in ws))
 
 
-def _no_repeated_keys(data: bytes, m: Mapping[str, Any], fast: bool = False,
-                      keys: int | None = None) -> bool:
+def _no_repeated_keys(data: bytes, m: Mapping[str, Any], keys: int) -> bool:
     """Whether no object of the file repeats a key (a parser keeps the last value).
 
     In :func:`_escape_free` text every key is written as ``"key":``, so the text holds
     ``":`` at least once per key it writes, and more often than the parsed objects hold
     keys exactly when a key is repeated (or a string holds an escaped quote before a
-    colon: then the exact path decides). `m` holds dicts (the general schema) or, with
-    `fast`, Op and Tensor objects of the fast schema, whose keys are every field but
-    ``storage`` and ``mutated_by``, which count when set (written as null or [] they are
-    not counted, and the general schema reads the file). `keys` as in
-    :func:`_escape_free`.
+    colon: then the exact path decides). `m` holds the Op and Tensor objects of the fast
+    schema, whose keys are every field but ``storage`` and ``mutated_by``, which count
+    when set (written as null or [] they are not counted, and the exact path reads the
+    file). `keys`: ``data.count(b'":')``.
     """
-    held = len(m) + len(m["link"])
     ops, tensors = m["ops"], m["tensors"]
-    if fast:
-        held += len(ops) * len(_DEFAULTS[Op]) + len(tensors) * (len(_DEFAULTS[Tensor])
-                                                                  - len(_FAST_OPTIONAL))
-        n = len(tensors)  # (list.count counts in C)
-        held += n - [t.storage for t in tensors].count(None)
-        held += n - [t.mutated_by for t in tensors].count(())
-        held += len(_DEFAULTS[Recipe]) * (n - [t.recipe for t in tensors].count(None))
-    else:
-        held += sum(map(len, ops)) + sum(map(len, tensors))
-        held += sum(len(t["recipe"]) for t in tensors if t.get("recipe") is not None)
+    held = len(m) + len(m["link"])
+    held += len(ops) * len(_DEFAULTS[Op]) + len(tensors) * (len(_DEFAULTS[Tensor])
+                                                              - len(_FAST_OPTIONAL))
+    n = len(tensors)  # (list.count counts in C)
+    held += n - [t.storage for t in tensors].count(None)
+    held += n - [t.mutated_by for t in tensors].count(())
+    held += len(_DEFAULTS[Recipe]) * (n - [t.recipe for t in tensors].count(None))
     stack = [m.get("meta")]
     while stack:
         x = stack.pop()
@@ -943,7 +912,7 @@ def _no_repeated_keys(data: bytes, m: Mapping[str, Any], fast: bool = False,
             stack.extend(x.values())
         elif isinstance(x, list):
             stack.extend(x)
-    return (keys if keys is not None else data.count(b'":')) == held
+    return keys == held
 
 
 # ----------------------------------------------------------------------------- plans

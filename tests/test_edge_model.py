@@ -473,7 +473,7 @@ def test_host_limit_round_trips_and_is_checked():
     assert doc["host_memory_bytes"] == 100 and keys.index("host_memory_bytes") < keys.index("ops")
     assert instance_from_dict(doc).host_memory_bytes == 100
     assert "host_memory_bytes" not in instance_to_dict(with_flags(inst))
-    for value, words in [(-1, "greater than or equal"), (1.5, "integer"),
+    for value, words in [(-1, "[0, 2**62], got -1"), (1.5, "integer"),
                          (2**63, "2**62")]:
         bad = dict(doc, host_memory_bytes=value)
         with pytest.raises(FileFormatError) as e:

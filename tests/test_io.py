@@ -316,8 +316,10 @@ def test_bad_link(tmp_path: Path, doc: dict) -> None:
 
 
 @pytest.mark.parametrize("link,field,words", [
-    ({"d2h_bytes_per_s": 0, "h2d_bytes_per_s": 4e9}, "link.d2h_bytes_per_s", "> 0"),
-    ({"d2h_bytes_per_s": 1e9, "h2d_bytes_per_s": -4e9}, "link.h2d_bytes_per_s", "> 0"),
+    ({"d2h_bytes_per_s": 0, "h2d_bytes_per_s": 4e9}, "link.d2h_bytes_per_s",
+     ">= 0.001 B/s, got 0"),
+    ({"d2h_bytes_per_s": 1e9, "h2d_bytes_per_s": -4e9}, "link.h2d_bytes_per_s",
+     ">= 0.001 B/s, got -4"),
     ({"d2h_bytes_per_s": 1e9, "h2d_bytes_per_s": "4e9"}, "link.h2d_bytes_per_s", "number"),
     ({"d2h_bytes_per_s": 1e-308, "h2d_bytes_per_s": 1e9}, "link.d2h_bytes_per_s",
      ">= 0.001 B/s"),
@@ -419,13 +421,14 @@ def test_error_message_has_file_field_and_fix(tmp_path: Path, doc: dict) -> None
 
 
 def test_the_first_bad_tensor_ends_the_check(tmp_path: Path, doc: dict) -> None:
-    # Validation stops at the first bad op or tensor (fail fast: a 47 MB file is not read
-    # to its end for a message about its first tensor), so no count of the rest.
+    # The first bad tensor is named, with its range and a fix in bytes; no count of the
+    # rest.
     doc["tensors"][0]["size_bytes"] = -1
     doc["tensors"][1]["size_bytes"] = -1
     e = _load_error(tmp_path, doc)
     assert e.field == "tensors[0].size_bytes" and "more problem" not in e.problem
-    assert "greater than or equal to 0" in e.problem and e.fix == "use a value >= 0"
+    assert e.problem == "tensor 'x0': size_bytes must be an integer in [0, 2**53], got -1"
+    assert e.fix == "use a whole number of bytes >= 0"
 
 
 def test_a_bad_last_tensor_is_named(tmp_path: Path, doc: dict) -> None:
@@ -570,10 +573,10 @@ def test_link_extremes_control_characters_and_repeated_recipe_ops(tmp_path: Path
 
 
 def test_files_without_optional_fields_load_like_full_ones(tmp_path: Path, inst: Instance) -> None:
-    """save_instance writes every field (the fast schema, objects built by pydantic-core);
-    a file without the optional fields, or with ``"storage": null``, goes through the
-    general schema: the same Instance either way, and a bad value beside a missing
-    optional field is reported as the general schema reports it (no extra problem)."""
+    """save_instance writes every field (the one load path, objects built by
+    pydantic-core); a file without the optional fields, or with ``"storage": null``, goes
+    through the exact path: the same Instance either way, and a bad value beside a missing
+    optional field is reported once (no extra problem)."""
     full = io.instance_to_dict(inst)
     sparse = json.loads(json.dumps(full))
     for o in sparse["ops"]:
