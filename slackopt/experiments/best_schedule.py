@@ -118,7 +118,7 @@ def best_schedule(instance: Instance, plan: Plan, budget_bytes: int, *,
             do not depend on machine speed; None: the wall-clock limit only.
         seed: CP-SAT's random seed.
         workers: CP-SAT's workers (its portfolio of search strategies; one worker alone
-            found no schedule of tiny at 0.5 P in 5 s, eight did in 1 s).
+            finds a schedule far later: docs/runtime-gap.md, "CP-SAT's workers").
         interleave: run the workers interleaved on one thread (CP-SAT's
             ``interleave_search``): deterministic for a given seed and work_limit, and
             one core only (the machine is shared). False: one thread per worker.

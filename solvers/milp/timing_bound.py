@@ -24,10 +24,10 @@ end of the forward pass; K the ops whose keep-all profile exceeds M):
   backward reader at or after k), its forward readers and ready op before k, and k not a
   reader of t. ``z_tk <= xs_t`` in [0, 1] (t is a swap with no device copy and no H2D
   buffer at the real start of k), non-decreasing in k over the forward ops.
-  :func:`timing_bound` solves the MILP with xs and xr binary first (with z binary too,
-  SCIP needed 29 s instead of 10 s to close chain31 at 0.5 P, same optimum, and did not
-  reach its root on chain63 at 0.7 P in 60 s; 2-core machine shared with other jobs),
-  then, with the time left, with z binary, whose assignments are plans more often.
+  :func:`timing_bound` solves the MILP with xs and xr binary first (z binary from the
+  start closed the search several times slower: docs/bounds.md, "Settings and the
+  measurements behind them"), then, with the time left, with z binary, whose assignments
+  are plans more often.
 - FIFO: ``Q_g >= Q_{g-1} + sum w_t xs_t`` and ``Q_g >= r_g + sum w_t xs_t`` over the
   tensors whose ready op is g; for t absent-able at k whose group follows g' (and, at a
   backward k, no tensor queued before t has its last backward reader before k):
@@ -159,9 +159,9 @@ SCIP_SHARE = 0.5
 uncertified bound) may use; the certified branch and bound (solvers/milp/certified_bb.py)
 gets the rest."""
 BB_STRONG = 8
-"""Strong-branching candidates of the certified branch and bound (on chain31 at 0.9 P,
-cut off at the optimum: with the most fractional binary its bound stayed at 43.6566 ms
-for 1,409 nodes (60 s); with 8 candidates it reached 43.6622 ms in 521 nodes)."""
+"""Strong-branching candidates of the certified branch and bound (they raise the bound in
+fewer nodes than the most fractional binary: docs/bounds.md, "Settings and the
+measurements behind them")."""
 
 
 def build_timing_model(inst: Instance, M: int, *, integer: bool = True,
@@ -573,9 +573,8 @@ def timing_point(inst: Instance, M: int, lin: _Lin, run: RunView) -> list[float]
 
 
 class _BoundScip(_ScipBackend):
-    """SCIP for the timing MILP: no cutting-plane rounds (on chain31 at 0.5 P the search
-    closed in 47 s without them and was still open after 60 s with SCIP's default
-    separation or two root rounds, 2-core machine)."""
+    """SCIP for the timing MILP: no cutting-plane rounds (the search closes sooner without
+    them: docs/bounds.md, "Settings and the measurements behind them")."""
 
     scip_params = "separating/maxrounds = 0\nseparating/maxroundsroot = 0\n"
 
