@@ -395,7 +395,7 @@ def lp_relaxation(lin: _Lin, time_limit_s: float, deadline: float | None = None,
     t0 = time.perf_counter()
     end = t0 + float(time_limit_s)
     if deadline is not None:
-        # GLOP overruns its limit (BERT-Large's aggregated LP: by 9 s of 30): 75%
+        # GLOP overruns its limit (docs/bounds.md, "Settings and the measurements"): 75%
         end = min(end, t0 + 0.75 * (deadline - t0))
     arrays = lin_arrays(lin)
     bound, x = _glop_certified(lin, arrays, end, deadline, info)

@@ -50,8 +50,8 @@ CPSAT_WORK = 5.0
 (about seconds), so that the seed does not depend on machine speed."""
 EXACT_LP_MAX_NONZEROS = 150_000
 """The exact tier solves the LP relaxation first (GLOP, for its rounding) only up to this
-many nonzeros: on chain63 (290k) GLOP needed over 30 s and the MILP then ran out of time
-before its root bound."""
+many nonzeros: beyond, GLOP's solve left the MILP no time to reach its root bound
+(docs/bounds.md, "Settings and the measurements behind them")."""
 ENUM_MAX_SAVED = 24
 """The exact enumeration (:mod:`~slackopt.solvers.milp.enumerate`) runs only up to this
 many saved tensors: beyond, its bounds leave too many plans for the work limit, and

@@ -661,7 +661,7 @@ def timing_bound(inst: Instance, M: int, time_limit_s: float = 30.0, *,
     scip_obj = None         # SCIP's optimum of the first MILP (uncertified; a cutoff only)
     try:
         # the LP relaxation first, a bound even when the MILP search ends before its
-        # root: GLOP (GPT-2 XL at 0.1 P: 14 s, SCIP's LP solver 68 s), else HiGHS (GLOP
+        # root: GLOP (faster than SCIP's LP solver: docs/bounds.md), else HiGHS (GLOP
         # stops on the big-M rows of chain63 at 0.7 P as ABNORMAL, and calls the LP of
         # case timing_bound_above_opt infeasible); the bound is certified from the duals
         # (lp_relaxation), never the solver's objective
