@@ -1,6 +1,6 @@
 """Which rows of the MILP's full tier close the gap: the model's optimum with every row,
 with one row family switched off, and in the exact tier, against the true optimum found
-by simulating every plan (the enumerated instances of tests/test_milp.py).
+by simulating every plan (the enumerated instances of tests/helpers_milp.py).
 
 Run: python benchmarks/milp_rows.py
 
@@ -20,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the tests package
 
 from slackopt.solvers.milp import _ScipBackend, build_model  # noqa: E402
-from tests.test_milp import enumerated, instance  # noqa: E402
+from tests.helpers_milp import enumerated, instance  # noqa: E402
 
 CASES = [("unet1", 0.75), ("hand", 0.6), ("unet2-b16-pcie5", 0.8), ("chain5-nvlink", 0.65)]
 VARIANTS = [("full", "full", {}), ("-admission", "full", dict(admission=False)),

@@ -1243,8 +1243,8 @@ def reproduce_cmd(
                                       "figures and the CSV tables; one that already holds a "
                                       "report.md is refused unless --force.")],
     quick: Annotated[bool, typer.Option("--quick", help="Fewer budgets and a 5 s genetic "
-                                        "search: under a minute instead of about four on a "
-                                        "2-core machine (44 s vs 242 s measured).")] = False,
+                                        "search: a few times faster (docs/figures.md)."
+                                        )] = False,
     workers: Annotated[int, typer.Option("--workers", min=1, help="Local worker processes "
                                          "for the sweeps.")] = 2,
     tiny: Annotated[bool, typer.Option("--tiny", hidden=True,

@@ -474,13 +474,15 @@ class Genetic(BaseSolver):
             finally:
                 random.setstate(state)
 
-    def _run(self, inst: Instance, M: int, run: Run) -> Outcome:  # noqa: C901 - one GA loop
+    def _run(self, inst: Instance, M: int, run: Run) -> Outcome:
+        """One GA run (the random module already seeded): generation 0, the generations,
+        the final check; the sections are :meth:`_generation0`, :meth:`_evolve` and
+        :meth:`_outcome`."""
         t0 = run.started
         time_limit_s, seed = run.time_limit_s, int(run.seed)  # type: ignore[arg-type]
         deadline = None if time_limit_s is None else t0 + float(time_limit_s)
         n = inst.n_saved
         rebuildable = np.isfinite(np.asarray(inst.c, dtype=float)).tolist()
-        ideal = float(inst.ideal_time_s)
         indpb = self.mutation_indpb if self.mutation_indpb is not None else 1.0 / max(n, 1)
 
         tb = base.Toolbox()
@@ -489,134 +491,130 @@ class Genetic(BaseSolver):
         tb.register("mate", _mate)
         tb.register("mutate", mutate, indpb=indpb, rebuildable=rebuildable)
 
-        cache: dict[bytes, Score] = {}
-        counters = {"simulations": 0, "hits": 0, "feasible": 0}
-        _init_worker(inst, M)
-        pool = None
-        if self.workers > 1:
-            ctx = mp.get_context(self.mp_start_method)
-            pool = cf.ProcessPoolExecutor(max_workers=self.workers, mp_context=ctx,
-                                          initializer=_init_worker,
-                                          initargs=(inst, M, os.getpid()))
-
-        def evaluate(inds: list[Individual]) -> None:
-            todo: list[bytes] = []
-            seen: set[bytes] = set()
-            for ind in inds:
-                k = ind.key()
-                if k not in cache and k not in seen:
-                    seen.add(k)
-                    todo.append(k)
-            if pool is not None and len(todo) > 1:
-                chunk = max(1, math.ceil(len(todo) / (4 * self.workers)))
-                with sigint_blocked():  # workers start with Ctrl-C blocked
-                    it = pool.map(_score_key, todo, chunksize=chunk)
-                scores = list(it)
-            else:
-                scores = [_score_key(k) for k in todo]
-            for k, sc in zip(todo, scores, strict=True):
-                cache[k] = sc
-                counters["simulations"] += sc.simulations
-                counters["feasible"] += int(sc.feasible)
-            for ind in inds:
-                if not ind.fitness.valid:
-                    ind.fitness.values = cache[ind.key()].key
-            counters["hits"] += len(inds) - len(todo)
-
+        ev = _Evaluator(inst, M, self.workers, self.mp_start_method)
         try:
-            # ---------------- generation 0
-            seed_log: list[dict[str, Any]] = []
-            seeds: list[tuple[str, bytes]] = []
-            if self.seeding == "slackswap+baselines":
-                seeds, seed_log = self._seed_plans(inst, M, seed, deadline)
-            pop: list[Individual] = []
-            seed_keys: dict[bytes, str] = {}
-            for nm, k in seeds:
-                if k not in seed_keys:
-                    seed_keys[k] = nm
-                    pop.append(Individual(np.frombuffer(k, dtype=np.int8).tolist()))
-            bases = list(pop)
-            while len(pop) < self.population:
-                if bases:
-                    child = Individual(bases[len(pop) % len(bases)])
-                    tb.mutate(child)
-                else:
-                    child = random_individual(rebuildable)
-                pop.append(child)
-            evaluate(pop)
-            for entry in seed_log:
-                if "_key" in entry:
-                    sc = cache[entry.pop("_key")]
-                    entry.update(feasible=sc.feasible, throughput=sc.throughput,
-                                 step_time_s=sc.step_time_s, over_bytes=sc.over_bytes)
+            pop, seed_keys, seed_log = self._generation0(inst, M, seed, deadline, tb,
+                                                         rebuildable, ev)
             hof = tools.HallOfFame(1)
             hof.update(pop)
-            history: list[dict[str, Any]] = []
-
-            def record(g: int) -> None:
-                best = cache[hof[0].key()]
-                history.append({
-                    "generation": g,
-                    "best_throughput": best.throughput,
-                    "best_step_time_s": best.step_time_s,
-                    "best_over_bytes": best.over_bytes,
-                    "best_feasible": best.feasible,
-                    "population_feasible": sum(1 for i in pop if i.fitness.values[0] == 0),
-                    "evaluations": len(cache),
-                    "feasible_evaluations": counters["feasible"],
-                })
-
-            last_report = [t0]
-
-            def report(g: int) -> None:
-                now = time.perf_counter()
-                if self.progress_s is None or now - t0 < self.progress_s \
-                        or now - last_report[0] < self.progress_s:
-                    return
-                last_report[0] = now
-                _progress_line(g, len(cache), cache[hof[0].key()], ideal, now - t0,
-                               time_limit_s)
-
-            record(0)
-            report(0)
-            gen_times: list[float] = []
-            stopped_by = "generations"
-            g = 0
-            while True:
-                best = cache[hof[0].key()]
-                if best.feasible and best.step_time_s <= ideal * (1 + _IDEAL_RTOL):
-                    stopped_by = "ideal"
-                    break
-                if self.generations is not None and g >= self.generations:
-                    stopped_by = "generations"
-                    break
-                if self.max_evaluations is not None and len(cache) >= self.max_evaluations:
-                    stopped_by = "max_evaluations"
-                    break
-                if deadline is not None:
-                    est = gen_times[-1] if gen_times else 0.0
-                    if time.perf_counter() + est > deadline:
-                        stopped_by = "time_limit"
-                        break
-                tg = time.perf_counter()
-                g += 1
-                elite = tools.selBest(pop, self.elites)
-                parents = tb.select(pop, self.population - self.elites)
-                offspring = algorithms.varAnd(parents, tb, self.crossover_rate,
-                                              self.mutation_rate)
-                if self.unique:
-                    _diversify(elite, offspring, tb, cache)
-                evaluate(offspring)
-                pop = elite + offspring
-                hof.update(offspring)
-                record(g)
-                gen_times.append(time.perf_counter() - tg)
-                report(g)
+            g, stopped_by, history = self._evolve(pop, hof, tb, ev, float(inst.ideal_time_s),
+                                                  t0, deadline, time_limit_s)
         finally:
-            if pool is not None:
-                pool.shutdown(wait=True, cancel_futures=True)
+            ev.close()
+        return self._outcome(inst, M, hof, seed_keys, seed_log, ev, t0, info={
+            "history": history, "generations": g, "stopped_by": stopped_by})
 
-        # ---------------- final check: never worse than the best seed
+    def _generation0(self, inst: Instance, M: int, seed: int, deadline: float | None,
+                     tb: base.Toolbox, rebuildable: list[bool], ev: _Evaluator
+                     ) -> tuple[list[Individual], dict[bytes, str], list[dict[str, Any]]]:
+        """Generation 0: the seed plans (``seeding="slackswap+baselines"``), each once,
+        then mutants of them (random plans without seeds) up to the population, scored;
+        returns the population, the seed plans' keys (key -> solver name) and the seed
+        log with each seed's score."""
+        seed_log: list[dict[str, Any]] = []
+        seeds: list[tuple[str, bytes]] = []
+        if self.seeding == "slackswap+baselines":
+            seeds, seed_log = self._seed_plans(inst, M, seed, deadline)
+        pop: list[Individual] = []
+        seed_keys: dict[bytes, str] = {}
+        for nm, k in seeds:
+            if k not in seed_keys:
+                seed_keys[k] = nm
+                pop.append(Individual(np.frombuffer(k, dtype=np.int8).tolist()))
+        bases = list(pop)
+        while len(pop) < self.population:
+            if bases:
+                child = Individual(bases[len(pop) % len(bases)])
+                tb.mutate(child)
+            else:
+                child = random_individual(rebuildable)
+            pop.append(child)
+        ev(pop)
+        for entry in seed_log:
+            if "_key" in entry:
+                sc = ev.cache[entry.pop("_key")]
+                entry.update(feasible=sc.feasible, throughput=sc.throughput,
+                             step_time_s=sc.step_time_s, over_bytes=sc.over_bytes)
+        return pop, seed_keys, seed_log
+
+    def _evolve(self, pop: list[Individual], hof: tools.HallOfFame, tb: base.Toolbox,
+                ev: _Evaluator, ideal: float, t0: float, deadline: float | None,
+                time_limit_s: float | None) -> tuple[int, str, list[dict[str, Any]]]:
+        """The generations after generation 0, until the best plan runs at T* (`ideal`,
+        s) or a generation, evaluation or time limit stops the run; returns the last
+        generation's number, what stopped the run and the per-generation history."""
+        cache = ev.cache
+        history: list[dict[str, Any]] = []
+
+        def record(g: int) -> None:
+            best = cache[hof[0].key()]
+            history.append({
+                "generation": g,
+                "best_throughput": best.throughput,
+                "best_step_time_s": best.step_time_s,
+                "best_over_bytes": best.over_bytes,
+                "best_feasible": best.feasible,
+                "population_feasible": sum(1 for i in pop if i.fitness.values[0] == 0),
+                "evaluations": len(cache),
+                "feasible_evaluations": ev.feasible,
+            })
+
+        last_report = [t0]
+
+        def report(g: int) -> None:
+            now = time.perf_counter()
+            if self.progress_s is None or now - t0 < self.progress_s \
+                    or now - last_report[0] < self.progress_s:
+                return
+            last_report[0] = now
+            _progress_line(g, len(cache), cache[hof[0].key()], ideal, now - t0,
+                           time_limit_s)
+
+        record(0)
+        report(0)
+        gen_times: list[float] = []
+        stopped_by = "generations"
+        g = 0
+        while True:
+            best = cache[hof[0].key()]
+            if best.feasible and best.step_time_s <= ideal * (1 + _IDEAL_RTOL):
+                stopped_by = "ideal"
+                break
+            if self.generations is not None and g >= self.generations:
+                stopped_by = "generations"
+                break
+            if self.max_evaluations is not None and len(cache) >= self.max_evaluations:
+                stopped_by = "max_evaluations"
+                break
+            if deadline is not None:
+                est = gen_times[-1] if gen_times else 0.0
+                if time.perf_counter() + est > deadline:
+                    stopped_by = "time_limit"
+                    break
+            tg = time.perf_counter()
+            g += 1
+            elite = tools.selBest(pop, self.elites)
+            parents = tb.select(pop, self.population - self.elites)
+            offspring = algorithms.varAnd(parents, tb, self.crossover_rate,
+                                          self.mutation_rate)
+            if self.unique:
+                _diversify(elite, offspring, tb, cache)
+            ev(offspring)
+            pop = elite + offspring
+            hof.update(offspring)
+            record(g)
+            gen_times.append(time.perf_counter() - tg)
+            report(g)
+        return g, stopped_by, history
+
+    def _outcome(self, inst: Instance, M: int, hof: tools.HallOfFame,
+                 seed_keys: dict[bytes, str], seed_log: list[dict[str, Any]],
+                 ev: _Evaluator, t0: float, info: dict[str, Any]) -> Outcome:
+        """The final check (never worse than the best seed; the best plan re-evaluated)
+        and the outcome; `info`: the run's history, generations and stop reason, to which
+        the counters are added."""
+        cache = ev.cache
+        ideal = float(inst.ideal_time_s)
         best_key = hof[0].key()
         best_seed_key = min(seed_keys, key=lambda k: cache[k].key) if seed_keys else None
         if best_seed_key is not None and cache[best_seed_key].key < cache[best_key].key:
@@ -628,13 +626,13 @@ class Genetic(BaseSolver):
             raise RuntimeError("genetic: the best plan's re-evaluation disagrees with its "
                                "cached fitness")
         elapsed = time.perf_counter() - t0
-        info: dict[str, Any] = {
-            "history": history,
+        info = {
+            "history": info["history"],
             "evaluations": len(cache),
-            "simulations": counters["simulations"],
-            "cache_hits": counters["hits"],
-            "generations": g,
-            "stopped_by": stopped_by,
+            "simulations": ev.simulations,
+            "cache_hits": ev.hits,
+            "generations": info["generations"],
+            "stopped_by": info["stopped_by"],
             "seeds": seed_log,
             "elapsed_s": elapsed,
             "evaluations_per_s": len(cache) / elapsed if elapsed > 0 else None,
@@ -656,6 +654,57 @@ class Genetic(BaseSolver):
         return Outcome(plan, status="infeasible", lower_bound_s=ideal, info=info,
                        min_budget_bytes=(int(m_un) if simulate(inst, plan, int(m_un)).feasible
                                          else None))
+
+
+class _Evaluator:
+    """The fitness cache of a run (plan key -> :class:`Score`) with its counters, and the
+    worker pool when ``workers > 1``. Calling it scores the individuals whose plans are
+    not cached yet (each distinct plan once, in the pool when more than one) and sets
+    every individual's fitness."""
+
+    def __init__(self, inst: Instance, M: int, workers: int, mp_start_method: str | None
+                 ) -> None:
+        self.cache: dict[bytes, Score] = {}
+        self.simulations = self.hits = self.feasible = 0
+        self.workers = workers
+        _init_worker(inst, M)
+        self.pool = None
+        if workers > 1:
+            ctx = mp.get_context(mp_start_method)
+            self.pool = cf.ProcessPoolExecutor(max_workers=workers, mp_context=ctx,
+                                               initializer=_init_worker,
+                                               initargs=(inst, M, os.getpid()))
+
+    def __call__(self, inds: list[Individual]) -> None:
+        cache, pool = self.cache, self.pool
+        todo: list[bytes] = []
+        seen: set[bytes] = set()
+        for ind in inds:
+            k = ind.key()
+            if k not in cache and k not in seen:
+                seen.add(k)
+                todo.append(k)
+        if pool is not None and len(todo) > 1:
+            chunk = max(1, math.ceil(len(todo) / (4 * self.workers)))
+            with sigint_blocked():  # workers start with Ctrl-C blocked
+                it = pool.map(_score_key, todo, chunksize=chunk)
+            scores = list(it)
+        else:
+            scores = [_score_key(k) for k in todo]
+        for k, sc in zip(todo, scores, strict=True):
+            cache[k] = sc
+            self.simulations += sc.simulations
+            self.feasible += int(sc.feasible)
+        for ind in inds:
+            if not ind.fitness.valid:
+                ind.fitness.values = cache[ind.key()].key
+        self.hits += len(inds) - len(todo)
+
+    def close(self) -> None:
+        """Shut the worker pool down (pending work cancelled)."""
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+
 
 __all__ = ["Genetic", "Score", "score", "mutate", "random_individual", "Individual",
            "UNBOUNDED_BUDGET_BYTES", "SEEDINGS", "NOT_CHEAP_SOLVERS"]

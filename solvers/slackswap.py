@@ -24,7 +24,7 @@ tensor still has its backward readers at T_F) and no device copy lags into the b
 pass (no lagging inputs to claim). Validation replays each plan in the evaluator, which
 implements the rules, and the repair rounds act on what it observes.
 
-Planning time (issue 17; README, "n log n"): Pass 2 and the offload test of Pass 1 cost
+Planning time (README, "n log n"): Pass 2 and the offload test of Pass 1 cost
 O(log n) per step (segment trees, compiled kernels); Pass 1's prefetch test recomputes the
 queue after the candidate's place, O(|S|) per candidate at worst (see :func:`pass1`).
 
@@ -178,7 +178,7 @@ def _fifo_ends(release: np.ndarray, dur: np.ndarray) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------- compiled kernels
-# Small numba kernels for the planner's data structures (issue 17: planning time). Each
+# Small numba kernels for the planner's data structures (planning time). Each
 # performs the same floating-point operations, in the same order, as the numpy code it
 # replaced, so the decisions are unchanged bit for bit (tests/test_slackswap.py compares
 # them with decisions recorded before the change).

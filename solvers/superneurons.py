@@ -24,7 +24,7 @@ Decisions by the kind of the tensor's producer (``Op.kind``) and of its recipe's
 Recomputation is SuperNeurons' static policy, applied at every budget (it does not look
 at M); eviction only happens when an allocation does not fit.
 
-Host pinned-memory limit (``Instance.host_memory_bytes``, issue 7): this baseline does not
+Host pinned-memory limit (``Instance.host_memory_bytes``): this baseline does not
 plan for it; the evaluator judges its plan, which is infeasible (the failure names the D2H
 that would exceed the limit) when its offloads need more host memory than the limit.
 """

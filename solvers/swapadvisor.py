@@ -21,7 +21,7 @@ Runtime: :mod:`slackopt.simulate.on_demand` with ``eviction="belady"``,
 is ready when memory runs out: the swap-out as early as possible) and ``prefetch="asap"``
 (an evicted tensor is copied back as soon as the backward pass and memory allow).
 
-Host pinned-memory limit (``Instance.host_memory_bytes``, issue 7): this baseline does not
+Host pinned-memory limit (``Instance.host_memory_bytes``): this baseline does not
 plan for it; the evaluator judges its plan, which is infeasible (the failure names the D2H
 that would exceed the limit) when its offloads need more host memory than the limit.
 """

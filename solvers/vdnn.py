@@ -24,7 +24,7 @@ Which tensors a configuration offloads (swap decision; everything else is kept):
 The dynamic policy evaluates the three configurations in that order under the budget
 and returns the first feasible one; vDNN never recomputes.
 
-Host pinned-memory limit (``Instance.host_memory_bytes``, issue 7): this baseline does not
+Host pinned-memory limit (``Instance.host_memory_bytes``): this baseline does not
 plan for it; the evaluator judges its plan, which is infeasible (the failure names the D2H
 that would exceed the limit) when its offloads need more host memory than the limit.
 """

@@ -28,8 +28,7 @@ from slackopt.solvers.slackswap_ablations import (
 from slackopt.solvers.superneurons import SuperNeurons, superneurons_plan
 from slackopt.solvers.swapadvisor import SwapAdvisor, belady_victims, swapadvisor_plan
 from slackopt.solvers.vdnn import VDNN, vdnn_plan
-from tests.helpers import lane
-from tests.test_runtimes import _cache_instance, mk
+from tests.helpers import cache_instance, lane, mk
 
 approx = lambda x: pytest.approx(x, rel=1e-12, abs=1e-12)  # noqa: E731
 
@@ -163,7 +162,7 @@ def test_superneurons_categories_on_real_workloads(tiny):
 
 # ============================================================================ SwapAdvisor
 def test_swapadvisor_belady_victims_and_timeline():
-    inst = _cache_instance()
+    inst = cache_instance()
     # Planned schedule at M = 250: f1 (a), f2 (b), f3 reads a, f4 makes c: 300 > 250. The
     # furthest next use among a (b1, op 6) and b (b2, op 5) is a's: evict a. Backward: b4
     # releases c, so a fits again at b1.
@@ -184,7 +183,7 @@ def test_swapadvisor_belady_victims_and_timeline():
 
 
 def test_swapadvisor_infeasible_reports_min_budget():
-    inst = _cache_instance()
+    inst = cache_instance()
     res = SwapAdvisor().solve(inst, 150)
     # f2 must hold a (read later by f3) and b: 200 B; below that nothing helps.
     assert res.status == "infeasible"

@@ -12,7 +12,7 @@ variable bounds and integrality (the timing model with binary xs, xr and z, and 
 relaxation), and ``T* + objective <= T``. A wrong row then shows with any plan that
 exercises it, not only with the optimum.
 
-Instances: :func:`instances` (the random generator of tests/test_milp_bounds.py, a mixed
+Instances: :func:`instances` (the random generator of tests/helpers_milp.py, a mixed
 generator below with in-place mutation, zero-byte and zero-duration pieces, rebuild-only
 ops, multi-input recipes and host limits, the cases of ../shared/cases/milp-soundness
 copied to tests/data/milp_soundness/, and the recorded regressions below). The
@@ -42,9 +42,8 @@ from slackopt.solvers.milp.checkpoint import (
 from slackopt.solvers.milp.model import model_floor
 from slackopt.solvers.milp.runpoint import read_run
 from slackopt.solvers.milp.timing_bound import build_timing_model, timing_point
+from tests.helpers_milp import random_instance, same_producer
 from tests.strategies import sample
-from tests.test_milp_bounds import random_instance
-from tests.test_milp_soundness_cases import same_producer
 
 DATA = Path(__file__).parent / "data" / "milp_soundness"
 SEEDS = int(os.environ.get("BOUND_POINT_SEEDS", "8"))
@@ -60,7 +59,7 @@ MS = 1e-3
 # ----------------------------------------------------------------------------- instances
 def mixed_instance(seed: int) -> Instance:
     """A random instance from ``numpy.random.default_rng(seed)`` with what the generator
-    of tests/test_milp_bounds.py leaves out: in-place mutation (``mutated_by``, the D2H
+    of tests/helpers_milp.py leaves out: in-place mutation (``mutated_by``, the D2H
     queued after the last mutation), recipes with several inputs (other outputs of the
     same op among them) or run by rebuild-only ops, zero-byte and tiny tensors,
     zero-duration ops, several backward readers, forward temporaries, random ops without
@@ -172,7 +171,7 @@ def zero_byte_early_rebuild() -> tuple[Instance, int, dict[str, int]]:
 RECORDED = {f.__name__: f for f in (zero_byte_rebuild_time, zero_byte_rebuild_closure,
                                      zero_byte_early_rebuild)}
 REGRESSION_SEEDS = (40, 131, 356)
-"""Seeds of tests/test_milp_bounds.py's random_instance whose plans broke a row: 40 and
+"""Seeds of tests/helpers_milp.py's random_instance whose plans broke a row: 40 and
 356 the checkpoint LP's ``Sb`` (a zero-byte recomp tensor rebuilt before a backward op),
 131 the timing MILP's rebuilt-early rows (the same, pulling a recomp input forward)."""
 CASE_BUDGETS = {"exact_tier_cuts_off_optimum": 16_029_776,

@@ -13,17 +13,10 @@ import pytest
 
 import slackopt.solver as solver_mod
 from slackopt import io
-from slackopt.cli import main
 from slackopt.plan import KEEP, RECOMP, Plan
 from slackopt.solver import SolveResult
+from tests.helpers import assert_user_error, run
 from tests.test_io import small_instance
-
-
-def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    """Run the command in-process; returns (exit status, stdout, stderr)."""
-    rc = main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    return rc, out, err
 
 
 def run_sub(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
@@ -31,14 +24,6 @@ def run_sub(*args: str, env: dict[str, str] | None = None) -> subprocess.Complet
     return subprocess.run([sys.executable, "-m", "slackopt.cli", *map(str, args)],
                           capture_output=True, text=True, timeout=120,
                           env={**os.environ, **(env or {})})
-
-
-def assert_user_error(rc: int, out: str, err: str, *words: str) -> None:
-    assert rc == 2, (rc, out, err)
-    assert "Traceback" not in out + err
-    assert out == ""
-    for w in words:
-        assert w in err, (w, err)
 
 
 @pytest.fixture

@@ -21,8 +21,7 @@ from slackopt.instance import Recipe, Tensor
 from slackopt.io import instance_from_dict, instance_to_dict, load_instance
 from slackopt.plan import KEEP, RECOMP
 from slackopt.solver import registered_solvers
-from tests.helpers import build, lane
-from tests.test_cli import assert_user_error, run
+from tests.helpers import assert_user_error, build, lane, run
 
 EDGE = Path(__file__).resolve().parents[1] / "instances" / "edge"
 approx = lambda x: pytest.approx(x, rel=1e-12, abs=1e-12)  # noqa: E731

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from slackopt import Instance, Plan, simulate
 from slackopt.workloads import make
-from tests.test_simulate_properties import SETTINGS, cases
+from tests.helpers_sim import SETTINGS, cases
 
 
 def same(inst, plan, M):

@@ -11,74 +11,20 @@ below the model floor is infeasible and reports the floor, which is the exact mi
 
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 import pytest
 
-from slackopt.plan import KEEP, RECOMP, SWAP, Plan
+from slackopt.plan import KEEP, SWAP, Plan
 from slackopt.simulate import simulate
 from slackopt.solver import OPTIMAL_REL_TOL, get_solver
 from slackopt.solver import solve as run_solve
 from slackopt.solverbase import SolverParamError
 from slackopt.solvers.milp import MILP, build_model, lp_relaxation, model_floor
-from slackopt.workloads import make
 from slackopt.workloads.synthetic import unet
 from tests.helpers import build
+from tests.helpers_milp import enumerate_plans, enumerated, instance
 
 TIME_LIMIT_S = 90.0
-
-
-def hand_instance():
-    """A hand-made DAG: a tensor read by three backward ops, a recipe chain with
-    transient bytes, op workspaces, a zero-byte saved tensor; slow link, 10 us latency."""
-    fwd = [("f0", 1e-4), ("f1", 2e-4, 1000), ("f2", 1.5e-4), ("f3", 1e-4)]
-    bwd = [("b3", 2e-4), ("b2", 3e-4, 2000), ("b1", 2e-4), ("b0", 2e-4)]
-    tensors = [("a0", 4000, "f0", ["f1", "b0", "b1"], None),
-               ("a1", 6000, "f1", ["f2", "b1"], (["f1"], ["a0"], 500)),
-               ("a2", 3000, "f2", ["f3", "b2"], (["f2"], ["a1"])),
-               ("z", 0, "f2", ["b2"], None),
-               ("a3", 5000, "f3", ["b3", "b2"], (["f3"], ["a2"])),
-               ("g3", 2000, "b3", ["b2"], None), ("g2", 2000, "b2", ["b1"], None),
-               ("g1", 2000, "b1", ["b0"], None)]
-    return build(fwd, bwd, tensors, W=1e8, lat=1e-5, duplex=0.85)
-
-
-_CACHE: dict = {}
-
-
-def instance(key: str):
-    if key not in _CACHE:
-        _CACHE[key] = {
-            "chain5": lambda: make("chain", layers=5),
-            "chain5-nvlink": lambda: make("chain", layers=5, link="nvlink-c2c"),
-            "hand": hand_instance,
-            "unet1": lambda: make("unet", layers=1),
-            "unet2-b16-pcie5": lambda: make("unet", layers=2, link="pcie5", batch=16),
-        }[key]()
-    return _CACHE[key]
-
-
-def enumerate_plans(inst, M):
-    """Every plan's simulated step time (inf if infeasible), by decision tuple."""
-    c = np.asarray(inst.c)
-    opts = [(KEEP, SWAP, RECOMP) if np.isfinite(c[t]) else (KEEP, SWAP)
-            for t in range(inst.n_saved)]
-    out = {}
-    for dec in itertools.product(*opts):
-        ev = simulate(inst, Plan(np.array(dec, np.int8), inst.saved_names), M)
-        out[dec] = ev.step_time_s if ev.feasible else float("inf")
-    return out
-
-
-_ENUM: dict = {}
-
-
-def enumerated(key: str, frac: float):
-    if (key, frac) not in _ENUM:
-        inst = instance(key)
-        _ENUM[key, frac] = enumerate_plans(inst, int(frac * inst.P))
-    return _ENUM[key, frac]
 
 
 CASES = [("chain5", 0.95), ("chain5", 0.8), ("chain5-nvlink", 0.8), ("chain5-nvlink", 0.65),

@@ -20,16 +20,15 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from slackopt import Instance, Link, Op, Recipe, Tensor
+from slackopt import Instance, Link, Op, Tensor
 from slackopt.plan import SWAP, Plan
 from slackopt.simulate import simulate
-from slackopt.solver import OPTIMAL_REL_TOL
-from slackopt.solvers.milp import MILP, _ScipBackend, build_model, model_floor
+from slackopt.solvers.milp import _ScipBackend, build_model, model_floor
 from slackopt.solvers.milp.checkpoint import checkpoint_bound
 from slackopt.solvers.milp.timing_bound import timing_bound
 from slackopt.solvers.slackswap import SlackSwap
+from tests.helpers_milp import case_times, check_solve, enumerate_plans, random_instance
 from tests.strategies import budgets, instances
-from tests.test_milp import enumerate_plans
 
 US = 1e-6
 
@@ -45,66 +44,7 @@ def fixed_model_value(inst, M, dec):
     return None if sol.objective is None else sol.objective * m.t_unit
 
 
-def check_solve(inst, M, times, **params):
-    """Solve with `params` and check the bound, the status and the plan against the
-    enumeration `times`."""
-    opt = min(times.values())
-    # the exact enumeration (on by default) would prove these optima before the model
-    # runs; off unless asked for, so that the model's bounds are what is checked
-    r = MILP(time_limit_s=30, **{"enum_plans": 0, **params}).solve(inst, M)
-    tag = f"{params}: status {r.status}, bound {r.lower_bound_s}, optimum {opt}"
-    # a certified source caught above a simulated plan would be a wrong certified bound
-    assert not [e for e in r.info["bound_errors"] if e["kind"] == "certified"], (
-        tag, r.info["bound_errors"])
-    if not math.isfinite(opt):
-        assert r.status in ("infeasible", "timeout"), tag
-        return r
-    assert r.lower_bound_s is not None and r.lower_bound_s <= opt * (1 + 1e-9), tag
-    assert r.plan is not None, tag
-    ev = simulate(inst, r.plan, M)
-    assert ev.feasible and ev.step_time_s == pytest.approx(r.info["upper_bound_s"], rel=1e-12)
-    if params.get("warm_start", True):
-        # never slower than the seed it was given
-        ss = SlackSwap(min_budget_search=False).solve(inst, M).plan
-        ss_ev = simulate(inst, ss, M)
-        if ss_ev.feasible:
-            assert ev.step_time_s <= ss_ev.step_time_s, tag
-    if r.status == "optimal":
-        assert ev.step_time_s <= opt * (1 + OPTIMAL_REL_TOL) + 1e-15, tag
-    else:
-        assert r.status == "bounded", tag
-        assert r.info["gap"] > OPTIMAL_REL_TOL, tag
-    return r
-
-
 # ---------------------------------------------------------------- the recorded case
-def case_milp_bound_above_optimum():
-    """The case milp-bound-above-optimum (copied from its case file): 4 saved tensors, a 1 GB/s
-    link with duplex factor 0.5 and 1 ms latency. A D2H that straddles the end of the
-    forward pass runs at the duplex rate; the full tier once costed its forward-step
-    share at the full-bandwidth duration, so its work-conserving and lagging rows cut off
-    the optimal plan's trace: bound 13.2293 ms above the optimum 12.7776 ms."""
-    ops = [Op("f0", "fwd", 1000 * US), Op("f1", "fwd", 2664 * US), Op("f1b", "fwd", 100 * US),
-           Op("f2", "fwd", 840 * US), Op("b00", "bwd", 1115 * US), Op("b01", "bwd", 847 * US),
-           Op("b02", "bwd", 894 * US), Op("b03", "bwd", 818 * US),
-           Op("b1", "bwd", 104 * US, workspace_bytes=663_283), Op("b2", "bwd", 1519 * US),
-           Op("b3", "bwd", 79 * US), Op("b30", "bwd", 100 * US), Op("b31", "bwd", 100 * US),
-           Op("b32", "bwd", 100 * US), Op("b4", "bwd", 573 * US, workspace_bytes=1_927_440),
-           Op("b5", "bwd", 108 * US)]
-    tensors = [Tensor("v", 581_665, "f0", ("b1",)), Tensor("w", 339_950, "f0", ("b2",)),
-               Tensor("c", 886_090, "f1", ("b3",)), Tensor("t", 384_274, "f1b", ("b2", "b5")),
-               Tensor("tmp", 479_825, "f2", ())]
-    return Instance("milp-bound", ops, tensors, Link("slow", 1e9, 0.5, 1e-3)), 2_107_001
-
-
-_CASE: dict = {}
-
-
-def case_times():
-    if not _CASE:
-        inst, M = case_milp_bound_above_optimum()
-        _CASE.update(inst=inst, M=M, times=enumerate_plans(inst, M))
-    return _CASE["inst"], _CASE["M"], _CASE["times"]
 
 
 def test_case_milp_bound_above_optimum_enumeration():
@@ -128,48 +68,6 @@ def test_case_milp_bound_above_optimum(params):
 
 
 # ---------------------------------------------------------------- random instances
-def random_instance(seed: int):
-    """A random instance with 2-5 saved tensors from ``numpy.random.default_rng(seed)``:
-    forward ops with skips (a tensor read by several later forward ops), backward
-    readers in any order, some recipes (chained: a recipe may read an earlier saved
-    tensor), workspaces, gradient temporaries, a slow or fast link with a duplex factor
-    and a latency; and a budget between the model floor and P. Returns (instance, M)."""
-    rng = np.random.default_rng(seed)
-    pick = lambda xs: xs[int(rng.integers(len(xs)))]  # noqa: E731
-    nf, nb = int(rng.integers(2, 6)), int(rng.integers(2, 9))
-    dur = lambda: float(rng.integers(20, 3000)) * US  # noqa: E731
-    ops = [Op(f"f{i}", "fwd", dur()) for i in range(nf)]
-    for i in range(nb):
-        ops.append(Op(f"b{i}", "bwd", dur(),
-                      workspace_bytes=pick([0, 0, 0, 200_000, 1_500_000])))
-    fwd = [o.name for o in ops[:nf]]
-    bwd = [o.name for o in ops[nf:]]
-    tensors = []
-    saved: list[tuple[str, int]] = []
-    for j in range(int(rng.integers(2, 6))):
-        p = int(rng.integers(nf))
-        later = fwd[p + 1:]
-        fr = sorted(set(rng.choice(later, size=int(rng.integers(0, 3)), replace=True).tolist())) \
-            if later else []
-        br = sorted(set(rng.choice(bwd, size=int(rng.integers(1, 3)), replace=True).tolist()))
-        size = int(rng.integers(50_000, 2_000_000)) if rng.random() > 0.1 else 0
-        recipe = None
-        if rng.random() < 0.5:
-            inputs = [n for n, q in saved if q <= p]
-            inp = [pick(inputs)] if inputs and rng.random() < 0.5 else []
-            recipe = Recipe((fwd[p],), tuple(inp), pick([0, 100_000]))
-        tensors.append(Tensor(f"a{j}", size, fwd[p], tuple(fr + br), recipe))
-        saved.append((f"a{j}", p))
-    for i in range(nb - 1):      # gradient temporaries: read by the next backward op
-        if rng.random() < 0.5:
-            tensors.append(Tensor(f"g{i}", int(rng.integers(1, 800_000)), bwd[i],
-                                  (bwd[i + 1],)))
-    link = Link("l", pick([2e8, 1e9, 1e9, 1e10, 1e11]), pick([0.5, 0.85, 1.0]),
-                pick([0.0, 1e-5, 1e-3]))
-    inst = Instance("rand", ops, tensors, link)
-    lo = model_floor(inst)
-    M = int(lo + pick([0.0, 0.1, 0.25, 0.4, 0.55, 0.7, 0.85, 0.95]) * (int(inst.P) - lo))
-    return inst, M
 
 
 EXAMPLES = int(os.environ.get("MILP_PROPERTY_EXAMPLES", "40"))

@@ -27,7 +27,7 @@ from slackopt.solvers.milp.certified_bb import certified_milp_bound
 from slackopt.solvers.milp.lin import _Lin
 from slackopt.solvers.milp.timing_bound import build_timing_model, timing_bound
 from slackopt.workloads import make
-from tests.test_milp import enumerate_plans
+from tests.helpers_milp import enumerate_plans
 
 DATA = os.path.join(os.path.dirname(__file__), "data", "milp_soundness")
 F = Fraction

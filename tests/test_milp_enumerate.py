@@ -33,8 +33,7 @@ from slackopt.solvers.milp.enumerate import (
 )
 from slackopt.solvers.milp.incumbent import Incumbent
 from slackopt.workloads import make
-from tests.test_milp import enumerate_plans, instance
-from tests.test_milp_bounds import case_times, check_solve, random_instance
+from tests.helpers_milp import case_times, check_solve, enumerate_plans, instance, random_instance
 
 KEYS = [("hand", 0.9), ("hand", 0.75), ("hand", 0.6), ("chain5", 0.95), ("chain5", 0.8),
         ("chain5-nvlink", 0.8), ("chain5-nvlink", 0.65), ("unet1", 0.9), ("unet1", 0.75)]
@@ -110,7 +109,7 @@ def test_enumeration_on_a_small_suite_instance():
 
 
 def test_enumeration_on_the_recorded_bound_case():
-    """milp-bound-above-optimum (tests/test_milp_bounds.py): the phase proves all-swap,
+    """milp-bound-above-optimum (tests/helpers_milp.py): the phase proves all-swap,
     12.7776 ms, optimal, and the solver says so with bound = plan time."""
     inst, M, times = case_times()
     check_bounds_hold(inst, M, times)
@@ -175,7 +174,7 @@ def test_solver_infeasible_when_no_plan_runs():
 
 
 def test_deficit_bound_prefers_stall_to_a_dear_recompute():
-    """A random instance (tests/test_milp_bounds.py, seed 5762) where the only tensor
+    """A random instance (tests/helpers_milp.py, seed 5762) where the only tensor
     that could be recomputed to make room costs 2.9 ms, while stalling for the D2H of
     the 612,837 missing bytes at 10 GB/s costs 61 us: the bound takes the stall, and stays
     below the enumerated optimum (9.7663 ms; it was 12.08 ms when it took the recompute)."""
@@ -191,7 +190,7 @@ def test_deficit_bound_prefers_stall_to_a_dear_recompute():
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(seed=st.integers(0, 2**32 - 1))
 def test_enumeration_on_random_instances(seed):
-    """Random DAGs, links, latencies and workspaces (tests/test_milp_bounds.py): the
+    """Random DAGs, links, latencies and workspaces (tests/helpers_milp.py): the
     bounds hold for every plan and the search returns the enumerated optimum."""
     inst, M = random_instance(seed)
     times = enumerate_plans(inst, M)

@@ -31,7 +31,7 @@ from slackopt.solvers.milp.lns import (
     lns,
 )
 from slackopt.workloads import make
-from tests.test_milp import enumerate_plans, instance
+from tests.helpers_milp import enumerate_plans, instance
 
 KEYS = [("hand", 0.75), ("hand", 0.6), ("chain5", 0.8), ("chain5-nvlink", 0.65),
         ("unet1", 0.75)]

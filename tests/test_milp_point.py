@@ -7,7 +7,7 @@ with any plan that exercises it, named by its family (``fifo_R1[t=..,K=..]``), w
 or not that plan is optimal.
 
 Instances come from :func:`instances` (one place to swap in a fuller generator): the random
-instances of tests/test_milp_bounds.py, :func:`rich_instance` (in-place mutation, recipes
+instances of tests/helpers_milp.py, :func:`rich_instance` (in-place mutation, recipes
 that read another output of their own op, multi-op recipes with rebuild-only ops, views,
 never_recompute, host limits, links from 50 MB/s to 1 TB/s, zero-byte and huge tensors)
 and the cases of issue 22 (tests/data/milp_soundness/). Every decision vector of an
@@ -30,8 +30,8 @@ from slackopt.plan import KEEP, RECOMP, SWAP, Plan
 from slackopt.simulate import simulate
 from slackopt.solvers.milp import build_model, model_floor
 from slackopt.solvers.milp.model_point import point_from_trace
+from tests.helpers_milp import random_instance
 from tests.strategies import sample
-from tests.test_milp_bounds import random_instance
 
 DATA = os.path.join(os.path.dirname(__file__), "data", "milp_soundness")
 ENUM_MAX = 6

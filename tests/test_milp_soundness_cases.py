@@ -28,23 +28,12 @@ from pathlib import Path
 import pytest
 
 import slackopt
-from slackopt import Instance, Link, Op, Recipe, Tensor
+from slackopt import Instance
 from slackopt.io import load_instance
 from slackopt.solver import OPTIMAL_REL_TOL
-from tests.test_milp import enumerate_plans
+from tests.helpers_milp import enumerate_plans, same_producer
 
 DATA = Path(__file__).parent / "data" / "milp_soundness"
-ms = 1e-3
-
-
-def same_producer() -> Instance:
-    """u and v are two outputs of f0 and v's recipe reads u (the audit's minimal case)."""
-    ops = [Op("f0", "fwd", 1 * ms), Op("f1", "fwd", 1 * ms), Op("b0", "bwd", 1 * ms),
-           Op("b1", "bwd", 1 * ms), Op("rv", "rebuild", 0.1 * ms)]
-    tensors = [Tensor("u", 1_000_000, "f0", ("b1",), Recipe(("f0",))),
-               Tensor("v", 1_000_000, "f0", ("b0",), Recipe(("rv",), ("u",))),
-               Tensor("tmp", 3_000_000, "f1", ())]
-    return Instance("same-producer", ops, tensors, Link("slow", 1e8, 0.85, 1e-5))
 
 
 # case -> (instance file or builder, budget in bytes, the unpadded file its optimum is from)

@@ -31,9 +31,8 @@ from slackopt.experiments.schedule import (
     copy_ends,
     runtime_schedule,
 )
-from tests.helpers import build, lane
-from tests.test_milp_bounds import random_instance
-from tests.test_runtimes import mk
+from tests.helpers import build, lane, mk
+from tests.helpers_milp import random_instance
 
 approx = lambda x: pytest.approx(x, rel=1e-9, abs=1e-12)  # noqa: E731
 

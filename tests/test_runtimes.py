@@ -16,33 +16,15 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, note, settings
 from hypothesis import strategies as st
 
-from slackopt import Instance, Link, Op, Plan, Recipe, Tensor, simulate
+from slackopt import Plan, simulate
 from slackopt.errors import PlanError
 from slackopt.io import instance_to_dict, load_plan, save_plan
 from slackopt.plan import RUNTIME_PARAMS
 from slackopt.simulate import runtime_layers
-from tests.helpers import lane
+from tests.helpers import cache_instance, lane, mk
 from tests.strategies import budgets, instances
 
 approx = lambda x: pytest.approx(x, rel=1e-12, abs=1e-12)  # noqa: E731
-
-
-def mk(fwd, bwd, tensors, W=100.0, lat=0.0, duplex=1.0, rebuild_ops=()):
-    """An instance from compact specs with op kinds and layers.
-
-    fwd, bwd, rebuild_ops: (name, duration_s, kind[, layer[, workspace_bytes]]).
-    tensors: (name, size, producer, readers[, recipe ops, recipe inputs]).
-    """
-    ops = []
-    for phase, lst in (("fwd", fwd), ("bwd", bwd), ("rebuild", rebuild_ops)):
-        for name, dur, kind, *rest in lst:
-            ops.append(Op(name, phase, float(dur), layer=rest[0] if rest else -1, kind=kind,
-                          workspace_bytes=rest[1] if len(rest) > 1 else 0))
-    ts = []
-    for name, size, prod, readers, *rec in tensors:
-        recipe = Recipe(tuple(rec[0]), tuple(rec[1])) if rec else None
-        ts.append(Tensor(name, size, prod, tuple(readers), recipe))
-    return Instance("hand", ops, ts, Link("test", W, duplex, lat))
 
 
 # ============================================================================ layer_barriers
@@ -229,13 +211,6 @@ def test_prefetch_at_issue_must_fit_when_issued():
 
 
 # ============================================================================ on_demand
-def _cache_instance():
-    # a, b, c 100 B each. a: made by f1, read by f3 and b1; b: made by f2, read by b2;
-    # c: made by f4, read by b4. b2 and b1 are heavy (GEMM) tasks.
-    return mk([("f1", 1, "gemm"), ("f2", 1, "gemm"), ("f3", 1, "other"), ("f4", 1, "other")],
-              [("b4", 1, "other"), ("b2", 1, "gemm"), ("b1", 1, "gemm")],
-              [("a", 100, "f1", ["f3", "b1"]), ("b", 100, "f2", ["b2"]),
-               ("c", 100, "f4", ["b4"])])
 
 
 def _on_demand(inst, **params):
@@ -244,7 +219,7 @@ def _on_demand(inst, **params):
 
 
 def test_on_demand_lru_evicts_the_least_recently_used_and_waits_for_its_copy():
-    inst = _cache_instance()
+    inst = cache_instance()
     ev = simulate(inst, _on_demand(inst, eviction="lru"), 250, trace=True)
     # f1 [0,1], f2 [1,2], f3 [2,3] (reads a: a used at task 2, b last at task 1). f4 needs
     # c: 300 > 250, 50 B short: the LRU victim is b; its D2H [3, 4] runs while the compute
@@ -262,7 +237,7 @@ def test_on_demand_lru_evicts_the_least_recently_used_and_waits_for_its_copy():
 
 
 def test_on_demand_belady_evicts_the_furthest_next_use():
-    inst = _cache_instance()
+    inst = cache_instance()
     ev = simulate(inst, _on_demand(inst, eviction="belady"), 250, trace=True)
     # At f4 the victim is a (next use b1, task 6; b's is b2, task 5): D2H a [3, 4], f4
     # [4, 5]. b4 [5, 6]. b2 is heavy: when it starts (t=6) the tasks up to the next heavy
@@ -274,7 +249,7 @@ def test_on_demand_belady_evicts_the_furthest_next_use():
 
 
 def test_on_demand_early_offload_frees_victims_at_once_and_prefetches_asap():
-    inst = _cache_instance()
+    inst = cache_instance()
     ev = simulate(inst, _on_demand(inst, eviction="belady", offload="early", prefetch="asap"),
                   250, trace=True)
     # Early offload: D2H a [1, 2] and b [2, 3] as they are produced; both stay on the device.
@@ -289,7 +264,7 @@ def test_on_demand_early_offload_frees_victims_at_once_and_prefetches_asap():
 
 
 def test_on_demand_infeasible_when_no_victim_covers_the_shortfall():
-    inst = _cache_instance()
+    inst = cache_instance()
     # Only b is swappable. At M = 150, f2 already needs a + b = 200: nothing can be evicted
     # (a is still read by f3, b is being produced): infeasible, 50 B short.
     plan = Plan.from_mapping(inst, {"b": "swap"}, policy="on_demand")
@@ -317,7 +292,7 @@ def test_on_demand_evicts_in_the_backward_pass_and_fetches_on_demand():
 
 
 def test_runtime_params_are_checked_and_round_trip(tmp_path):
-    inst = _cache_instance()
+    inst = cache_instance()
     with pytest.raises(PlanError, match="eviction"):
         _on_demand(inst, eviction="fifo")
     with pytest.raises(PlanError, match="unknown for policy 'barrier_free'"):
@@ -337,7 +312,7 @@ def test_runtime_params_are_checked_and_round_trip(tmp_path):
 
 
 def test_compiled_engine_is_barrier_free_only():
-    inst = _cache_instance()
+    inst = cache_instance()
     with pytest.raises(ValueError, match="barrier_free only"):
         simulate(inst, _on_demand(inst), 1000, engine="compiled")
     # "auto" picks the reference loop for the other runtimes, with or without a trace.

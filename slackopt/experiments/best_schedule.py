@@ -118,7 +118,7 @@ def best_schedule(instance: Instance, plan: Plan, budget_bytes: int, *,
             do not depend on machine speed; None: the wall-clock limit only.
         seed: CP-SAT's random seed.
         workers: CP-SAT's workers (its portfolio of search strategies; one worker alone
-            found no schedule of tiny at 0.5 P in 5 s, eight did in 1 s).
+            finds a schedule far later: docs/runtime-gap.md, "CP-SAT's workers").
         interleave: run the workers interleaved on one thread (CP-SAT's
             ``interleave_search``): deterministic for a given seed and work_limit, and
             one core only (the machine is shared). False: one thread per worker.
@@ -142,15 +142,6 @@ def best_schedule(instance: Instance, plan: Plan, budget_bytes: int, *,
 
     inst, plan = _lowered(instance, plan)
     M = int(budget_bytes)
-    st = _static(inst)
-    tl = TaskList(inst, plan.decisions)
-    dec = plan.decisions.tolist()
-    n, nf = len(tl.dur), st.n_fwd
-    s = st.s
-    link = inst.link
-    Wd, Wh = float(link.d2h_bytes_per_s), float(link.h2d_bytes_per_s)
-    duplex, lat = float(link.duplex_factor), float(link.copy_latency_s)
-
     # the runtime's schedule: a candidate and a hint
     rt = runtime_schedule(inst, plan, M)
     rt_check = None
@@ -161,150 +152,16 @@ def best_schedule(instance: Instance, plan: Plan, budget_bytes: int, *,
             rt, rt_check = None, None
     best: tuple[Schedule, ScheduleCheck, str] | None = (
         (rt, rt_check, "runtime") if rt is not None and rt_check is not None else None)
-    if n == 0:
+    b = _Restriction(inst, plan, M, cp_model.CpModel())
+    if b.n == 0:
         return _result(best, "NOT_RUN", rt_check, 0.0, None)
-
-    swaps = [t for t in range(len(dec)) if dec[t] == SWAP and s[t] > 0 and tl.need[t]]
-    dk = [_ticks(d) for d in tl.dur]
-    # per direction (0: D2H, 1: H2D), the copy at full rate and at the duplex rate
-    w_fast = [{t: _ticks(copy_time(s[t], W, lat)) for t in swaps} for W in (Wd, Wh)]
-    w_slow = [{t: _ticks(copy_time(s[t], W, lat, duplex)) for t in swaps} for W in (Wd, Wh)]
-    H = sum(dk) + sum(w_slow[0].values()) + sum(w_slow[1].values()) + 2 * len(swaps) + n + 1
-
-    m = cp_model.CpModel()
-    ts = [m.NewIntVar(0, H, f"ts{k}") for k in range(n)]
-    te = [ts[k] + dk[k] for k in range(n)]
-    for k in range(1, n):
-        m.Add(ts[k] >= te[k - 1])
-    t_f = te[nf - 1] if nf > 0 else 0
-    d2h_iv, h2d_iv = [], []
-    off, ds, de, hs, he, rel, evs = {}, {}, {}, {}, {}, {}, {}
-    d_last = m.NewIntVar(0, H, "d2h_last_end")
-    ready = inst.saved_ready_idx.tolist()
-    for t in swaps:
-        o = off[t] = m.NewBoolVar(f"off{t}")
-        ds[t] = m.NewIntVar(0, H, f"ds{t}")
-        de[t] = m.NewIntVar(0, H, f"de{t}")
-        hs[t] = m.NewIntVar(0, H, f"hs{t}")
-        he[t] = m.NewIntVar(0, H, f"he{t}")
-        rel[t] = m.NewIntVar(0, H, f"rel{t}")
-        dd = m.NewIntVar(w_fast[0][t], w_slow[0][t], f"dd{t}")
-        hd = m.NewIntVar(w_fast[1][t], w_slow[1][t], f"hd{t}")
-        d2h_iv.append(m.NewOptionalIntervalVar(ds[t], dd, de[t], o, f"d2h{t}"))
-        h2d_iv.append(m.NewOptionalIntervalVar(hs[t], hd, he[t], o, f"h2d{t}"))
-        m.Add(ds[t] >= te[ready[t]]).OnlyEnforceIf(o)
-        m.Add(hs[t] >= de[t]).OnlyEnforceIf(o)
-        m.Add(hs[t] >= t_f).OnlyEnforceIf(o)
-        m.Add(ts[tl.need[t][0]] >= he[t]).OnlyEnforceIf(o)
-        m.Add(rel[t] >= de[t]).OnlyEnforceIf(o)
-        m.Add(rel[t] >= te[st.fwd_release[t]]).OnlyEnforceIf(o)
-        m.Add(d_last >= de[t]).OnlyEnforceIf(o)
-        # full rate only where no copy of the other direction can overlap
-        early = m.NewBoolVar(f"early{t}")
-        m.Add(de[t] <= t_f).OnlyEnforceIf(early)
-        m.Add(dd == w_slow[0][t]).OnlyEnforceIf(early.Not())
-        m.Add(dd == w_fast[0][t]).OnlyEnforceIf(early)
-        late = m.NewBoolVar(f"late{t}")
-        m.Add(hs[t] >= d_last).OnlyEnforceIf(late)
-        m.Add(hd == w_slow[1][t]).OnlyEnforceIf(late.Not())
-        m.Add(hd == w_fast[1][t]).OnlyEnforceIf(late)
-        # evictions: after reader i - 1 the buffer may be freed and fetched again for i
-        nd = tl.need[t]
-        evs[t] = {}
-        for i in range(1, len(nd)):
-            e = m.NewBoolVar(f"ev{t}_{i}")
-            m.AddImplication(e, o)
-            x, y = m.NewIntVar(0, H, f"rs{t}_{i}"), m.NewIntVar(0, H, f"re{t}_{i}")
-            rd = m.NewIntVar(w_fast[1][t], w_slow[1][t], f"rd{t}_{i}")
-            h2d_iv.append(m.NewOptionalIntervalVar(x, rd, y, e, f"refetch{t}_{i}"))
-            m.Add(x >= te[nd[i - 1]]).OnlyEnforceIf(e)
-            m.Add(ts[nd[i]] >= y).OnlyEnforceIf(e)
-            lt = m.NewBoolVar(f"late{t}_{i}")
-            m.Add(x >= d_last).OnlyEnforceIf(lt)
-            m.Add(rd == w_slow[1][t]).OnlyEnforceIf(lt.Not())
-            m.Add(rd == w_fast[1][t]).OnlyEnforceIf(lt)
-            evs[t][i] = (e, x)
-    if d2h_iv:
-        m.AddNoOverlap(d2h_iv)
-        m.AddNoOverlap(h2d_iv)
-    # device memory: a cumulative over memory blocks (half-open intervals, so a block
-    # freed at t and one allocated at t do not overlap: frees first, as in the checker)
-    outs_bytes = [0] * n
-    for k in range(n):
-        if tl.task_op[k] >= 0 and tl.task_op[k] < nf:
-            outs_bytes[k] = sum(s[t] for t in st.outs[tl.task_op[k]])
-        elif tl.task_op[k] < 0:
-            outs_bytes[k] = s[tl.task_t[k]]
-    ivs, dem = [], []
-
-    def block(start, end, size: int, name: str, active=None) -> None:
-        if size <= 0:
-            return
-        ln = m.NewIntVar(0, H, f"len_{name}")
-        if active is None:
-            ivs.append(m.NewIntervalVar(start, ln, end, name))
-        else:
-            ivs.append(m.NewOptionalIntervalVar(start, ln, end, active, name))
-        dem.append(int(size))
-
-    # the non-saved bytes (temporaries, gradients, workspaces, recipe transients): known
-    # levels while task k runs and in the gap after it
-    level = 0
-    for k in range(n):
-        level += tl.alloc[k] - outs_bytes[k]
-        block(ts[k], te[k], max(0, level), f"run{k}")
-        level -= tl.free[k]
-        if k + 1 < n:
-            block(te[k], ts[k + 1], max(0, level), f"gap{k}")
-    rebuild_of = {tl.task_t[k]: k for k in range(n) if tl.task_op[k] < 0}
-    last_task = {}
-    for k in range(n):
-        for t in tl.release[k]:
-            last_task[t] = k
-    swapset = set(swaps)
-    for t in range(len(dec)):
-        if t not in last_task or s[t] == 0:
-            continue
-        born, end = ts[st.prod[t]], te[last_task[t]]
-        if dec[t] == RECOMP:
-            block(born, te[st.fwd_release[t]], s[t], f"fwd{t}")
-            block(ts[rebuild_of[t]], end, s[t], f"reb{t}")
-        elif t in swapset:
-            block(born, rel[t], s[t], f"out{t}", off[t])
-            block(born, end, s[t], f"res{t}", off[t].Not())
-            # fetched: from the H2D to the first reader's end, then per later reader
-            # either kept (stay) or evicted and fetched again
-            nd = tl.need[t]
-            block(hs[t], te[nd[0]], s[t], f"in{t}", off[t])
-            for i in range(1, len(nd)):
-                e, x = evs[t][i]
-                stay = m.NewBoolVar(f"stay{t}_{i}")
-                m.Add(stay + e == off[t])
-                block(te[nd[i - 1]], te[nd[i]], s[t], f"stay{t}_{i}", stay)
-                block(x, te[nd[i]], s[t], f"back{t}_{i}", e)
-        else:
-            block(born, end, s[t], f"keep{t}")
-    if ivs:
-        m.AddCumulative(ivs, dem, M)
-    if inst.host_memory_bytes is not None and swaps:
-        hiv = [m.NewOptionalIntervalVar(ds[t], m.NewIntVar(0, H, f"hl{t}"),
-                                        te[tl.need[t][-1]], off[t], f"host{t}")
-               for t in swaps]
-        m.AddCumulative(hiv, [int(s[t]) for t in swaps], int(inst.host_memory_bytes))
-    m.Minimize(te[n - 1])
+    b.tasks()
+    b.copies()
+    b.device_memory()
+    b.host_memory()
+    b.m.Minimize(b.te[b.n - 1])
     if rt is not None:
-        for k in range(n):
-            m.AddHint(ts[k], int(round(rt.task_start_s[k] / TICK_S)))
-        for t in swaps:
-            m.AddHint(off[t], t in rt.d2h_start_s)
-            if t in rt.d2h_start_s:
-                m.AddHint(ds[t], int(round(rt.d2h_start_s[t] / TICK_S)))
-                m.AddHint(hs[t], int(round(rt.h2d_start_s[t] / TICK_S)))
-            again = dict(rt.refetch_s.get(t, ()))
-            for i, (e, x) in evs[t].items():
-                m.AddHint(e, i in again)
-                if i in again:
-                    m.AddHint(x, int(round(again[i] / TICK_S)))
+        b.hint(rt)
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = float(time_limit_s)
     if work_limit is not None:
@@ -315,19 +172,13 @@ def best_schedule(instance: Instance, plan: Plan, budget_bytes: int, *,
     solver.parameters.random_seed = int(seed)
     t0 = time.perf_counter()
     cpsat_sigint_off(solver)
-    status = interruptible(lambda: solver.Solve(m), solver.StopSearch)
+    status = interruptible(lambda: solver.Solve(b.m), solver.StopSearch)
     secs = time.perf_counter() - t0
     name = solver.StatusName(status)
     model_lb = None
     if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         model_lb = solver.BestObjectiveBound() * TICK_S
-        sched = Schedule(
-            tuple(solver.Value(ts[k]) * TICK_S for k in range(n)),
-            {t: solver.Value(ds[t]) * TICK_S for t in swaps if solver.Value(off[t])},
-            {t: solver.Value(hs[t]) * TICK_S for t in swaps if solver.Value(off[t])},
-            {t: tuple((i, solver.Value(x) * TICK_S) for i, (e, x) in sorted(evs[t].items())
-                      if solver.Value(e))
-             for t in swaps if any(solver.Value(e) for e, _ in evs[t].values())})
+        sched = b.schedule(solver)
         try:
             chk = check_schedule(inst, plan, M, sched)
         except ScheduleError as e:  # pragma: no cover - a model bug
@@ -335,6 +186,209 @@ def best_schedule(instance: Instance, plan: Plan, budget_bytes: int, *,
         if best is None or chk.makespan_s < best[1].makespan_s:
             best = (sched, chk, "cp-sat")
     return _result(best, name, rt_check, secs, model_lb)
+
+
+class _Restriction:
+    """The CP-SAT model of the module docstring, built in sections: the state they share
+    (the task list, the swaps, their copy durations in ticks, the horizon) and the
+    variables added so far. The sections add variables and constraints in the order
+    :func:`best_schedule` calls them (tasks, copies, device memory, host memory), which
+    fixes the model and so CP-SAT's deterministic search."""
+
+    def __init__(self, inst: Instance, plan: Plan, M: int, m) -> None:
+        """The data of `plan` on `inst` (lowered) at budget `M` (bytes); `m`: an empty
+        ``cp_model.CpModel``."""
+        self.inst, self.M, self.m = inst, M, m
+        self.st = st = _static(inst)
+        self.tl = tl = TaskList(inst, plan.decisions)
+        self.dec = plan.decisions.tolist()
+        self.n, self.nf = len(tl.dur), st.n_fwd
+        self.s = s = st.s
+        link = inst.link
+        Wd, Wh = float(link.d2h_bytes_per_s), float(link.h2d_bytes_per_s)
+        duplex, lat = float(link.duplex_factor), float(link.copy_latency_s)
+        self.swaps = swaps = [t for t in range(len(self.dec))
+                              if self.dec[t] == SWAP and s[t] > 0 and tl.need[t]]
+        self.dk = dk = [_ticks(d) for d in tl.dur]
+        # per direction (0: D2H, 1: H2D), the copy at full rate and at the duplex rate
+        self.w_fast = [{t: _ticks(copy_time(s[t], W, lat)) for t in swaps} for W in (Wd, Wh)]
+        self.w_slow = w_slow = [{t: _ticks(copy_time(s[t], W, lat, duplex)) for t in swaps}
+                                for W in (Wd, Wh)]
+        self.H = (sum(dk) + sum(w_slow[0].values()) + sum(w_slow[1].values())
+                  + 2 * len(swaps) + self.n + 1)
+        self.off: dict = {}
+        self.ds: dict = {}
+        self.hs: dict = {}
+        self.rel: dict = {}
+        self.evs: dict = {}
+
+    def tasks(self) -> None:
+        """Task k on [ts_k, ts_k + ceil(tau_k)], in task order; t_f the forward pass's end."""
+        m, n, H = self.m, self.n, self.H
+        self.ts = ts = [m.NewIntVar(0, H, f"ts{k}") for k in range(n)]
+        self.te = te = [ts[k] + self.dk[k] for k in range(n)]
+        for k in range(1, n):
+            m.Add(ts[k] >= te[k - 1])
+        self.t_f = te[self.nf - 1] if self.nf > 0 else 0
+
+    def copies(self) -> None:
+        """Per swap: offloaded or resident; the D2H and H2D intervals of an offloaded swap
+        (full rate only where no copy of the other direction can overlap), its optional
+        re-fetches before later readers, and one no-overlap per engine."""
+        m, H, tl, ts, te, t_f = self.m, self.H, self.tl, self.ts, self.te, self.t_f
+        w_fast, w_slow, st = self.w_fast, self.w_slow, self.st
+        off, ds, hs, rel, evs = self.off, self.ds, self.hs, self.rel, self.evs
+        d2h_iv, h2d_iv = [], []
+        de, he = {}, {}
+        d_last = m.NewIntVar(0, H, "d2h_last_end")
+        ready = self.inst.saved_ready_idx.tolist()
+        for t in self.swaps:
+            o = off[t] = m.NewBoolVar(f"off{t}")
+            ds[t] = m.NewIntVar(0, H, f"ds{t}")
+            de[t] = m.NewIntVar(0, H, f"de{t}")
+            hs[t] = m.NewIntVar(0, H, f"hs{t}")
+            he[t] = m.NewIntVar(0, H, f"he{t}")
+            rel[t] = m.NewIntVar(0, H, f"rel{t}")
+            dd = m.NewIntVar(w_fast[0][t], w_slow[0][t], f"dd{t}")
+            hd = m.NewIntVar(w_fast[1][t], w_slow[1][t], f"hd{t}")
+            d2h_iv.append(m.NewOptionalIntervalVar(ds[t], dd, de[t], o, f"d2h{t}"))
+            h2d_iv.append(m.NewOptionalIntervalVar(hs[t], hd, he[t], o, f"h2d{t}"))
+            m.Add(ds[t] >= te[ready[t]]).OnlyEnforceIf(o)
+            m.Add(hs[t] >= de[t]).OnlyEnforceIf(o)
+            m.Add(hs[t] >= t_f).OnlyEnforceIf(o)
+            m.Add(ts[tl.need[t][0]] >= he[t]).OnlyEnforceIf(o)
+            m.Add(rel[t] >= de[t]).OnlyEnforceIf(o)
+            m.Add(rel[t] >= te[st.fwd_release[t]]).OnlyEnforceIf(o)
+            m.Add(d_last >= de[t]).OnlyEnforceIf(o)
+            # full rate only where no copy of the other direction can overlap
+            early = m.NewBoolVar(f"early{t}")
+            m.Add(de[t] <= t_f).OnlyEnforceIf(early)
+            m.Add(dd == w_slow[0][t]).OnlyEnforceIf(early.Not())
+            m.Add(dd == w_fast[0][t]).OnlyEnforceIf(early)
+            late = m.NewBoolVar(f"late{t}")
+            m.Add(hs[t] >= d_last).OnlyEnforceIf(late)
+            m.Add(hd == w_slow[1][t]).OnlyEnforceIf(late.Not())
+            m.Add(hd == w_fast[1][t]).OnlyEnforceIf(late)
+            # evictions: after reader i - 1 the buffer may be freed and fetched again for i
+            nd = tl.need[t]
+            evs[t] = {}
+            for i in range(1, len(nd)):
+                e = m.NewBoolVar(f"ev{t}_{i}")
+                m.AddImplication(e, o)
+                x, y = m.NewIntVar(0, H, f"rs{t}_{i}"), m.NewIntVar(0, H, f"re{t}_{i}")
+                rd = m.NewIntVar(w_fast[1][t], w_slow[1][t], f"rd{t}_{i}")
+                h2d_iv.append(m.NewOptionalIntervalVar(x, rd, y, e, f"refetch{t}_{i}"))
+                m.Add(x >= te[nd[i - 1]]).OnlyEnforceIf(e)
+                m.Add(ts[nd[i]] >= y).OnlyEnforceIf(e)
+                lt = m.NewBoolVar(f"late{t}_{i}")
+                m.Add(x >= d_last).OnlyEnforceIf(lt)
+                m.Add(rd == w_slow[1][t]).OnlyEnforceIf(lt.Not())
+                m.Add(rd == w_fast[1][t]).OnlyEnforceIf(lt)
+                evs[t][i] = (e, x)
+        if d2h_iv:
+            m.AddNoOverlap(d2h_iv)
+            m.AddNoOverlap(h2d_iv)
+
+    def device_memory(self) -> None:
+        """Device memory: a cumulative (capacity M) over memory blocks (half-open
+        intervals, so a block freed at t and one allocated at t do not overlap: frees
+        first, as in the checker)."""
+        m, H, n, nf, tl, st, s = self.m, self.H, self.n, self.nf, self.tl, self.st, self.s
+        ts, te, dec, off, rel, evs = self.ts, self.te, self.dec, self.off, self.rel, self.evs
+        outs_bytes = [0] * n
+        for k in range(n):
+            if tl.task_op[k] >= 0 and tl.task_op[k] < nf:
+                outs_bytes[k] = sum(s[t] for t in st.outs[tl.task_op[k]])
+            elif tl.task_op[k] < 0:
+                outs_bytes[k] = s[tl.task_t[k]]
+        ivs, dem = [], []
+
+        def block(start, end, size: int, name: str, active=None) -> None:
+            if size <= 0:
+                return
+            ln = m.NewIntVar(0, H, f"len_{name}")
+            if active is None:
+                ivs.append(m.NewIntervalVar(start, ln, end, name))
+            else:
+                ivs.append(m.NewOptionalIntervalVar(start, ln, end, active, name))
+            dem.append(int(size))
+
+        # the non-saved bytes (temporaries, gradients, workspaces, recipe transients): known
+        # levels while task k runs and in the gap after it
+        level = 0
+        for k in range(n):
+            level += tl.alloc[k] - outs_bytes[k]
+            block(ts[k], te[k], max(0, level), f"run{k}")
+            level -= tl.free[k]
+            if k + 1 < n:
+                block(te[k], ts[k + 1], max(0, level), f"gap{k}")
+        rebuild_of = {tl.task_t[k]: k for k in range(n) if tl.task_op[k] < 0}
+        last_task = {}
+        for k in range(n):
+            for t in tl.release[k]:
+                last_task[t] = k
+        swapset = set(self.swaps)
+        for t in range(len(dec)):
+            if t not in last_task or s[t] == 0:
+                continue
+            born, end = ts[st.prod[t]], te[last_task[t]]
+            if dec[t] == RECOMP:
+                block(born, te[st.fwd_release[t]], s[t], f"fwd{t}")
+                block(ts[rebuild_of[t]], end, s[t], f"reb{t}")
+            elif t in swapset:
+                block(born, rel[t], s[t], f"out{t}", off[t])
+                block(born, end, s[t], f"res{t}", off[t].Not())
+                # fetched: from the H2D to the first reader's end, then per later reader
+                # either kept (stay) or evicted and fetched again
+                nd = tl.need[t]
+                block(self.hs[t], te[nd[0]], s[t], f"in{t}", off[t])
+                for i in range(1, len(nd)):
+                    e, x = evs[t][i]
+                    stay = m.NewBoolVar(f"stay{t}_{i}")
+                    m.Add(stay + e == off[t])
+                    block(te[nd[i - 1]], te[nd[i]], s[t], f"stay{t}_{i}", stay)
+                    block(x, te[nd[i]], s[t], f"back{t}_{i}", e)
+            else:
+                block(born, end, s[t], f"keep{t}")
+        if ivs:
+            m.AddCumulative(ivs, dem, self.M)
+
+    def host_memory(self) -> None:
+        """Host pinned memory, when the instance sets a limit: an offloaded swap holds its
+        bytes from its D2H's start to its last reader's end."""
+        m, swaps, s, host = self.m, self.swaps, self.s, self.inst.host_memory_bytes
+        if host is None or not swaps:
+            return
+        hiv = [m.NewOptionalIntervalVar(self.ds[t], m.NewIntVar(0, self.H, f"hl{t}"),
+                                        self.te[self.tl.need[t][-1]], self.off[t], f"host{t}")
+               for t in swaps]
+        m.AddCumulative(hiv, [int(s[t]) for t in swaps], int(host))
+
+    def hint(self, rt: Schedule) -> None:
+        """The runtime's schedule `rt` as CP-SAT's hint."""
+        m, evs = self.m, self.evs
+        for k in range(self.n):
+            m.AddHint(self.ts[k], int(round(rt.task_start_s[k] / TICK_S)))
+        for t in self.swaps:
+            m.AddHint(self.off[t], t in rt.d2h_start_s)
+            if t in rt.d2h_start_s:
+                m.AddHint(self.ds[t], int(round(rt.d2h_start_s[t] / TICK_S)))
+                m.AddHint(self.hs[t], int(round(rt.h2d_start_s[t] / TICK_S)))
+            again = dict(rt.refetch_s.get(t, ()))
+            for i, (e, x) in evs[t].items():
+                m.AddHint(e, i in again)
+                if i in again:
+                    m.AddHint(x, int(round(again[i] / TICK_S)))
+
+    def schedule(self, solver) -> Schedule:
+        """The schedule of `solver`'s solution (seconds)."""
+        v, swaps, evs, off = solver.Value, self.swaps, self.evs, self.off
+        return Schedule(
+            tuple(v(self.ts[k]) * TICK_S for k in range(self.n)),
+            {t: v(self.ds[t]) * TICK_S for t in swaps if v(off[t])},
+            {t: v(self.hs[t]) * TICK_S for t in swaps if v(off[t])},
+            {t: tuple((i, v(x) * TICK_S) for i, (e, x) in sorted(evs[t].items()) if v(e))
+             for t in swaps if any(v(e) for e, _ in evs[t].values())})
 
 
 def _result(best, status: str, rt_check: ScheduleCheck | None, secs: float,

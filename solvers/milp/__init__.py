@@ -26,9 +26,9 @@ Tiers (``tier``; "auto" picks by size):
 - "aggregated" (the paper workloads): one step per (phase, layer) run of ops, as "exact"
   otherwise; "rebuilt before op k" is one prefix-sum variable per (tensor, gap)
   (``cumulative_placement``, a substitution: BERT-Large's model has 1.06M nonzeros instead
-  of 10M and builds in about 5 s). Its LP relaxation (BERT-Large at 0.3 P: 109k variables,
-  209k rows) did not finish within 300 s with GLOP or HiGHS on a loaded 2-core machine;
-  the paper workloads' bound comes from the checkpoint LP (phase 3a below) unless it does.
+  of 10M). Its LP relaxation (BERT-Large at 0.3 P: 109k variables, 209k rows) is too large
+  to solve in minutes (docs/bounds.md, "Settings and the measurements behind them"); the
+  paper workloads' bound comes from the checkpoint LP (phase 3a below) unless it finishes.
 
 Model (the names are the variables):
 
@@ -92,7 +92,8 @@ there). Every row holds for that assignment, so the model's optimum is <= T; the
 holds with the decisions fixed, which the no-good loop below relies on. The mapping is
 :func:`~slackopt.solvers.milp.model_point.point_from_trace`; every row has a family name
 (``fifo_R1[t=..,K=..]``), and tests/test_milp_point.py checks every row for every plan of
-small random instances and the cases of issue 22, in every tier. Row by row:
+small random instances and the recorded soundness cases (tests/data/milp_soundness/), in
+every tier. Row by row:
 
 - Capacity (``sum_t w_t share <= tau_K``, and the rows that place a copy after its
   ready op, before its reader or in a gap): a copy lasts at least ``w = latency + s / W``
@@ -157,7 +158,7 @@ traces, never fewer, so the bound stays valid):
 The property test (tests/test_milp_bounds.py) checks ``lower_bound_s <=`` the enumerated
 optimum on random small instances for every tier, both backends, with and without local
 search; the model with the optimum's decisions fixed is checked the same way, and on the
-cases of issue 22 with SCIP, HiGHS and CBC (tests/test_milp_model_cases.py). The
+recorded soundness cases with SCIP, HiGHS and CBC (tests/test_milp_model_cases.py). The
 plan-by-plan check (tests/test_milp_point.py) is the stronger one: it checks the argument
 above for every plan, row by row, not only the optimum's value.
 

@@ -76,8 +76,8 @@ class _ScipBackend(_Backend):
     name = "scip"
     scip_params = "separating/maxroundsroot = 2\nseparating/maxrounds = 0\n"
     """SCIP settings after the seeds. Cutting-plane rounds dominate on the time-indexed
-    models at little gain; keep a few at the root (measured on the small instances:
-    2-5x faster, same optima)."""
+    models at little gain; keep a few at the root (same optima, faster: docs/bounds.md,
+    "Settings and the measurements behind them")."""
 
     def __init__(self, lin: _Lin, **kw: Any) -> None:
         super().__init__(lin, **kw)
@@ -395,7 +395,7 @@ def lp_relaxation(lin: _Lin, time_limit_s: float, deadline: float | None = None,
     t0 = time.perf_counter()
     end = t0 + float(time_limit_s)
     if deadline is not None:
-        # GLOP overruns its limit (BERT-Large's aggregated LP: by 9 s of 30): 75%
+        # GLOP overruns its limit (docs/bounds.md, "Settings and the measurements"): 75%
         end = min(end, t0 + 0.75 * (deadline - t0))
     arrays = lin_arrays(lin)
     bound, x = _glop_certified(lin, arrays, end, deadline, info)
@@ -452,9 +452,9 @@ class _GlopLP:
         """Load `lin` (integrality dropped); loading stops with ModelTimeout after
         `deadline` (perf_counter time). ``presolve=False`` turns GLOP's preprocessing
         off: then a re-solve after a change of variable bounds starts from the last
-        basis (with preprocessing on, GLOP solved each such re-solve from scratch: on the
-        timing model of chain63 at 0.7 P 9-18 s each, against 0.1-0.3 s warm, and the
-        first solve took 16 s against 0.35 s without preprocessing)."""
+        basis (with preprocessing on, GLOP solved each such re-solve from scratch, and the
+        first solve was slower too: docs/bounds.md, "Settings and the measurements behind
+        them")."""
         from ortools.linear_solver import pywraplp
 
         self._pywraplp = pywraplp
@@ -516,7 +516,8 @@ def _glop_certified(lin: _Lin, arrays: dict, end: float, deadline: float | None,
                     ) -> tuple[float | None, list[float] | None]:
     """GLOP's solve of the LP relaxation, certified (:func:`_certify_loop`). GLOP's
     preprocessing is off: with it, the duals of the aggregated tier's LP on chain5 at
-    0.8 P certified no bound, and chain63's timing LP took 17 s instead of 0.4 s."""
+    0.8 P certified no bound, and the timing LP was much slower (docs/bounds.md,
+    "Settings and the measurements behind them")."""
     info["lp_solver"] = "glop"
     glop = _GlopLP(lin, deadline, presolve=False)
     if deadline is not None and end - time.perf_counter() <= 0:

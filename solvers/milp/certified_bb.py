@@ -1,6 +1,6 @@
 """A certified branch and bound: a MILP lower bound that floating point cannot make too
-large (issue 22: "never take an LP or MILP solver's objective as a bound without a check
-that floating point cannot fool").
+large (no LP or MILP solver's objective is taken as a bound without a check that floating
+point cannot fool).
 
 A MILP solver's dual bound (SCIP's best bound) rests on LP solves whose tolerances are
 not checked, so it is not a bound here. :func:`certified_milp_bound` runs its own

@@ -1,13 +1,14 @@
 """Safe lower bounds from LP duals: a bound that floating point cannot make too large.
 
-An LP or MILP solver's objective value is not a bound: simplex codes work with
-tolerances (feasibility and optimality around 1e-7 to 1e-9, scaled), and on badly scaled
-models they can return an objective far above the true optimum (issue 22, fault 3: SCIP's
-LP gave 12,909.68 us where the optimum is 3,288.997 us). Following Neumaier and
-Shcherbina, "Safe bounds in linear and mixed-integer linear programming", Math.
-Programming 99 (2004) 283-296, a bound is instead computed from *any* row multipliers
-``y`` (the solver's duals) by weak duality, with the rounding errors of that computation
-bounded a priori, so that the number returned is at most the exact minimum.
+An LP or MILP solver's objective value is not a bound: simplex codes work with tolerances
+(feasibility and optimality around 1e-7 to 1e-9, scaled), and on badly scaled models they
+can return an objective far above the true optimum (on a recorded case of
+tests/data/milp_soundness/, SCIP's LP gave 12,909.68 us where the optimum is 3,288.997
+us). Following Neumaier and Shcherbina, "Safe bounds in linear and mixed-integer linear
+programming", Math. Programming 99 (2004) 283-296, a bound is instead computed from *any*
+row multipliers ``y`` (the solver's duals) by weak duality, with the rounding errors of
+that computation bounded a priori, so that the number returned is at most the exact
+minimum.
 
 The model is a :class:`~slackopt.solvers.milp.lin._Lin`: minimise ``c x`` subject to
 ``lo <= A x <= hi`` (rows) and ``lb <= x <= ub`` (box; infinite bounds allowed).
@@ -48,7 +49,7 @@ product, covered by an absolute term of ``(n + 2) 2^-1022``.
 
 So the returned number is at most ``min {c x : lo <= A x <= hi, lb <= x <= ub}`` (also
 when the LP is infeasible: then any number is). Cost: a few sparse matrix-vector
-products (1M nonzeros: 0.3 s the first time, with the transposes, then 0.06 s).
+products (docs/bounds.md, "Settings and the measurements behind them").
 
 Infinite bounds. The reduced cost of a basic variable is 0 up to rounding, so its
 enclosure straddles 0, and against an infinite bound that gives -inf. Two remedies,

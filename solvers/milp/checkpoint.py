@@ -113,9 +113,8 @@ from slackopt.solvers.milp.runpoint import RunView, complete_point, decided
 
 MAX_CHECKPOINTS = 4
 """Forward checkpoints with D2H timing (those with the largest keep-all excess over M),
-and as many backward ones.
-BERT-Large at 0.3 P: 4 give 98.92949 ms in 5 s, 16 give 98.92957 ms in 53 s (GLOP, loaded
-2-core machine)."""
+and as many backward ones (more raise the bound little for much more time:
+docs/bounds.md, "Settings and the measurements behind them")."""
 MAX_THRESHOLDS = 64
 """Ready-time thresholds per checkpoint (a subset only weakens the bound)."""
 
@@ -169,7 +168,7 @@ def time_unit(ideal_s: float, copies_s: float) -> float:
     other (the D2H queue's end when all are swapped: the largest queue time and big-M
     of the timing MILP), are at most TIME_SCALE_MAX units.
 
-    Why (issue 22, fault 3): one 137 MB tensor on a 50 MB/s link makes a 2.7e6 us copy;
+    Why: one 137 MB tensor on a 50 MB/s link makes a 2.7e6 us copy;
     in microseconds its FIFO big-M rows held coefficients of 2.7e6 beside 1 and memory
     rows down to 5e-4, and GLOP called the LP infeasible (and SCIP's LP returned 3.9 times
     the optimum); in milliseconds GLOP solves it. Most instances keep 1 us or 10 us.

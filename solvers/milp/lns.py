@@ -36,8 +36,7 @@ Cost: each window gets at most ``window_plans`` simulated plans. The default sca
 the instance: a simulation costs about in proportion to the tasks it runs (ops plus
 rebuilds), so ``WINDOW_WORK / n_ops`` plans (at least ``WINDOW_PLANS_MIN``), and the
 first window size is the largest k <= ``WINDOW_START`` with 3^k <= 4 window_plans
-(chain31, 65 ops: 6153 plans, k = 8; GPT-2 XL, 1355 ops: 500 plans, k = 6; a window of
-either takes a few tenths of a second on a shared 2-core machine). Windows larger than
+(chain31, 65 ops: 6153 plans, k = 8; GPT-2 XL, 1355 ops: 500 plans, k = 6). Windows larger than
 a window's plans allow are cut short (still improving, proving nothing).
 
 Anytime and deterministic: the order of windows, their sizes and each window's search

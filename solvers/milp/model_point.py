@@ -97,97 +97,120 @@ def point_from_trace(model: _Model, inst: Instance, plan: Plan, M: int,
         raise ValueError(f"the plan is infeasible at M = {M}: {evaluation.failure}")
     if evaluation.trace is None:
         raise ValueError("the evaluation has no trace: simulate with trace=True")
-    lin = model.lin
-    x = [0.0] * lin.n_vars
-    tu = model.t_unit
-    dec = np.asarray(plan.decisions).tolist()
-    nS = inst.n_saved
-    names = inst.saved_names
-    s = np.asarray(inst.s, dtype=np.int64).tolist()
-
-    # ---- the compute stream: one trace event per task, in task order
-    tl = TaskList(inst, np.asarray(dec, dtype=np.int8))
-    comp = [e for e in evaluation.trace if e["lane"] == "compute"]
-    if len(comp) != len(tl.task_op):
-        raise ValueError("the trace does not match the plan's task list")
-    t_start = [float(e["start_s"]) for e in comp]
-    op_end = [0.0] * inst.n_ops
-    op_start = [0.0] * inst.n_ops
-    for k, op in enumerate(tl.task_op):
-        if op >= 0:
-            op_end[op] = float(comp[k]["end_s"])
-            op_start[op] = t_start[k]
-    steps = [(op_end[a - 1] if a > 0 else 0.0, op_end[b]) for a, b in model.groups]
-    nK = len(steps)
-
-    # ---- decisions, step durations, rebuild positions
-    for t in range(nS):
-        if vm["xs"][t] is not None:
-            x[vm["xs"][t]] = 1.0 if dec[t] == SWAP else 0.0
-        if vm["xr"][t] is not None:
-            x[vm["xr"][t]] = 1.0 if dec[t] == RECOMP else 0.0
-    for K, j in enumerate(vm["tau"]):
-        x[j] = (steps[K][1] - steps[K][0]) / tu
-    for k, t in enumerate(tl.task_t):
-        if t >= 0:
-            g = tl.next_op(k)
-            yv = vm["y"][t].get(g)
-            if yv is None:
-                raise ValueError(f"'{names[t]}' is rebuilt before op {g}, a gap the model "
-                                 f"does not offer it (G = {sorted(vm['y'][t])})")
-            x[yv] = 1.0
-
-    # ---- copies
+    p = _TracePoint(model, inst, np.asarray(plan.decisions).tolist(), evaluation)
+    p.decisions()
     d2h, h2d, evict = copy_events(inst, evaluation)
-    # A D2H still in flight when the last task ends is not in the trace (the trace records
-    # copies when they end): it is the first copy in queue order (ready op, saved
-    # position: the runtime's FIFO) that has no trace event and started, i.e. the engine
-    # was free, at max(its ready time, the previous copy's end), before its last reader
-    # ended (else it was dropped). Its busy interval is [start, start + d] with any d in
-    # [w, dmax] (the copy lasts at least w = latency + s / W and at most dmax = latency +
-    # s / (duplex W)) and >= T - start (it had not ended at T); d = max(w, T - start).
-    T = float(evaluation.step_time_s)
-    link = inst.link
-    ready = np.asarray(inst.saved_ready_idx).tolist()
-    t_end = [float(e["end_s"]) for e in comp]
-    free_at = 0.0
-    for t in sorted((t for t in range(nS) if dec[t] == SWAP and s[t] > 0),
-                    key=lambda t: (ready[t], t)):
-        if t in d2h:
-            free_at = d2h[t][1]
+    p.in_flight_d2h(d2h)
+    for t in range(inst.n_saved):
+        if p.dec[t] != SWAP or p.s[t] <= 0 or not p.tl.need[t]:
             continue
-        start = max(op_end[ready[t]], free_at)
-        if start < t_end[tl.need[t][-1]]:
-            d = max(copy_time(s[t], float(link.d2h_bytes_per_s), float(link.copy_latency_s)),
-                    T - start)
-            d2h[t] = (start, start + d)
-            break
-    zeros = [0.0] * nK
-    for t in range(nS):
-        if dec[t] != SWAP or s[t] <= 0 or not tl.need[t]:
-            continue
-        first_read = t_start[tl.need[t][0]]
-        fetches = h2d.get(t, [])
+        p.swap(t, d2h.get(t), h2d.get(t, []), evict.get(t, []))
+    # ---- auxiliary variables, in creation order (each reads only earlier ones)
+    _set_aux(model, p.x)
+    return p.x
+
+
+class _TracePoint:
+    """The point :func:`point_from_trace` builds, section by section: the compute stream
+    of the trace (one event per task, in task order), the steps' intervals and the point
+    ``x`` (model units) filled so far."""
+
+    def __init__(self, model: _Model, inst: Instance, dec: list[int],
+                 evaluation: Evaluation) -> None:
+        """`inst` without views, `dec` the plan's decisions, `evaluation` its traced run."""
+        self.model, self.vm, self.inst, self.dec = model, model.vmap, inst, dec
+        self.evaluation = evaluation
+        self.x = [0.0] * model.lin.n_vars
+        self.s = np.asarray(inst.s, dtype=np.int64).tolist()
+        # ---- the compute stream: one trace event per task, in task order
+        self.tl = tl = TaskList(inst, np.asarray(dec, dtype=np.int8))
+        comp = [e for e in evaluation.trace if e["lane"] == "compute"]
+        if len(comp) != len(tl.task_op):
+            raise ValueError("the trace does not match the plan's task list")
+        self.t_start = t_start = [float(e["start_s"]) for e in comp]
+        self.t_end = [float(e["end_s"]) for e in comp]
+        self.op_end = op_end = [0.0] * inst.n_ops
+        self.op_start = op_start = [0.0] * inst.n_ops
+        for k, op in enumerate(tl.task_op):
+            if op >= 0:
+                op_end[op] = float(comp[k]["end_s"])
+                op_start[op] = t_start[k]
+        self.steps = [(op_end[a - 1] if a > 0 else 0.0, op_end[b]) for a, b in model.groups]
+
+    def decisions(self) -> None:
+        """Decisions, step durations (``tau_K``, model time units) and rebuild positions."""
+        x, vm, dec, tl, steps = self.x, self.vm, self.dec, self.tl, self.steps
+        for t in range(self.inst.n_saved):
+            if vm["xs"][t] is not None:
+                x[vm["xs"][t]] = 1.0 if dec[t] == SWAP else 0.0
+            if vm["xr"][t] is not None:
+                x[vm["xr"][t]] = 1.0 if dec[t] == RECOMP else 0.0
+        for K, j in enumerate(vm["tau"]):
+            x[j] = (steps[K][1] - steps[K][0]) / self.model.t_unit
+        for k, t in enumerate(tl.task_t):
+            if t >= 0:
+                g = tl.next_op(k)
+                yv = vm["y"][t].get(g)
+                if yv is None:
+                    raise ValueError(f"'{self.inst.saved_names[t]}' is rebuilt before op {g}, "
+                                     f"a gap the model does not offer it "
+                                     f"(G = {sorted(vm['y'][t])})")
+                x[yv] = 1.0
+
+    def in_flight_d2h(self, d2h: dict[int, tuple[float, float]]) -> None:
+        """Add to `d2h` (swap -> busy interval, s) the D2H still in flight when the last
+        task ends, which is not in the trace (the trace records copies when they end): it
+        is the first copy in queue order (ready op, saved position: the runtime's FIFO)
+        that has no trace event and started, i.e. the engine was free, at max(its ready
+        time, the previous copy's end), before its last reader ended (else it was
+        dropped). Its busy interval is [start, start + d] with any d in [w, dmax] (the
+        copy lasts at least w = latency + s / W and at most dmax = latency + s / (duplex
+        W)) and >= T - start (it had not ended at T); d = max(w, T - start)."""
+        inst, s, dec, tl = self.inst, self.s, self.dec, self.tl
+        T = float(self.evaluation.step_time_s)
+        link = inst.link
+        ready = np.asarray(inst.saved_ready_idx).tolist()
+        free_at = 0.0
+        for t in sorted((t for t in range(inst.n_saved) if dec[t] == SWAP and s[t] > 0),
+                        key=lambda t: (ready[t], t)):
+            if t in d2h:
+                free_at = d2h[t][1]
+                continue
+            start = max(self.op_end[ready[t]], free_at)
+            if start < self.t_end[tl.need[t][-1]]:
+                d = max(copy_time(s[t], float(link.d2h_bytes_per_s),
+                                  float(link.copy_latency_s)), T - start)
+                d2h[t] = (start, start + d)
+                break
+
+    def swap(self, t: int, d2h: tuple[float, float] | None,
+             fetches: list[tuple[float, float]], evicts: list[float]) -> None:
+        """The copy variables of swap t (bytes > 0, read in the backward pass): its D2H
+        busy interval `d2h` (None: none ran), its H2D intervals `fetches` and eviction
+        times `evicts` (s); lag, shares, and the counts of the copies that served a read."""
+        x, vm, steps, tl = self.x, self.vm, self.steps, self.tl
+        nK = len(steps)
+        first_read = self.t_start[tl.need[t][0]]
         lags = not any(a < first_read for a, _ in fetches)
         if vm["lag"][t] is not None:
             x[vm["lag"][t]] = 1.0 if lags else 0.0
-        sh = _shares(*d2h[t], steps) if t in d2h else zeros
+        sh = _shares(*d2h, steps) if d2h is not None else [0.0] * nK
         _set_cum(x, vm["L"][t] if lags else vm["F"][t], sh)
         if vm["integral_copies"]:
             for K, j in vm["Dn"][t].items():
-                x[j] = 1.0 if (not lags and d2h[t][1] <= steps[K][1]) else 0.0
+                x[j] = 1.0 if (not lags and d2h[1] <= steps[K][1]) else 0.0
             for K, j in vm["gamma"][t].items():
-                a = model.groups[K][0]
-                end = d2h[t][1] if t in d2h else math.inf
-                x[j] = 1.0 if (not lags and steps[K][0] < end <= op_start[a]) else 0.0
+                a = self.model.groups[K][0]
+                end = d2h[1] if d2h is not None else math.inf
+                x[j] = 1.0 if (not lags and steps[K][0] < end <= self.op_start[a]) else 0.0
         # walk t's backward events: which H2D copies and evictions served a read
         ev: list[tuple[float, int, int]] = []        # (time, order, index)
         for i, (a, _) in enumerate(fetches):
             ev.append((a, 1, i))
-        for te in evict.get(t, []):
+        for te in evicts:
             ev.append((te, 0, -1))
         for k in tl.need[t]:
-            ev.append((t_start[k], 2, -1))
+            ev.append((self.t_start[k], 2, -1))
         ev.sort()
         cur = "fwd" if lags else None
         served: set[int | str] = set()       # the copies that served a read
@@ -201,7 +224,8 @@ def point_from_trace(model: _Model, inst: Instance, plan: Plan, M: int,
                 cur = i
             else:
                 if cur is None:
-                    raise ValueError(f"'{names[t]}' is read at {when} s with no device copy")
+                    raise ValueError(f"'{self.inst.saved_names[t]}' is read at {when} s "
+                                     f"with no device copy")
                 served.add(cur)
         counted_fetch = sorted(i for i in served if i != "fwd")
         hsh = [0.0] * nK
@@ -217,10 +241,6 @@ def point_from_trace(model: _Model, inst: Instance, plan: Plan, M: int,
         for K, j in vm["phi"][t].items():
             if j not in vm["Sg"][t].values():
                 x[j] = 1.0 if any(fetches[i][0] < steps[K][1] for i in counted_fetch) else 0.0
-
-    # ---- auxiliary variables, in creation order (each reads only earlier ones)
-    _set_aux(model, x)
-    return x
 
 
 _OWN_ROWS = {"def": ("busy_B_def", "mem_passive_def", "admission_R_def", "rebuild_Q_def",

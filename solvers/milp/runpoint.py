@@ -1,7 +1,7 @@
 """What a bound model's point needs from one simulated run: the reader of an evaluator
 trace shared by :func:`~slackopt.solvers.milp.checkpoint.checkpoint_point` and
 :func:`~slackopt.solvers.milp.timing_bound.timing_point` (the plan-by-plan soundness
-check of issue 22: every plan the barrier-free runtime runs maps to a point of each bound
+check: every plan the barrier-free runtime runs maps to a point of each bound
 model whose objective is at most the plan's step time).
 
 The trace (``slackopt.simulate(inst, plan, M, trace=True)``, slackopt/simulate) lists, in

@@ -50,8 +50,8 @@ CPSAT_WORK = 5.0
 (about seconds), so that the seed does not depend on machine speed."""
 EXACT_LP_MAX_NONZEROS = 150_000
 """The exact tier solves the LP relaxation first (GLOP, for its rounding) only up to this
-many nonzeros: on chain63 (290k) GLOP needed over 30 s and the MILP then ran out of time
-before its root bound."""
+many nonzeros: beyond, GLOP's solve left the MILP no time to reach its root bound
+(docs/bounds.md, "Settings and the measurements behind them")."""
 ENUM_MAX_SAVED = 24
 """The exact enumeration (:mod:`~slackopt.solvers.milp.enumerate`) runs only up to this
 many saved tensors: beyond, its bounds leave too many plans for the work limit, and
@@ -65,9 +65,9 @@ TIMING_SHARE = 0.7
 """Share of the time left that the timing MILP bound (phase "timing_bound" of
 :data:`PHASES`) may use; the rest is the time-indexed model's."""
 BUILD_S_PER_UNIT = 5e-6
-"""Model build time (s) per op x saved tensor, from above (GPT-2 XL: 1355 ops x 581
-saved tensors, 3.0 s on a shared 2-core machine): the model is skipped when the time
-left is under three times this estimate."""
+"""Model build time (s) per op x saved tensor, an estimate from above (docs/speed.md,
+"Building the MILP"): the model is skipped when the time left is under three times this
+estimate."""
 
 
 class _Progress:
@@ -661,8 +661,8 @@ def _model(solver: MILP, st: _Search) -> bool | None:
     MILP incumbent followed by a local search. The MILP's dual bound is uncertified: it
     ends the loop when it meets U, and is reported, but decides no status."""
     inst, tier = st.inst, st.tier
-    # Building it is pure Python (GPT-2 XL's aggregated model: about 3 s); skip it when it
-    # cannot pay off before the deadline.
+    # Building it is pure Python (BUILD_S_PER_UNIT); skip it when it cannot pay off before
+    # the deadline.
     est = BUILD_S_PER_UNIT * inst.n_ops * max(1, inst.n_saved)
     if st.left() < 3.0 * est + 0.5:
         st.info["model"] = {"skipped": f"{st.left():.2f} s left, the model takes about "

@@ -24,10 +24,10 @@ end of the forward pass; K the ops whose keep-all profile exceeds M):
   backward reader at or after k), its forward readers and ready op before k, and k not a
   reader of t. ``z_tk <= xs_t`` in [0, 1] (t is a swap with no device copy and no H2D
   buffer at the real start of k), non-decreasing in k over the forward ops.
-  :func:`timing_bound` solves the MILP with xs and xr binary first (with z binary too,
-  SCIP needed 29 s instead of 10 s to close chain31 at 0.5 P, same optimum, and did not
-  reach its root on chain63 at 0.7 P in 60 s; 2-core machine shared with other jobs),
-  then, with the time left, with z binary, whose assignments are plans more often.
+  :func:`timing_bound` solves the MILP with xs and xr binary first (z binary from the
+  start closed the search several times slower: docs/bounds.md, "Settings and the
+  measurements behind them"), then, with the time left, with z binary, whose assignments
+  are plans more often.
 - FIFO: ``Q_g >= Q_{g-1} + sum w_t xs_t`` and ``Q_g >= r_g + sum w_t xs_t`` over the
   tensors whose ready op is g; for t absent-able at k whose group follows g' (and, at a
   backward k, no tensor queued before t has its last backward reader before k):
@@ -159,9 +159,9 @@ SCIP_SHARE = 0.5
 uncertified bound) may use; the certified branch and bound (solvers/milp/certified_bb.py)
 gets the rest."""
 BB_STRONG = 8
-"""Strong-branching candidates of the certified branch and bound (on chain31 at 0.9 P,
-cut off at the optimum: with the most fractional binary its bound stayed at 43.6566 ms
-for 1,409 nodes (60 s); with 8 candidates it reached 43.6622 ms in 521 nodes)."""
+"""Strong-branching candidates of the certified branch and bound (they raise the bound in
+fewer nodes than the most fractional binary: docs/bounds.md, "Settings and the
+measurements behind them")."""
 
 
 def build_timing_model(inst: Instance, M: int, *, integer: bool = True,
@@ -185,56 +185,89 @@ def build_timing_model(inst: Instance, M: int, *, integer: bool = True,
     a_ = bound_arrays(inst, M)
     if a_ is None:
         return None
-    n, nf, nS = inst.n_ops, inst.n_fwd, inst.n_saved
-    tu, mu, Mu, sm, c = a_.tu, a_.mu, a_.Mu, a_.sm, a_.c
-    wd, wh, r, start, TF = a_.w_d2h, a_.w_h2d, a_.r, a_.start, a_.TF
-    prod, lastf, ready, firstb, lastb = a_.prod, a_.lastf, a_.ready, a_.firstb, a_.lastb
-    static, live, rec = a_.static, a_.live, a_.rec
-    s_ = a_.s
-    keep = np.asarray(inst.keep_all_profile, dtype=np.int64) / mu
-    bwd_readers = [sorted({int(j) for j in inst.saved_reader_idx[t].tolist() if j >= nf})
-                   for t in range(nS)]
-    K = [k for k in range(n) if keep[k] > Mu]
+    keep = np.asarray(inst.keep_all_profile, dtype=np.int64) / a_.mu
+    K = [k for k in range(inst.n_ops) if keep[k] > a_.Mu]
     if max_ops is not None and len(K) > max_ops:
         K = sorted(sorted(K, key=lambda k: (-keep[k], k))[:max(1, max_ops)])
     if not K:
         return None
-    # rebuildable tensors u whose recipe reads t: all t (rb_readers), rebuildable t
-    rb_readers: dict[int, list[int]] = {}
-    for u in rec:
-        for t in inst.recipe_inputs[u]:
-            if t != u and s_[t] > 0:
-                rb_readers.setdefault(int(t), []).append(u)
-    # ... and for the rebuilt-early indicators: every rebuildable reader, with bytes or
-    # not (a recomp tensor of zero bytes has no xr but its rebuild runs those of its
-    # recomp inputs first)
-    rebuildable = np.isfinite(c)
-    readers_any: dict[int, list[int]] = {}
-    for u in np.flatnonzero(rebuildable).tolist():
-        for t in inst.recipe_inputs[u]:
-            if t != u:
-                readers_any.setdefault(int(t), []).append(int(u))
+    b = _TimingBuilder(inst, a_, integer=integer, z_binary=z_binary, deadline=deadline)
+    b.decisions()
+    b.fifo_queue()
+    for k in K:
+        b.timed_op(k)
+    b.h2d_after_forward()
+    info = {"ops_timed": len(K), "absent_vars": b.n_z, "time_unit_s": a_.tu,
+            **b.lin.stats()}
+    return b.lin, info
 
-    lin = _Lin(deadline)
-    xs = {t: lin.var(0, 1, integer, name=f"xs{t}") for t in live}
-    xr = {t: lin.var(0, 1, integer, name=f"xr{t}") for t in rec}
-    for t in rec:
-        lin.row([(xs[t], 1.0), (xr[t], 1.0)], hi=1.0, name=f"one_decision[{t}]")
-    Sf = lin.var(0, _INF, obj=1.0, name="Sf")
-    Xb = lin.var(0, _INF, obj=1.0, name="Xb")
-    lin.row([(Xb, 1.0)] + [(xr[t], -c[t] / tu) for t in rec], lo=0.0, name="recompute")
-    h: dict[int, int] = {}
-    n_z = 0
-    early_cache: dict[int, dict[int, int]] = {}
 
-    def early(j: int) -> dict[int, int]:
+class _TimingBuilder:
+    """The state :func:`build_timing_model` shares between its sections: the instance's
+    arrays in model units (:class:`~.checkpoint.BoundArrays`), the model being built and
+    the variable families added so far. Each section adds the rows of one family of the
+    module docstring's model, in the order :func:`build_timing_model` calls them, which
+    fixes the model's variable and row order; the B and a variables are added when a row
+    first needs them (:meth:`delay`, :meth:`early`). Why each row holds for every run
+    is the module docstring's argument, paragraph by paragraph (Memory, Monotone z,
+    Backward delay, D2H, FIFO, H2D after the forward pass, H2D window, Recompute)."""
+
+    def __init__(self, inst: Instance, a_, *, integer: bool, z_binary: bool,
+                 deadline: float | None) -> None:
+        """`a_`: ``bound_arrays(inst, M)``; the other arguments as in
+        :func:`build_timing_model`."""
+        self.inst, self.a = inst, a_
+        self.integer, self.z_binary = integer, z_binary
+        self.n, self.nf, nS = inst.n_ops, inst.n_fwd, inst.n_saved
+        self.bwd_readers = [sorted({int(j) for j in inst.saved_reader_idx[t].tolist()
+                                    if j >= self.nf}) for t in range(nS)]
+        s_, c = a_.s, a_.c
+        # rebuildable tensors u whose recipe reads t: all t (rb_readers), rebuildable t
+        self.rb_readers: dict[int, list[int]] = {}
+        for u in a_.rec:
+            for t in inst.recipe_inputs[u]:
+                if t != u and s_[t] > 0:
+                    self.rb_readers.setdefault(int(t), []).append(u)
+        # ... and for the rebuilt-early indicators: every rebuildable reader, with bytes or
+        # not (a recomp tensor of zero bytes has no xr but its rebuild runs those of its
+        # recomp inputs first)
+        self.rebuildable = np.isfinite(c)
+        self.readers_any: dict[int, list[int]] = {}
+        for u in np.flatnonzero(self.rebuildable).tolist():
+            for t in inst.recipe_inputs[u]:
+                if t != u:
+                    self.readers_any.setdefault(int(t), []).append(int(u))
+        self.lin = _Lin(deadline)
+        self.h: dict[int, int] = {}
+        self.n_z = 0
+        self.early_cache: dict[int, dict[int, int]] = {}
+        self.B: dict[int, int] = {}
+        self.z_prev: dict[int, int] = {}     # t -> its z at the previous forward op of K
+
+    def decisions(self) -> None:
+        """The decisions ``xs, xr`` (``xs + xr <= 1``), the stalls ``Sf, Xb`` (the
+        objective) and the recompute row ``Xb >= sum c_t xr_t``."""
+        lin, a_, integer = self.lin, self.a, self.integer
+        c, tu = a_.c, a_.tu
+        self.xs = {t: lin.var(0, 1, integer, name=f"xs{t}") for t in a_.live}
+        self.xr = xr = {t: lin.var(0, 1, integer, name=f"xr{t}") for t in a_.rec}
+        for t in a_.rec:
+            lin.row([(self.xs[t], 1.0), (xr[t], 1.0)], hi=1.0, name=f"one_decision[{t}]")
+        self.Sf = lin.var(0, _INF, obj=1.0, name="Sf")
+        self.Xb = lin.var(0, _INF, obj=1.0, name="Xb")
+        lin.row([(self.Xb, 1.0)] + [(xr[t], -c[t] / tu) for t in a_.rec], lo=0.0,
+                name="recompute")
+
+    def early(self, j: int) -> dict[int, int]:
         """``a_tj`` for backward op j: t recomp and rebuilt before op j starts although its
         first backward reader comes later (a recomp tensor whose recipe reads t was
         rebuilt by then): ``a = xr_t AND OR_u R_uj``, linearised exactly; where a
         zero-byte rebuildable reader (no xr) may have been rebuilt by then, only
         ``a <= xr_t`` and the rows of the readers with bytes."""
-        if j in early_cache:
-            return early_cache[j]
+        if j in self.early_cache:
+            return self.early_cache[j]
+        lin, xr, firstb, s_ = self.lin, self.xr, self.a.firstb, self.a.s
+        readers_any = self.readers_any
         a: dict[int, int] = {}
         maybe: set[int] = set()     # zero-byte tensors that may be rebuilt before j
         done: set[int] = set()
@@ -269,58 +302,83 @@ def build_timing_model(inst: Instance, M: int, *, integer: bool = True,
                     lin.row([(a[t], 1.0), (xr[t], -1.0), (v, -1.0)], lo=-1.0,
                             name=f"early_if_reader[{t},{j}]")
 
-        for t in np.flatnonzero(rebuildable).tolist():
+        for t in np.flatnonzero(self.rebuildable).tolist():
             if firstb[t] > j:
                 visit(int(t))
-        early_cache[j] = a
+        self.early_cache[j] = a
         return a
 
-    B: dict[int, int] = {}
-
-    def delay(j: int) -> int:
+    def delay(self, j: int) -> int:
         """B_j: backward stalls and rebuilds before the real start of backward op j;
         ``Xb >= B_j + sum c_t`` over the recomp tensors rebuilt after it starts."""
+        B = self.B
         if j not in B:
+            lin, xr, c, tu, firstb = self.lin, self.xr, self.a.c, self.a.tu, self.a.firstb
             B[j] = lin.var(0, _INF, name=f"B{j}")
-            a = early(j)
-            lin.row([(Xb, 1.0), (B[j], -1.0)]
-                    + [(xr[t], -c[t] / tu) for t in rec if firstb[t] > j]
+            a = self.early(j)
+            lin.row([(self.Xb, 1.0), (B[j], -1.0)]
+                    + [(xr[t], -c[t] / tu) for t in self.a.rec if firstb[t] > j]
                     + [(a[t], c[t] / tu) for t in a], lo=0.0, name=f"bwd_delay[{j}]")
         return B[j]
-    # FIFO D2H queue, by ready op: Q[g] <= the time the engine has finished every swap
-    # queued through group g, and >= that group's ready time
-    groups = sorted({int(ready[t]) for t in live})
-    gpos = {g: i for i, g in enumerate(groups)}
-    Q = []
-    for g in groups:
-        mem = [t for t in live if ready[t] == g]
-        q = lin.var(0, _INF, name=f"Q{g}")
-        rg = float(r[mem[0]])
-        lin.row([(q, 1.0)] + [(xs[t], -wd[t]) for t in mem], lo=rg, name=f"fifo_ready[{g}]")
-        if Q:
-            lin.row([(q, 1.0), (Q[-1], -1.0)] + [(xs[t], -wd[t]) for t in mem], lo=0.0,
-                    name=f"fifo_chain[{g}]")
-        Q.append(q)
-    # before[t]: the queue before t's group (None for the first); no_drop[i]: the
-    # smallest last backward reader among the tensors of groups before group i
-    no_drop = [n] * (len(groups) + 1)
-    for i, g in enumerate(groups):
-        lb = min(int(lastb[t]) for t in live if ready[t] == g)
-        no_drop[i + 1] = min(no_drop[i], lb)
-    # q_ub[i]: the largest value the smallest Q of group i can take (every tensor a swap)
-    q_ub = []
-    for g in groups:
-        mem = [t for t in live if ready[t] == g]
-        q_ub.append(max(float(r[mem[0]]), q_ub[-1] if q_ub else 0.0)
-                    + float(sum(wd[t] for t in mem)))
-    z_prev: dict[int, int] = {}     # t -> its z at the previous forward op of K
 
-    for k in K:
-        backward = k >= nf
-        livek = [t for t in live if prod[t] <= k <= lastb[t]]
-        elig = [t for t in livek if lastf[t] < k and ready[t] < k and k not in bwd_readers[t]]
-        z = {t: lin.var(0, 1, integer and z_binary, name=f"z{t}_{k}") for t in elig}
-        n_z += len(z)
+    def fifo_queue(self) -> None:
+        """FIFO D2H queue, by ready op: Q[g] <= the time the engine has finished every swap
+        queued through group g, and >= that group's ready time; with ``no_drop`` and
+        ``q_ub`` for the FIFO rows of :meth:`absent`."""
+        lin, xs, live, ready, r, wd = self.lin, self.xs, self.a.live, self.a.ready, \
+            self.a.r, self.a.w_d2h
+        self.groups = groups = sorted({int(ready[t]) for t in live})
+        self.gpos = {g: i for i, g in enumerate(groups)}
+        self.Q = Q = []
+        for g in groups:
+            mem = [t for t in live if ready[t] == g]
+            q = lin.var(0, _INF, name=f"Q{g}")
+            rg = float(r[mem[0]])
+            lin.row([(q, 1.0)] + [(xs[t], -wd[t]) for t in mem], lo=rg,
+                    name=f"fifo_ready[{g}]")
+            if Q:
+                lin.row([(q, 1.0), (Q[-1], -1.0)] + [(xs[t], -wd[t]) for t in mem], lo=0.0,
+                        name=f"fifo_chain[{g}]")
+            Q.append(q)
+        # no_drop[i]: the smallest last backward reader among the tensors of groups
+        # before group i
+        self.no_drop = no_drop = [self.n] * (len(groups) + 1)
+        for i, g in enumerate(groups):
+            lb = min(int(self.a.lastb[t]) for t in live if ready[t] == g)
+            no_drop[i + 1] = min(no_drop[i], lb)
+        # q_ub[i]: the largest value the smallest Q of group i can take (every tensor a swap)
+        self.q_ub = q_ub = []
+        for g in groups:
+            mem = [t for t in live if ready[t] == g]
+            q_ub.append(max(float(r[mem[0]]), q_ub[-1] if q_ub else 0.0)
+                        + float(sum(wd[t] for t in mem)))
+
+    def timed_op(self, k: int) -> None:
+        """The rows of op k in K: absence, memory, D2H windows and, for a backward k,
+        H2D windows."""
+        backward = k >= self.nf
+        a_ = self.a
+        livek = [t for t in a_.live if a_.prod[t] <= k <= a_.lastb[t]]
+        elig = [t for t in livek
+                if a_.lastf[t] < k and a_.ready[t] < k and k not in self.bwd_readers[t]]
+        z = self.absent(k, elig)
+        self.memory(k, livek, z)
+        if not elig:
+            return
+        self.d2h_windows(k, elig, z)
+        if backward:
+            self.h2d_windows(k, elig, z)
+
+    def absent(self, k: int, elig: list[int]) -> dict[int, int]:
+        """``z_tk`` for the tensors `elig` absent-able at op k, with ``z <= xs``, monotone
+        over the forward ops, the FIFO rows, and ``h_t >= z_tk`` before t's first
+        backward reader; returns z."""
+        lin, a_, xs, h, z_prev = self.lin, self.a, self.xs, self.h, self.z_prev
+        backward = k >= self.nf
+        start, wd = a_.start, a_.w_d2h
+        z = {t: lin.var(0, 1, self.integer and self.z_binary, name=f"z{t}_{k}")
+             for t in elig}
+        self.n_z += len(z)
         for t in elig:
             lin.row([(z[t], 1.0), (xs[t], -1.0)], hi=0.0, name=f"absent_swap[{t},{k}]")
             if not backward:
@@ -328,20 +386,27 @@ def build_timing_model(inst: Instance, M: int, *, integer: bool = True,
                     lin.row([(z[t], 1.0), (z_prev[t], -1.0)], lo=0.0,
                             name=f"fwd_monotone[{t},{k}]")
                 z_prev[t] = z[t]
-            i = gpos[int(ready[t])]
-            if i > 0 and no_drop[i] >= k:
+            i = self.gpos[int(a_.ready[t])]
+            if i > 0 and self.no_drop[i] >= k:
                 # FIFO: every swap queued before t ran before t's D2H ended
-                bm = max(0.0, q_ub[i - 1] - float(start[k]))
-                lin.row([(Q[i - 1], 1.0), (Sf, -1.0)] + ([(delay(k), -1.0)] if backward else [])
+                bm = max(0.0, self.q_ub[i - 1] - float(start[k]))
+                lin.row([(self.Q[i - 1], 1.0), (self.Sf, -1.0)]
+                        + ([(self.delay(k), -1.0)] if backward else [])
                         + [(z[t], wd[t] + bm)], hi=float(start[k]) + bm,
                         name=f"fifo_absent[{t},{k}]")
-            if k < firstb[t]:
+            if k < a_.firstb[t]:
                 if t not in h:
                     h[t] = lin.var(0, 1, name=f"h{t}")
                 lin.row([(h[t], 1.0), (z[t], -1.0)], lo=0.0, name=f"h2d_needed[{t},{k}]")
+        return z
+
+    def memory(self, k: int, livek: list[int], z: dict[int, int]) -> None:
+        """Memory at op k: ``static_k + sum_{t live at k} s_t res_tk <= M``."""
+        a_, xr = self.a, self.xr
+        sm, lastf, firstb = a_.sm, a_.lastf, a_.firstb
         # recomp tensors rebuilt early, resident before their first backward reader
-        a = early(k) if backward else {}
-        const = float(static[k])
+        a = self.early(k) if k >= self.nf else {}
+        const = float(a_.static[k])
         terms: list[tuple[int, float]] = []
         for t in livek:
             const += sm[t]
@@ -353,57 +418,69 @@ def build_timing_model(inst: Instance, M: int, *, integer: bool = True,
                 terms.append((xr[t], -sm[t]))
                 if t in a:
                     terms.append((a[t], sm[t]))
-        lin.row(terms, hi=Mu - const, name=f"mem[{k}]")
-        if not elig:
-            continue
-        # D2H: suffix sums over ready time (latest first)
-        stall = [(Sf, -1.0)] + ([(delay(k), -1.0)] if backward else [])
+        self.lin.row(terms, hi=a_.Mu - const, name=f"mem[{k}]")
+
+    def d2h_windows(self, k: int, elig: list[int], z: dict[int, int]) -> None:
+        """D2H at op k: suffix sums over ready time (latest first), one row per
+        threshold (at most MAX_THRESHOLDS)."""
+        r, start, wd = self.a.r, self.a.start, self.a.w_d2h
+        stall = [(self.Sf, -1.0)] + ([(self.delay(k), -1.0)] if k >= self.nf else [])
         order = sorted(elig, key=lambda t: -r[t])
         thetas = sorted({float(r[t]) for t in elig}, reverse=True)
         if len(thetas) > MAX_THRESHOLDS:
             idx = np.linspace(0, len(thetas) - 1, MAX_THRESHOLDS).round().astype(int)
             thetas = [thetas[i] for i in sorted(set(idx.tolist()))]
-        _prefix_rows(lin, [[t for t in order if r[t] >= th] for th in thetas],
+        _prefix_rows(self.lin, [[t for t in order if r[t] >= th] for th in thetas],
                      {t: (z[t], wd[t]) for t in elig},
                      [float(start[k]) - th for th in thetas], stall, "d2h_window", f"{k},")
-        if backward:
-            # H2D window: from the real start of k to the next reader's
-            nxt = {t: next(j for j in bwd_readers[t] if j > k) for t in elig}
-            js = sorted(set(nxt.values()))
-            _prefix_rows(lin, [[t for t in elig if nxt[t] <= j] for j in js],
-                         {t: (z[t], wh[t]) for t in elig},
-                         [float(start[j] - start[k]) for j in js],
-                         [[(delay(j), -1.0)] for j in js], "h2d_gap", f"{k},")
-            # ... or to the rebuild of a recomp tensor u whose recipe reads it, if that
-            # comes earlier and after k (u recomp, not rebuilt by k: xr_u - a_uk)
-            for t in elig:
-                for u in rb_readers.get(t, []):
-                    j = int(firstb[u])
-                    if k < j < nxt[t]:
-                        lin.row([(z[t], wh[t]), (delay(j), -1.0), (xr[u], wh[t])]
-                                + ([(a[u], -wh[t])] if u in a else []),
-                                hi=float(start[j] - start[k]) + wh[t],
-                                name=f"h2d_gap_rebuild[{t},{k},{u}]")
 
-    # H2D after the forward pass: prefix sums over first backward reader
-    if h:
-        js = sorted({int(firstb[t]) for t in h})
-        _prefix_rows(lin, [[t for t in h if firstb[t] <= j] for j in js],
-                     {t: (h[t], wh[t]) for t in h},
-                     [float(start[j]) - TF for j in js], [[(delay(j), -1.0)] for j in js],
-                     "h2d_after_fwd")
-    # ... and before the rebuild of a recomp tensor whose recipe reads it, for a swap
-    # freed in the forward pass (z_prev: its z at the last forward op of K, the largest);
-    # one freed only in the backward pass may have been read by that rebuild before
-    for t, zt in z_prev.items():
-        for u in rb_readers.get(t, []):
-            j = int(firstb[u])
-            if j < firstb[t]:
-                lin.row([(zt, wh[t]), (delay(j), -1.0), (xr[u], wh[t])],
-                        hi=float(start[j]) - TF + wh[t],
-                        name=f"h2d_after_fwd_rebuild[{t},{u}]")
-    info = {"ops_timed": len(K), "absent_vars": n_z, "time_unit_s": tu, **lin.stats()}
-    return lin, info
+    def h2d_windows(self, k: int, elig: list[int], z: dict[int, int]) -> None:
+        """H2D window at backward op k: from the real start of k to the next reader's, or
+        to the rebuild of a recomp tensor whose recipe reads the swap."""
+        a_, xr, delay = self.a, self.xr, self.delay
+        start, wh, firstb = a_.start, a_.w_h2d, a_.firstb
+        bwd_readers = self.bwd_readers
+        # H2D window: from the real start of k to the next reader's
+        nxt = {t: next(j for j in bwd_readers[t] if j > k) for t in elig}
+        js = sorted(set(nxt.values()))
+        _prefix_rows(self.lin, [[t for t in elig if nxt[t] <= j] for j in js],
+                     {t: (z[t], wh[t]) for t in elig},
+                     [float(start[j] - start[k]) for j in js],
+                     [[(delay(j), -1.0)] for j in js], "h2d_gap", f"{k},")
+        # ... or to the rebuild of a recomp tensor u whose recipe reads it, if that
+        # comes earlier and after k (u recomp, not rebuilt by k: xr_u - a_uk)
+        a = self.early(k)
+        for t in elig:
+            for u in self.rb_readers.get(t, []):
+                j = int(firstb[u])
+                if k < j < nxt[t]:
+                    self.lin.row([(z[t], wh[t]), (delay(j), -1.0), (xr[u], wh[t])]
+                                 + ([(a[u], -wh[t])] if u in a else []),
+                                 hi=float(start[j] - start[k]) + wh[t],
+                                 name=f"h2d_gap_rebuild[{t},{k},{u}]")
+
+    def h2d_after_forward(self) -> None:
+        """H2D after the forward pass: prefix sums over first backward reader, and the
+        rows before the rebuild of a recomp tensor whose recipe reads a swap."""
+        a_, h, delay = self.a, self.h, self.delay
+        start, wh, firstb, TF = a_.start, a_.w_h2d, a_.firstb, a_.TF
+        if h:
+            js = sorted({int(firstb[t]) for t in h})
+            _prefix_rows(self.lin, [[t for t in h if firstb[t] <= j] for j in js],
+                         {t: (h[t], wh[t]) for t in h},
+                         [float(start[j]) - TF for j in js], [[(delay(j), -1.0)] for j in js],
+                         "h2d_after_fwd")
+        # ... and before the rebuild of a recomp tensor whose recipe reads it, for a swap
+        # freed in the forward pass (z_prev: its z at the last forward op of K, the
+        # largest); one freed only in the backward pass may have been read by that
+        # rebuild before
+        for t, zt in self.z_prev.items():
+            for u in self.rb_readers.get(t, []):
+                j = int(firstb[u])
+                if j < firstb[t]:
+                    self.lin.row([(zt, wh[t]), (delay(j), -1.0), (self.xr[u], wh[t])],
+                                 hi=float(start[j]) - TF + wh[t],
+                                 name=f"h2d_after_fwd_rebuild[{t},{u}]")
 
 
 def _prefix_rows(lin: _Lin, groups: list[list[int]], item: dict[int, tuple[int, float]],
@@ -496,9 +573,8 @@ def timing_point(inst: Instance, M: int, lin: _Lin, run: RunView) -> list[float]
 
 
 class _BoundScip(_ScipBackend):
-    """SCIP for the timing MILP: no cutting-plane rounds (on chain31 at 0.5 P the search
-    closed in 47 s without them and was still open after 60 s with SCIP's default
-    separation or two root rounds, 2-core machine)."""
+    """SCIP for the timing MILP: no cutting-plane rounds (the search closes sooner without
+    them: docs/bounds.md, "Settings and the measurements behind them")."""
 
     scip_params = "separating/maxrounds = 0\nseparating/maxroundsroot = 0\n"
 
@@ -585,7 +661,7 @@ def timing_bound(inst: Instance, M: int, time_limit_s: float = 30.0, *,
     scip_obj = None         # SCIP's optimum of the first MILP (uncertified; a cutoff only)
     try:
         # the LP relaxation first, a bound even when the MILP search ends before its
-        # root: GLOP (GPT-2 XL at 0.1 P: 14 s, SCIP's LP solver 68 s), else HiGHS (GLOP
+        # root: GLOP (faster than SCIP's LP solver: docs/bounds.md), else HiGHS (GLOP
         # stops on the big-M rows of chain63 at 0.7 P as ABNORMAL, and calls the LP of
         # case timing_bound_above_opt infeasible); the bound is certified from the duals
         # (lp_relaxation), never the solver's objective
