@@ -69,7 +69,8 @@ def simulate(instance: Instance, plan: Plan, budget_bytes: int, *,
         trace: also record the event trace (for plots); uses the reference engine.
         engine: "reference" (the Python event loops, the readable statement of the
             semantics), "compiled" (the barrier-free loop compiled with numba in
-            slackopt.simulate._kernel; equal bit for bit, about 40x faster; barrier_free only), or
+            slackopt.simulate._kernel; equal bit for bit, faster (docs/speed.md gives the figures);
+            barrier_free only), or
             "auto" (compiled for barrier-free plans unless a trace is asked for).
 
     Returns:
@@ -123,8 +124,8 @@ _WARM = False
 def warm_up() -> None:
     """Load (or JIT-compile, the first time on a machine) the compiled engine.
 
-    The first compiled evaluation in a process pays numba's load time (about 0.5 s from
-    the on-disk cache, several seconds to compile); :func:`slackopt.solve` calls this
+    The first compiled evaluation in a process pays numba's load time (from the on-disk
+    cache, or a compile the first time; docs/speed.md gives the figures); :func:`slackopt.solve` calls this
     before it starts its planning-time clock so that cost is not charged to a solver.
     """
     global _WARM
