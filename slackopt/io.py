@@ -56,6 +56,11 @@ that the :class:`~slackopt.errors.InstanceError` carries). Writing is determinis
 (stable key order, one op / tensor / decision per line, floats written so they read back
 bit for bit) and atomic (a temporary file renamed into place); an existing file is never
 replaced unless ``overwrite=True``.
+
+Either file may be gzip-compressed: a path ending in ``.gz`` is written compressed (no
+file name and a zero time in the header, so the bytes stay deterministic), and a file
+that starts with the gzip magic bytes is decompressed before it is read, whatever its
+name; the rest of the load path, and its messages, are those of a plain file.
 """
 
 from __future__ import annotations
@@ -64,6 +69,7 @@ import contextlib
 import copy
 import dataclasses
 import gc
+import gzip
 import json
 import math
 import operator
@@ -72,6 +78,7 @@ import re
 import types
 import typing
 import uuid
+import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal, NamedTuple, NotRequired
@@ -358,9 +365,31 @@ def _normalize(obj: Any, path: str, loc: tuple[str | int, ...] = ()) -> Any:
                           "stored in JSON", "use numbers, strings, booleans, null, lists and dicts")
 
 
+GZIP_MAGIC = b"\x1f\x8b"
+"""The first two bytes of a gzip file (RFC 1952, section 2.3.1)."""
+
+
 def _read_bytes(path: PathLike) -> bytes:
-    """The file's bytes, or a FileFormatError naming what is wrong with the path."""
+    """The file's bytes, decompressed if it is gzip (the gzip magic bytes, whatever the
+    name), or a FileFormatError naming what is wrong with the path or the compression."""
     p = Path(path)
+    data = _read_raw(p)
+    if data[:2] == GZIP_MAGIC:
+        try:
+            return gzip.decompress(data)
+        except (OSError, EOFError, zlib.error) as e:  # BadGzipFile is an OSError
+            raise FileFormatError(p, "", f"not a valid gzip file ({e})",
+                                  "give an intact .json.gz (or plain .json) written by "
+                                  "slackopt") from None
+    if p.suffix.lower() == ".gz" and data:
+        raise FileFormatError(p, "", "named .gz but not gzip-compressed (no gzip header)",
+                              "compress it with gzip, or drop the .gz from its name")
+    return data
+
+
+def _read_raw(p: Path) -> bytes:
+    """The file's bytes as stored, or a FileFormatError naming what is wrong with the
+    path."""
     try:
         return p.read_bytes()
     except FileNotFoundError:
@@ -424,8 +453,15 @@ def _dumps(doc: Mapping[str, Any]) -> str:
 
 
 def _write_text(path: PathLike, text: str, overwrite: bool) -> Path:
-    """Write `text` to `path` atomically; refuse to replace a file unless `overwrite`."""
+    """Write `text` to `path` atomically; refuse to replace a file unless `overwrite`.
+
+    A path ending in ``.gz`` gets the UTF-8 text gzip-compressed, deterministically: no
+    file name and a zero modification time in the header (``gzip.compress(mtime=0)``), so
+    the same text gives the same bytes."""
     p = Path(path)
+    data = text.encode("utf-8")
+    if p.suffix.lower() == ".gz":
+        data = gzip.compress(data, compresslevel=9, mtime=0)
     if p.is_dir():
         raise FileFormatError(p, "", "is a directory", "give a file path to write to")
     if not overwrite and p.exists():
@@ -436,8 +472,8 @@ def _write_text(path: PathLike, text: str, overwrite: bool) -> Path:
         tmp = p.parent / f".{p.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
         try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(text)
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
                 f.flush()
                 os.fsync(f.fileno())
             if overwrite:
@@ -763,7 +799,8 @@ def save_instance(instance: Instance, path: PathLike, *, overwrite: bool = False
 
     Args:
         instance: the instance.
-        path: the file to write (parent directories are created).
+        path: the file to write (parent directories are created); a name ending in
+            ``.gz`` is written gzip-compressed (deterministic bytes: ``mtime=0``).
         overwrite: replace an existing file; without it an existing file is an error.
 
     Returns:
@@ -794,15 +831,17 @@ def load_instance(path: PathLike) -> Instance:
     field is reported.
 
     Args:
-        path: the file.
+        path: the file: JSON, or gzip-compressed JSON (recognised by its magic bytes;
+            a ``.gz`` name without them is refused).
 
     Returns:
         The Instance (validated).
 
     Raises:
         FileFormatError: naming the file, the field and a fix, for any problem: missing or
-            unreadable file, not JSON, NaN/Infinity tokens, wrong format or schema version,
-            a missing/unknown/mistyped field, or a malformed instance.
+            unreadable file, a corrupt gzip stream, not JSON, NaN/Infinity tokens, wrong
+            format or schema version, a missing/unknown/mistyped field, or a malformed
+            instance.
     """
     with _gc_paused():
         return _load_instance(path)
