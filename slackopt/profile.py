@@ -98,6 +98,7 @@ of one iteration; Checkmate (Jain et al., MLSys 2020) for rebuilding from saved 
 from __future__ import annotations
 
 import contextlib
+import math
 import re
 import statistics
 import time
@@ -160,7 +161,7 @@ _KINDS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("attention", ("scaled_dot_product", "flash_attention", "efficient_attention",
                    "cudnn_attention")),
     ("gemm", ("mm", "addmm", "bmm", "baddbmm", "matmul", "linear", "_scaled_mm", "addbmm",
-              "dot", "mv", "addmv", "_int_mm")),
+              "dot", "mv", "addmv", "_int_mm", "_grouped_mm")),
     ("conv", ("convolution", "_convolution", "cudnn_convolution", "mkldnn_convolution",
               "_slow_conv2d_forward", "convolution_backward", "_slow_conv2d_backward")),
     ("layernorm", ("native_layer_norm", "native_layer_norm_backward", "layer_norm",
@@ -487,9 +488,36 @@ def _flops(func: Any, args: Sequence[Any], kwargs: Mapping[str, Any], out: Any) 
         if name == "_scaled_dot_product_flash_attention_for_cpu_backward":
             return float(fc.sdpa_backward_flop_count(args[0].shape, args[1].shape,
                                                      args[2].shape, args[3].shape))
+        if name == "_grouped_mm":
+            return grouped_mm_flops(args[0].shape, args[1].shape)
     except Exception:  # a formula that does not fit these arguments: unknown, not fatal
         return 0.0
     return 0.0
+
+
+def grouped_mm_flops(a: Sequence[int], b: Sequence[int]) -> float:
+    """FLOPs of ``aten._grouped_mm(a, b, offs)`` (``torch.nn.functional.grouped_mm``, the
+    grouped GEMM of mixture-of-experts layers) from the shapes of its two matrices.
+
+    The offsets split one dimension into groups (PyTorch's ``grouped_mm`` documentation):
+    2D x 3D, ``a`` (M, K) rows split among the E matrices of ``b`` (E, K, N): 2 M K N; 3D x
+    2D, the columns of ``b`` (K, N) split among the E matrices of ``a`` (E, M, K): 2 M K N;
+    2D x 2D, the shared dimension K of ``a`` (M, K) and ``b`` (K, N) split, one output
+    per group: 2 M K N; 3D x 3D, a batch of E products: 2 E M K N. The count assumes the
+    offsets cover the whole split dimension (dropless routing: every token goes to its
+    experts), which is what a fake tensor leaves to assume (its values are unknown);
+    otherwise it is an upper bound.
+
+    Args:
+        a: shape of the first matrix (2D or 3D).
+        b: shape of the second matrix (2D or 3D).
+
+    Returns:
+        The FLOPs (multiply and add counted as two).
+    """
+    if len(a) == 3 and len(b) == 2:
+        return 2.0 * a[1] * a[2] * b[1]
+    return 2.0 * math.prod(a) * b[-1]
 
 
 class _Recorder(StepTracer):
@@ -1656,7 +1684,7 @@ def profile_factory(
 __all__ = [
     "FAKE_TIMING_ERROR", "GENERATOR", "HF_PREFIX", "MissingTorchError", "OpRec",
     "ProfileError", "StepTracer", "StorageRec", "as_input_tuple", "as_model_inputs",
-    "build_from_factory", "build_instance", "default_loss", "fake_mode_of",
+    "build_from_factory", "build_instance", "default_loss", "fake_mode_of", "grouped_mm_flops",
     "is_never_recompute", "is_random_op", "is_view_op", "load_factory", "make_inputs",
     "op_kind", "op_label", "parse_dtype", "parse_shape", "profile_factory", "profile_step",
     "resolve_factory", "run_loss", "storage_of", "vocab_size", "written_tensors",

@@ -245,3 +245,29 @@ def test_shipped_llama_3_8b_config_has_the_published_dimensions():
     theta = (getattr(c, "rope_parameters", None) or {}).get("rope_theta") \
         or getattr(c, "rope_theta", None)  # transformers 5 moved it into rope_parameters
     assert (theta, c.max_position_embeddings) == (500000.0, 8192)
+
+
+def test_mixture_of_experts_grouped_gemms_are_counted(tmp_path):
+    """A Mixtral-style MoE layer (transformers' grouped_mm experts: sort, histc, grouped
+    GEMMs, no data-dependent shapes) traces under FakeTensorMode, and each grouped GEMM is
+    a gemm with the FLOPs worked out by hand: S = tokens x top-k routed rows, up/gate
+    2 S h (2 f), down 2 S f h; backward the input gradient (same FLOPs) and the weight
+    gradient (2D x 2D grouped, same FLOPs)."""
+    pytest.importorskip("transformers")
+    h, f, tokens, top_k = 64, 96, 32, 2
+    cfg = {"architectures": ["MixtralForCausalLM"], "model_type": "mixtral",
+           "hidden_size": h, "intermediate_size": f, "num_hidden_layers": 1,
+           "num_attention_heads": 4, "num_key_value_heads": 2, "num_local_experts": 4,
+           "num_experts_per_tok": top_k, "vocab_size": 128, "torch_dtype": "bfloat16"}
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    inst = profile_factory(f"hf:{tmp_path / 'config.json'}", [f"1x{tokens}"], fake=True,
+                           timing="roofline", gpu="h100")
+    grouped = [o for o in inst.ops if o.name.endswith("_grouped_mm")]
+    s = tokens * top_k
+    up, down = 2.0 * s * h * 2 * f, 2.0 * s * f * h
+    assert [o.kind for o in grouped] == ["gemm"] * 6
+    assert sorted(o.flops for o in grouped) == sorted([up, down] * 3)
+    from slackopt.profile import grouped_mm_flops
+
+    assert grouped_mm_flops((5, 7, 3), (3, 11)) == 2 * 7 * 3 * 11  # 3D x 2D: split columns
+    assert grouped_mm_flops((4, 5, 7), (4, 7, 3)) == 2 * 4 * 5 * 7 * 3  # batched
