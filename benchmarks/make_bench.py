@@ -69,7 +69,8 @@ class Spec:
     key: the name stem (the file is ``<key>_<gpu>-<link>.json.gz``). model: in words.
     config: repository-relative config.json. target: ``hf:CONFIG`` or ``FILE:FACTORY``.
     shapes: the ``-i`` shapes. params: the ``-p`` parameters. tokens, batch: the step's
-    size (tokens per sequence or image patches; sequences or images). targets: (GPU
+    size (tokens per sequence, image, or latent positions; None for a CNN: sequences or
+    images). targets: (GPU
     preset, link preset) pairs. notes: what the instance is, for the manifest.
     """
 
@@ -78,7 +79,7 @@ class Spec:
     config: str
     target: str
     shapes: tuple[str, ...]
-    tokens: int
+    tokens: int | None
     batch: int
     targets: tuple[tuple[str, str], ...]
     notes: str
@@ -97,6 +98,11 @@ class Spec:
     def name(self, gpu: str, link: str) -> str:
         """The instance name, also the file's stem."""
         return f"{self.key}_{gpu}-{link}"
+
+    def shown(self, gpu: str, link: str) -> str:
+        """The command line, as the manifest shows it, that writes the instance file."""
+        return " ".join(shlex.quote(c) for c in
+                        ["slackopt", *self.command(gpu, link, f"{self.name(gpu, link)}.json.gz")])
 
 
 def _hf(name: str) -> str:
@@ -143,8 +149,11 @@ SPECS: tuple[Spec, ...] = (
     Spec("t5-large-512-128-b8", "T5-large", _cfg("t5-large"), f"{MODELS}:t5",
          ("8x512", "8x128"), 512, 8, (A100, H100),
          "T5-large (24 encoder and 24 decoder layers, d_model 1024, ReLU FFN 4096), 8 "
-         "sequences of 512 encoder tokens and 128 target tokens (teacher forcing), eager "
-         "attention with relative position bias (T5 has no SDPA path), cross-entropy.",
+         "sequences of 512 encoder tokens and 128 target tokens (teacher forcing), "
+         "dropout 0.1 (the published config), cross-entropy. Attention adds a learned "
+         "relative position bias (a float mask) and has dropout: the CPU trace takes SDPA's "
+         "math path, so the attention probabilities are stored as eager attention stores "
+         "them (a GPU's memory-efficient kernel would keep only O and the logsumexp).",
          {"config": _cfg("t5-large")}),
     Spec("sd15-unet-512px-b8", "Stable Diffusion 1.5 UNet", _cfg("sd15-unet"),
          f"{MODELS}:sd_unet", ("8",), 4096, 8, (A100, H100),
@@ -155,18 +164,24 @@ SPECS: tuple[Spec, ...] = (
          {"config": _cfg("sd15-unet")}),
     Spec("gpt2-xl-1024-b8", "GPT-2 XL", _cfg("gpt2-xl"), _hf("gpt2-xl"), ("8x1024",),
          1024, 8, (A100, GH200),
-         "GPT-2 XL (48 layers, width 1600, 25 heads, dropout 0.1), the paper's workload: "
-         "8 sequences of 1024 tokens (docs/workloads.md), the model's cross-entropy."),
+         "GPT-2 XL (48 layers, width 1600, 25 heads, residual and embedding dropout 0.1), "
+         "the paper's workload: 8 sequences of 1024 tokens (docs/workloads.md), the "
+         "model's cross-entropy. Attention-probability dropout off (-p attn_pdrop=0.0), "
+         "as in the paper's FlashAttention workload: with it, SDPA takes the math path "
+         "that stores the 1024 x 1024 score matrices, which flash attention never does.",
+         {"attn_pdrop": 0.0}),
     Spec("bert-large-512-b16", "BERT-Large", _cfg("bert-large"), _hf("bert-large"),
          ("16x512",), 512, 16, (A100, GH200),
-         "BERT-Large (24 layers, width 1024, 16 heads), the paper's workload: 16 "
-         "sequences of 512 tokens; masked-LM head on every token (the labels are the "
-         "input ids, not the paper's 15% of tokens)."),
+         "BERT-Large (24 layers, width 1024, 16 heads, hidden dropout 0.1), the paper's "
+         "workload: 16 sequences of 512 tokens; masked-LM head on every token (the labels "
+         "are the input ids, not the paper's 15% of tokens). Attention-probability "
+         "dropout off (-p attention_probs_dropout_prob=0.0), as for GPT-2 XL.",
+         {"attention_probs_dropout_prob": 0.0}),
     Spec("llama-2-7b-4k-b2", "Llama-2-7B", _cfg("llama-2-7b"), _hf("llama-2-7b"),
          ("2x4096",), 4096, 2, (A100, GH200),
          "Llama-2-7B (32 layers, 32 heads, SwiGLU 11008), the paper's Llama-7B workload: "
          "2 sequences of 4096 tokens, the model's cross-entropy."),
-    Spec("vgg16-b128", "VGG-16", "", f"{MODELS}:vgg16", ("128",), 1, 128, (A100, GH200),
+    Spec("vgg16-b128", "VGG-16", "", f"{MODELS}:vgg16", ("128",), None, 128, (A100, GH200),
          "VGG-16 (configuration D, 138M parameters; in-place ReLU, no dropout, as the "
          "paper's workload), 128 images of 224 x 224, cross-entropy. Built by "
          "instances/bench/models.py:vgg16 (no config file: the network is its layer list)."),
@@ -204,13 +219,12 @@ def entry(spec: Spec, gpu: str, link: str, path: Path) -> dict[str, Any]:
     from slackopt.io import load_instance
 
     inst = load_instance(path)
-    cmd = ["slackopt", *spec.command(gpu, link, f"{path.stem}.json")]
     return {"file": path.name, "name": inst.name, "model": spec.model,
             "config": spec.config or None, "tokens": spec.tokens, "batch": spec.batch,
             "gpu": gpu, "link": link, "d2h_bytes_per_s": inst.link.d2h_bytes_per_s,
             "h2d_bytes_per_s": inst.link.h2d_bytes_per_s, "saved_tensors": inst.n_saved,
             "P_bytes": inst.P, "ops": inst.n_ops,
-            "command": " ".join(shlex.quote(c) for c in cmd), "sha256": sha256(path),
+            "command": spec.shown(gpu, link), "sha256": sha256(path),
             "file_bytes": path.stat().st_size, "notes": spec.notes}
 
 
@@ -266,13 +280,15 @@ def write_table(rows: list[dict[str, Any]]) -> None:
         return
     lines = ["| file | model | tokens x batch | GPU | link D2H / H2D GB/s | ops | saved "
              "tensors | P GB | file kB |", "|---|---|---|---|---|---|---|---|---|"]
+    sizes = {r["file"]: (BENCH / r["file"]).stat().st_size for r in rows}
     for r in rows:
         lines.append(
-            f"| `{r['file']}` | {r['model']} | {r['tokens']} x {r['batch']} | {r['gpu']} | "
+            f"| `{r['file']}` | {r['model']} | {r['tokens'] or '-'} x {r['batch']} | "
+            f"{r['gpu']} | "
             f"{r['link']} {r['d2h_bytes_per_s'] / 1e9:g} / {r['h2d_bytes_per_s'] / 1e9:g} | "
             f"{r['ops']} | {r['saved_tensors']} | {r['P_bytes'] / 1e9:.2f} | "
-            f"{r['file_bytes'] / 1e3:.0f} |")
-    total = sum(r["file_bytes"] for r in rows)
+            f"{sizes[r['file']] / 1e3:.0f} |")
+    total = sum(sizes.values())
     lines.append(f"\n{len(rows)} files, {total / 1e6:.2f} MB in all (gzip).")
     head, rest = text.split(TABLE_START, 1)
     tail = rest.split(TABLE_END, 1)[1]
@@ -286,9 +302,7 @@ def up_to_date(row: dict[str, Any] | None, spec: Spec, gpu: str, link: str, path
     command the spec gives (the notes and other words of the row may change freely)."""
     if row is None or old_version != VERSION or not path.is_file():
         return False
-    cmd = " ".join(shlex.quote(c) for c in ["slackopt", *spec.command(gpu, link,
-                                                                      f"{path.stem}.json")])
-    return row.get("command") == cmd and sha256(path) == row.get("sha256")
+    return row.get("command") == spec.shown(gpu, link) and sha256(path) == row.get("sha256")
 
 
 def main(argv: list[str] | None = None) -> int:

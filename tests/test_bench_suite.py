@@ -1,0 +1,75 @@
+"""The benchmark suite, instances/bench/: its manifest against the files shipped.
+
+Every file the manifest lists exists, has the sha256 it states, loads (gzip through
+:func:`slackopt.io.load_instance`) and has the name, saved-tensor count, P and link
+the manifest states; the suite has at least 24 files and one with unequal D2H and H2D
+bandwidths; every file in the folder is listed; and the model sizes recorded by the fake
+profiles (``meta.persistent_bytes.parameters``) are the published parameter counts, so a
+config edited by mistake is caught. Reading the 27 files takes about 2 s.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from slackopt import io
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH = ROOT / "instances" / "bench"
+MANIFEST = json.loads((BENCH / "manifest.json").read_text())
+ROWS = MANIFEST["instances"]
+
+# Published parameter counts (the model card or paper of each config's source,
+# instances/configs/README.md), BF16 parameters of 2 bytes each.
+PUBLISHED = {
+    "Llama-3-8B": 8.03e9,
+    "Llama-2-7B": 6.74e9,
+    "Mistral-7B-v0.1": 7.24e9,
+    "Mixtral-8x7B": 46.7e9,
+    "GPT-2 XL": 1.558e9,
+    # 335.17M: embeddings 31.78M, 24 x 12.60M, MLM head 1.08M (the paper rounds to 340M)
+    "BERT-Large": 0.3352e9,
+    "ViT-H/14": 0.632e9 + 1.28e6,  # 632M plus the 1000-class head
+    "T5-large": 0.738e9,
+    "Stable Diffusion 1.5 UNet": 0.860e9,
+    "VGG-16": 0.138e9,
+    # the PP stage: embedding 128256 x 8192 and 10 of the 80 layers of the 70.6B model,
+    # (70.55e9 - 2 x 128256 x 8192 - 8192) / 80 each
+    "Llama-3-70B": 128256 * 8192 + 10 * (70.55e9 - 2 * 128256 * 8192) / 80,
+}
+
+
+def test_manifest_header_and_size() -> None:
+    assert (MANIFEST["format"], MANIFEST["version"]) == ("slackopt-bench-manifest", 1)
+    gen = MANIFEST["generator"]
+    assert gen["script"] == "benchmarks/make_bench.py" and (ROOT / gen["script"]).is_file()
+    assert isinstance(gen["version"], int) and gen["torch"] and gen["transformers"]
+    assert len(ROWS) >= 24
+    assert len({r["file"] for r in ROWS}) == len(ROWS)
+    assert any(r["d2h_bytes_per_s"] != r["h2d_bytes_per_s"] for r in ROWS)
+    shipped = {p.name for p in BENCH.glob("*.json*") if p.name != "manifest.json"}
+    assert shipped == {r["file"] for r in ROWS}, "files not in the manifest, or missing"
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[r["name"] for r in ROWS])
+def test_file_matches_its_manifest_row(row: dict) -> None:
+    path = BENCH / row["file"]
+    data = path.read_bytes()
+    assert data[:2] == io.GZIP_MAGIC
+    assert hashlib.sha256(data).hexdigest() == row["sha256"]
+    inst = io.load_instance(path)
+    assert inst.name == row["name"] == path.name.removesuffix(".json.gz")
+    assert (inst.n_saved, inst.P, inst.n_ops) == (row["saved_tensors"], row["P_bytes"],
+                                                  row["ops"])
+    assert (inst.link.name, inst.link.d2h_bytes_per_s, inst.link.h2d_bytes_per_s) == \
+        (row["link"], row["d2h_bytes_per_s"], row["h2d_bytes_per_s"])
+    assert (inst.meta["gpu"], inst.meta["fake"], inst.meta["timing"]) == \
+        (row["gpu"], True, "roofline")
+    assert row["config"] is None or (ROOT / row["config"]).is_file()
+    assert not inst.meta["factory"].startswith("/"), "a path of the machine that made it"
+    params = inst.meta["persistent_bytes"]["parameters"] / 2
+    assert params == pytest.approx(PUBLISHED[row["model"]], rel=5e-3), row["model"]
