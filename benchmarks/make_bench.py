@@ -306,6 +306,8 @@ def up_to_date(row: dict[str, Any] | None, spec: Spec, gpu: str, link: str, path
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command line (the module docstring); returns the exit status: 0 done, 1 a
+    profile failed, 2 a bad --only, 130 interrupted."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", help="regular expression: instance names to (re)make")
     ap.add_argument("--force", action="store_true", help="remake files that are up to date")
