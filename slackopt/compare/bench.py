@@ -292,9 +292,9 @@ def _secs(x: float) -> str:
     return "-" if x != x else f"{x:.3g} s"
 
 
-LEADERBOARD_HEADERS = ("solver", "rows", "feasible", "gap to bound (geo. mean)",
-                       "gap to bound (max)", "gap to best (geo. mean)", "gap to best (max)",
-                       "planning (median)", "planning (max)")
+LEADERBOARD_HEADERS = ("solver", "rows", "feasible", "bound gap gmean", "bound gap max",
+                       "best gap gmean", "best gap max", "planning median", "planning max")
+"""Column headers of the printed leaderboard (gmean: :func:`geometric_mean_gap`)."""
 
 
 def leaderboard_cells(board: pd.DataFrame) -> list[list[str]]:
