@@ -384,7 +384,8 @@ def bound_violations(df: pd.DataFrame, refs: Sequence[Mapping[str, Any]]
     - a feasible barrier-free plan whose simulated step is below the best lower bound of
       its (instance, budget) (``gap_to_bound < -VIOLATION_RTOL``: the reference's bound, a
       certified row bound, or a solver-reported one; ``bound_source`` says which);
-    - a feasible plan under a budget the references call below the floor.
+    - a feasible barrier-free plan under a budget the references call below the floor
+      (the floor is the MILP's, for the barrier-free runtime).
 
     Returns:
         One dict per violation: instance, budget_fraction, budget_bytes, solver, params,
@@ -405,7 +406,7 @@ def bound_violations(df: pd.DataFrame, refs: Sequence[Mapping[str, Any]]
                                    f"({r.best_bound_source}) is above {r.solver}'s simulated "
                                    f"step {r.step_time_s!r} s"})
         ref = by_key.get((r.instance, int(r.budget_bytes)))
-        if ref is not None and ref.get("below_floor"):
+        if ref is not None and ref.get("below_floor") and r.policy == "barrier_free":
             out.append({**base, "bound_s": math.inf, "bound_source": "reference",
                         "problem": f"the references say no plan runs under this budget "
                                    f"(smallest budget {ref.get('min_budget_bytes')} bytes), yet "
