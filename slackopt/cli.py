@@ -1,13 +1,14 @@
 """The ``slackopt`` command.
 
 Commands (see DESIGN.md, "Command line"): ``make``, ``describe``, ``solve``, ``simulate``,
-``solvers``. Every command takes ``--json``: stdout then holds exactly one JSON document
-and nothing else (anything a solver prints goes to stderr). Exit status: 0 on success
-(an infeasible budget is an answer, not an error), 2 for bad input (a
-:class:`~slackopt.errors.SlackoptError`, an unknown name, a usage error), 1 for an
-internal error, 130 after Ctrl-C (with one line saying how to go on; a sweep with a
-``--store`` resumes). Errors are one message on stderr, never a traceback; set
-``SLACKOPT_DEBUG=1`` to see the traceback of an internal error.
+``solvers``, ``compare``, ``bench``. Every command takes ``--json``: stdout then holds
+exactly one JSON document and nothing else (anything a solver prints goes to stderr).
+Exit status: 0 on success (an infeasible budget is an answer, not an error), 2 for bad
+input (a :class:`~slackopt.errors.SlackoptError`, an unknown name, a usage error), 1 for an
+internal error (and for ``bench`` after it reported a bound violation, a bug), 130 after
+Ctrl-C (with one line saying how to go on; a sweep with a ``--store`` resumes). Errors are
+one message on stderr, never a traceback; set ``SLACKOPT_DEBUG=1`` to see the traceback of
+an internal error.
 """
 
 from __future__ import annotations
@@ -157,6 +158,9 @@ def _interrupted(e: BaseException) -> None:
     raise typer.Exit(INTERRUPTED_EXIT) from None
 
 
+EXIT_STATUS_KEY = "_exit_status"
+"""A --json command's document may carry this key: the exit status after the document is
+printed (``slackopt bench`` exits 1 after reporting a bound violation)."""
 _REPORTED: list[str] = []
 """Interrupt lines already written (main() writes one if typer stopped the command first)."""
 
@@ -170,8 +174,11 @@ def _guarded(fn: F) -> F:
             if kwargs.get("json_output"):
                 with _stdout_to_stderr():
                     doc = fn(*args, **kwargs)
+                status = doc.pop(EXIT_STATUS_KEY, 0) if isinstance(doc, dict) else 0
                 if doc is not None:
                     _emit_json(doc)
+                if status:
+                    raise typer.Exit(status)
                 return None
             return fn(*args, **kwargs)
         except (typer.Exit, typer.TyperException, typer.Abort):
@@ -764,6 +771,42 @@ def _note_created(folder: Path | None, opt: str) -> None:
         sys.stderr.write(f"slackopt: note: created the folder {folder} for {opt}\n")
 
 
+def _sweep_interrupted(store: Path | None) -> Interrupted:
+    """The interrupt of a sweep (compare, bench): how many runs the store kept, and how to
+    go on."""
+    if store is not None:
+        from slackopt.compare import ResultStore
+
+        try:
+            with ResultStore(store) as st:
+                n: Any = len(st.keys())
+        except SlackoptError:
+            n = "its"
+        runs = "finished run" if n == 1 else "finished runs"
+        return Interrupted(f"{store} holds {n} {runs}: run the same command again to do "
+                           "only the missing ones")
+    return Interrupted("finished runs were not kept (pass --store FILE to resume later)")
+
+
+def _check_results_out(output: Path, store: Path | None, force: bool) -> None:
+    """--out of a sweep: a results suffix, not the store, not an existing file unless
+    --force."""
+    from slackopt.compare import RESULT_SUFFIXES
+    from slackopt.errors import FileFormatError
+    from slackopt.io import OutputExistsError
+
+    if output.suffix.lower() not in RESULT_SUFFIXES:
+        raise FileFormatError(output, "", f"unknown results format "
+                              f"'{output.suffix or '(none)'}'",
+                              f"end the file name with one of {', '.join(RESULT_SUFFIXES)}")
+    if output.exists() and not force:
+        raise OutputExistsError(f"{output}: file exists; pass --force to replace it, or "
+                                "choose another path")
+    if store is not None and output.resolve() == store.resolve():
+        raise FileFormatError(output, "", "is also the --store file",
+                              "write the table to another file")
+
+
 @app.command("compare")
 @_guarded
 def compare_cmd(
@@ -798,9 +841,7 @@ def compare_cmd(
     json_output: JsonOpt = False,
 ) -> dict[str, Any] | None:
     """Run solvers x budgets x instances (x seeds); one row per run with gaps."""
-    from slackopt.compare import RESULT_SUFFIXES, compare, write_results
-    from slackopt.errors import FileFormatError
-    from slackopt.io import OutputExistsError
+    from slackopt.compare import compare, write_results
     from slackopt.solver import solver_label
 
     specs = _solver_specs(solvers)
@@ -813,36 +854,14 @@ def compare_cmd(
             raise typer.BadParameter(f"'{seeds}' is not a comma-separated list of integers",
                                      param_hint="'--seeds'") from None
     if output is not None:
-        if output.suffix.lower() not in RESULT_SUFFIXES:
-            raise FileFormatError(output, "", f"unknown results format "
-                                  f"'{output.suffix or '(none)'}'",
-                                  f"end the file name with one of {', '.join(RESULT_SUFFIXES)}")
-        if output.exists() and not force:
-            raise OutputExistsError(f"{output}: file exists; pass --force to replace it, or "
-                                    "choose another path")
-        if store is not None and output.resolve() == store.resolve():
-            raise FileFormatError(output, "", "is also the --store file",
-                                  "write the table to another file")
+        _check_results_out(output, store, force)
     new_dir = store.parent if store is not None and not store.parent.exists() else None
     try:
         df = compare(instances, specs, budget_list, seeds=seed_list, time_limit_s=time_limit,
                      store=store, workers=workers, scheduler=scheduler, progress=True,
                      references=references)
     except KeyboardInterrupt:
-        if store is not None:
-            from slackopt.compare import ResultStore
-
-            try:
-                with ResultStore(store) as st:
-                    n: Any = len(st.keys())
-            except SlackoptError:
-                n = "its"
-            runs = "finished run" if n == 1 else "finished runs"
-            msg = (f"{store} holds {n} {runs}: run the same command again to do only "
-                   "the missing ones")
-        else:
-            msg = "finished runs were not kept (pass --store FILE to resume later)"
-        raise Interrupted(msg) from None
+        raise _sweep_interrupted(store) from None
     finally:
         _note_created(new_dir, "--store")
     written = None
@@ -894,6 +913,123 @@ def compare_cmd(
               + (f" ({store})" if store else ""))
     if written:
         con.print(f"wrote {written}")
+    return None
+
+
+# ----------------------------------------------------------------------------- bench
+@app.command("bench")
+@_guarded
+def bench_cmd(
+    solvers: Annotated[str, typer.Option(
+        "--solvers", help="Solvers, as for compare: names, 'all', a suite ('production') or "
+        "a JSON list.")],
+    suite: Annotated[str, typer.Option(
+        "--suite", help="'bench' (the repository's instances/bench/manifest.json), a "
+        "manifest.json, or a folder holding one.")] = "bench",
+    budgets: Annotated[str | None, typer.Option(
+        "--budgets", help="Comma-separated budgets (default: those of the references "
+        "file, else 0.1,0.3,0.5,0.7).")] = None,
+    only: Annotated[str | None, typer.Option(
+        "--only", help="Comma-separated instance files, names or globs of the suite.")
+    ] = None,
+    time_limit: Annotated[float | None, _time_limit_opt(
+        "Time limit per solver run (s).")] = None,
+    store: Annotated[Path | None, typer.Option(
+        "--store", help="SQLite store of finished runs and their plans: a rerun resumes; "
+        "a new best known plan is recorded from it.")] = None,
+    workers: Annotated[int, typer.Option(
+        "--workers", min=0, help="Local worker processes (0: one per CPU).")] = 1,
+    scheduler: Annotated[str | None, typer.Option(
+        "--scheduler", help="Dask scheduler address tcp://HOST:PORT (needs the [dist] "
+        "extra).")] = None,
+    output: Annotated[Path | None, typer.Option(
+        "--out", "-o", help="Write the per-row table (.csv, .json, .parquet or .sqlite), "
+        "and beside it STEM.leaderboard.md and STEM.leaderboard.png.")] = None,
+    references: Annotated[Path | None, typer.Option(
+        "--references", help="The references file (default: references.json beside the "
+        "manifest).")] = None,
+    force: ForceOpt = False,
+    json_output: JsonOpt = False,
+) -> dict[str, Any] | None:
+    """Run solvers on the benchmark suite; print the leaderboard against its references."""
+    from slackopt import plot
+    from slackopt.compare import write_results
+    from slackopt.compare.bench import LEADERBOARD_HEADERS as HEADERS
+    from slackopt.compare.bench import leaderboard_cells, leaderboard_markdown, run_bench
+    from slackopt.io import OutputExistsError
+
+    specs = _solver_specs(solvers)
+    budget_list = _split_list(budgets, "budgets", "--budgets") if budgets is not None else None
+    extra: list[Path] = []
+    if output is not None:
+        _check_results_out(output, store, force)
+        stem = output.with_suffix("")
+        extra = [stem.with_name(stem.name + ".leaderboard.md"),
+                 stem.with_name(stem.name + ".leaderboard.png")]
+        for f in extra:
+            if f.exists() and not force:
+                raise OutputExistsError(f"{f}: file exists; pass --force to replace it, or "
+                                        "choose another --out")
+    new_dir = store.parent if store is not None and not store.parent.exists() else None
+    try:
+        res = run_bench(suite, specs, budgets=budget_list, time_limit_s=time_limit,
+                        store=store, workers=workers, scheduler=scheduler,
+                        references=references, only=only, progress=True)
+    except KeyboardInterrupt:
+        raise _sweep_interrupted(store) from None
+    finally:
+        _note_created(new_dir, "--store")
+    title = (f"Leaderboard: {len(res.suite.instances)} instances of {res.suite.manifest}, "
+             f"{len(res.table)} runs; gaps against "
+             + (f"the references {res.references}" if res.references else "T* and the rows' "
+                "own bounds (no references file)"))
+    written: list[str] = []
+    if output is not None:
+        out_dir = output.parent if not output.parent.exists() else None
+        written.append(str(write_results(res.table, output, overwrite=force)))
+        _note_created(out_dir, "--out")
+        md = leaderboard_markdown(res.board, f"## {title}")
+        for n in res.new_bests:
+            md += (f"\nNew best known: {n['instance']} at {n['budget_fraction']:g} P: "
+                   f"{n['solver']} runs in {n['step_time_s']!r} s (reference "
+                   f"{n['reference_best_s']!r} s); record it with `{n['command']}`\n")
+        for v in res.violations:
+            md += f"\nBUG: {v['instance']} at {v['budget_fraction']:g} P: {v['problem']}\n"
+        extra[0].write_text(md, encoding="utf-8")
+        written.append(str(extra[0]))
+        written.append(str(plot.save(plot.leaderboard(res.board), extra[1])))
+    for v in res.violations:
+        _err(f"BUG: {v['instance']} at {v['budget_fraction']:g} P: {v['problem']} (a bound "
+             "or the evaluator is wrong; please report it)")
+    status = 1 if res.violations else 0
+    if json_output:
+        return {"format": "slackopt-bench-results", "suite": str(res.suite.manifest),
+                "references": str(res.references) if res.references else None,
+                "leaderboard": _records(res.board), "new_bests": res.new_bests,
+                "violations": res.violations, "written": written,
+                "runs": len(res.table),
+                "runs_from_store": int(res.table.attrs.get("runs_from_store", 0)),
+                "runs_now": int(res.table.attrs.get("runs_now", len(res.table))),
+                EXIT_STATUS_KEY: status}
+    con = _console()
+    if not con.is_terminal:
+        con.width = max(con.width, 160)
+    t = Table(title=title, title_justify="left")
+    for k, h in enumerate(HEADERS):
+        t.add_column(h, justify="left" if k == 0 else "right", no_wrap=k > 0)
+    for row in leaderboard_cells(res.board):
+        t.add_row(*row)
+    con.print(t)
+    for n in res.new_bests:
+        ref = ("no plan" if n["reference_best_s"] is None
+               else _fmt_time(n["reference_best_s"]))
+        con.print(f"new best known: {n['instance']} at {n['budget_fraction']:g} P: "
+                  f"{n['solver']} runs in {_fmt_time(n['step_time_s'])} (reference: {ref}); "
+                  f"record it with:\n  {n['command']}")
+    for f in written:
+        con.print(f"wrote {f}")
+    if status:
+        raise typer.Exit(status)
     return None
 
 

@@ -12,7 +12,8 @@ that they redraw:
 - :func:`throughput_vs_budget`: throughput against the memory budget per solver (Figure 4);
 - :func:`timeline`: compute, D2H and H2D lanes of one step, stalls and rebuilds (Figure 5);
 - :func:`memory_profile`: bytes in use over the step against the budget M;
-- :func:`planning_time_vs_quality`: planning time against the gap to the best plan.
+- :func:`planning_time_vs_quality`: planning time against the gap to the best plan;
+- :func:`leaderboard`: a benchmark leaderboard, planning time against the gap per solver.
 
 Times are drawn in ms (or us for sub-2 ms steps), sizes in GB/MB/kB (decimal), shares in %.
 """
@@ -699,6 +700,56 @@ def planning_time_vs_quality(df: pd.DataFrame, *, quality: str = "gap_to_best",
         why = "; ".join(f"{n} {what}" for n, what in left if n)
         title = (f"Planning time vs plan quality (lower left is better)\n{len(ok)} of {len(d)} "
                  f"runs drawn" + (f"; not drawn: {why}" if why else ""))
+    ax.set_title(title, fontsize=10)
+    return fig
+
+
+def leaderboard(board: pd.DataFrame, *, title: str | None = None) -> Figure:
+    """A benchmark leaderboard: per solver, the median planning time against the geometric
+    mean gap to the best lower bound, with a line up to its largest gap.
+
+    Args:
+        board: a leaderboard (:func:`slackopt.compare.bench.leaderboard`: columns solver,
+            rows, feasible, gap_to_bound_geomean, gap_to_bound_max,
+            planning_time_median_s).
+        title: figure title (default: says what is drawn and which solvers are not).
+
+    Returns:
+        The figure; solvers without a gap to bound (no feasible barrier-free plan) or
+        without a planning time > 0 (the axis is logarithmic) are named in the default
+        title, not drawn.
+
+    Raises:
+        SlackoptError: a table without those columns.
+    """
+    _need_columns(board, ("solver", "rows", "feasible", "gap_to_bound_geomean",
+                          "gap_to_bound_max", "planning_time_median_s"), "leaderboard")
+    labels = [str(x) for x in board["solver"]]
+    color = _colors(labels)
+    fig = _fig(7.5, 4.6)
+    ax = fig.add_subplot()
+    left = []
+    for r, lab in zip(board.itertuples(index=False), labels, strict=True):
+        x, y, top = r.planning_time_median_s, r.gap_to_bound_geomean, r.gap_to_bound_max
+        if not (pd_notna(x) and pd_notna(y) and x > 0):
+            left.append(lab)
+            continue
+        ax.plot([x, x], [y * 100, top * 100], color=color[lab], linewidth=1.2, alpha=0.6)
+        ax.scatter([x], [y * 100], color=color[lab], s=36, zorder=3,
+                   label=f"{lab} ({r.feasible}/{r.rows} feasible)")
+        ax.annotate(lab, (x, y * 100), textcoords="offset points", xytext=(5, 4), fontsize=8)
+    ax.set_xscale("log")
+    ax.set_xlabel("median planning time (s, log scale)")
+    ax.set_ylabel("gap to the best lower bound (% slower)")
+    ax.grid(alpha=0.3, which="both")
+    if len(left) < len(labels):
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0),
+                  title="dot: geometric mean; line: up to the max", title_fontsize=8)
+    ax.set_ylim(bottom=0)
+    if title is None:
+        title = "Benchmark leaderboard (lower left is better)" + (
+            f"\nnot drawn (no gap to bound or planning time): {', '.join(left)}" if left
+            else "")
     ax.set_title(title, fontsize=10)
     return fig
 

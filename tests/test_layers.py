@@ -27,9 +27,10 @@ def _module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _imports(tree: ast.Module, name: str, is_package: bool) -> list[str]:
-    """The modules `tree` imports (absolute names), PEP 562 ``__getattr__`` hooks left
-    out; ``from package import submodule`` names the submodule."""
+def _statements(tree: ast.Module, name: str, is_package: bool) -> list[list[str]]:
+    """Per import statement of `tree`, the modules it may name (absolute names): ``import
+    a, b`` gives [a, b]; ``from a.b import c`` gives [a.b.c, a.b] (a.b.c when c is a
+    module, else a.b); PEP 562 ``__getattr__`` hooks left out."""
     skip = {id(n) for f in tree.body if isinstance(f, ast.FunctionDef)
             and f.name == "__getattr__" for n in ast.walk(f)}
     pkg = name if is_package else name.rpartition(".")[0]
@@ -38,14 +39,20 @@ def _imports(tree: ast.Module, name: str, is_package: bool) -> list[str]:
         if id(node) in skip:
             continue
         if isinstance(node, ast.Import):
-            out += [a.name for a in node.names]
+            out += [[a.name] for a in node.names]
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
                 parts = pkg.split(".")
                 base = ".".join(parts[:len(parts) - node.level + 1] + ([base] if base else []))
-            out += [f"{base}.{a.name}" for a in node.names] + [base]
+            out.append([f"{base}.{a.name}" for a in node.names] + [base])
     return out
+
+
+def _imports(tree: ast.Module, name: str, is_package: bool) -> list[str]:
+    """The modules `tree` imports (absolute names), PEP 562 ``__getattr__`` hooks left
+    out; ``from package import submodule`` names the submodule."""
+    return [m for st in _statements(tree, name, is_package) for m in st]
 
 
 def import_graph() -> nx.DiGraph:
@@ -55,12 +62,13 @@ def import_graph() -> nx.DiGraph:
     g = nx.DiGraph()
     for name, f in files.items():
         g.add_node(name)
-        seen = _imports(ast.parse(f.read_text()), name, f.name == "__init__.py")
-        for dep in seen:
-            # `from a.b import c`: c when it is a module, else a.b itself
-            if dep in files and dep != name and not any(
-                    d.startswith(dep + ".") and d in files for d in seen):
-                g.add_edge(name, dep)
+        for seen in _statements(ast.parse(f.read_text()), name, f.name == "__init__.py"):
+            for dep in seen:
+                # `from a.b import c`: c when it is a module, else a.b itself (judged per
+                # statement: another statement's `from a.b import module` hides no edge)
+                if dep in files and dep != name and not any(
+                        d.startswith(dep + ".") and d in files for d in seen):
+                    g.add_edge(name, dep)
     return g
 
 

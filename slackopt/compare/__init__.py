@@ -17,7 +17,8 @@ plans: a solver's own objective is reported, never used for the gaps.
   it finishes, keyed by (instance name, instance content hash, budget bytes, solver,
   parameters, seed, time limit, the solver's code identity:
   :func:`slackopt.compare.code_id.solver_code_id`, so edited solver code never returns stale
-  rows). Running the same sweep again skips the finished runs
+  rows), with the run's plan beside it (:meth:`ResultStore.plans`; ``compare(...,
+  plans=True)`` returns them). Running the same sweep again skips the finished runs
   and only adds the missing ones; a key is never written twice and a stored row is never
   replaced, except ``"error"`` rows, which every rerun runs again (``"timeout"`` rows
   count as finished). A run stopped by Ctrl-C is not a row: the interrupt ends the sweep
@@ -109,6 +110,7 @@ def compare(
     scheduler: Any = None,
     progress: bool = True,
     references: str | os.PathLike | Mapping[str, Any] | list | None = None,
+    plans: bool = False,
 ) -> pd.DataFrame:
     """Run every solver on every instance under every budget and seed; one row per run.
 
@@ -131,6 +133,11 @@ def compare(
         progress: show a progress bar (runs done and left) on stderr.
         references: a references file (see the module docstring), its parsed document, or
             None; its bounds and best steps join the gaps.
+        plans: add a column ``plan`` (after :data:`COLUMNS`): each run's plan as a plan
+            file document in JSON text (:func:`slackopt.io.plan_from_dict` reads it), None
+            for a run without a plan or one read from a store that kept none. A store
+            keeps the plans whether or not they are asked for here
+            (:meth:`ResultStore.plans`).
 
     Returns:
         A DataFrame with the columns :data:`COLUMNS`, one row per (instance, budget,
@@ -207,6 +214,7 @@ def compare(
                                       pj, obj, seed, time_limit_s))
 
     rows: dict[str, dict[str, Any]] = {}
+    plan_texts: dict[str, str] = {}
     st = ResultStore(store) if store is not None else None
     try:
         if st is not None:
@@ -215,14 +223,19 @@ def compare(
                 k = rec.pop("key")
                 rec.pop("finished_at", None)
                 rows[k] = {**rec, **meta[k]}  # descriptors as requested now
+            if plans:
+                plan_texts.update(st.plans(rows))
         todo = [t for t in tasks if t.key not in rows]
 
         with progress_bar(len(tasks), len(tasks) - len(todo), progress) as advance:
             def on_result(t: Task, run: dict[str, Any]) -> None:
                 transient = run.pop("_transient", False)
+                plan = run.pop("_plan", None)
                 row = {**meta[t.key], **run}
                 if st is not None and not transient:
-                    st.add(t.key, row)
+                    st.add(t.key, row, plan)
+                if plans and plan is not None:
+                    plan_texts[t.key] = plan
                 rows[t.key] = row
                 advance(1)
 
@@ -241,6 +254,8 @@ def compare(
 
     df = pd.DataFrame([rows[t.key] for t in tasks])
     df = add_gaps(coerce(df), refs)[list(COLUMNS)]
+    if plans:
+        df["plan"] = pd.Series([plan_texts.get(t.key) for t in tasks], dtype=object)
     df.attrs["runs_from_store"] = len(tasks) - len(todo)
     df.attrs["runs_now"] = len(todo)
     return df

@@ -1,7 +1,8 @@
 """Gaps of a results table: to the best lower bound and to the best simulated plan,
-from the rows themselves and a references file (``instances/small/references.json``).
+from the rows themselves and a references file.
 
-The references file, written with the exact MILP::
+Two references formats are read (:func:`load_references`). The small suite's
+(``instances/small/references.json``), written with the exact MILP::
 
     {"format": "slackopt-references", "schema_version": 1,
      "entries": [{"instance": "chain8-seed0_a100-pcie4", "budget_bytes": 726924246,
@@ -9,7 +10,18 @@ The references file, written with the exact MILP::
                   "status": "optimal", "solver": "milp", "settings": {...}, "date": "..."}]}
 
 Entries match rows by instance name and budget bytes (or, without bytes, by budget
-fraction within 1e-6).
+fraction within 1e-6). And the benchmark suite's (``instances/bench/references.json``,
+written by ``benchmarks/bench_references.py``; :mod:`slackopt.compare.benchrefs`)::
+
+    {"format": "slackopt-bench-references", "version": 1,
+     "rows": [{"instance": "llama3-8b-4k_h100-pcie5.json.gz", "instance_name": "...",
+               "budget_fraction": 0.3, "budget_bytes": 123, "lower_bound_s": 0.51,
+               "bound_source": "certified", "best_step_s": 0.52,
+               "best_plan": "plans/....json", "status": "bounded", "below_floor": false,
+               "min_budget_bytes": null, "provenance": {...}}]}
+
+whose rows match by ``instance_name`` and ``budget_bytes``, and whose bounds come only
+from certified sources (``bound_source`` "certified" or "T* (trivial)").
 """
 
 from __future__ import annotations
@@ -29,6 +41,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
 REFERENCES_FORMAT = "slackopt-references"
+BENCH_REFERENCES_FORMAT = "slackopt-bench-references"
 TRIVIAL, CERTIFIED, REPORTED, REFERENCE = ("T* (trivial)", "certified", "solver-reported",
                                            "reference")
 BOUND_SOURCES = (TRIVIAL, CERTIFIED, REPORTED)
@@ -66,9 +79,18 @@ def load_references(references: str | os.PathLike | Mapping[str, Any] | None
                     ) -> list[dict[str, Any]]:
     """Read a references file (or an already parsed document) into its entries.
 
+    Reads both formats of the module docstring: ``slackopt-references`` (schema_version 1,
+    ``entries``) and ``slackopt-bench-references`` (version 1, ``rows``). A bench row
+    becomes an entry whose ``instance`` is the row's ``instance_name`` (the name rows are
+    matched by), with the row's ``instance`` (its file, relative to the manifest) kept as
+    ``instance_file``; its ``budget_bytes`` is required, and its ``lower_bound_s`` must
+    come from a certified source (``bound_source`` "certified" or "T* (trivial)") and lie
+    at most at its ``best_step_s`` (within 1e-9 relative: a bound above a plan's step is
+    wrong).
+
     Args:
-        references: path of a ``slackopt-references`` JSON file, the parsed document, or
-            None (no references).
+        references: path of a references JSON file, the parsed document, or None (no
+            references).
 
     Returns:
         The entries, each with at least ``instance`` and one of ``budget_bytes`` /
@@ -76,7 +98,7 @@ def load_references(references: str | os.PathLike | Mapping[str, Any] | None
 
     Raises:
         FileFormatError: missing or unreadable file, wrong format, or a malformed entry
-            (naming the entry and field).
+            or row (naming it, e.g. ``rows[3]``, and the field).
     """
     if references is None:
         return []
@@ -95,10 +117,13 @@ def load_references(references: str | os.PathLike | Mapping[str, Any] | None
         except json.JSONDecodeError as e:
             raise FileFormatError(src, "", f"not valid JSON: {e.msg} at line {e.lineno}",
                                   "give a references.json file") from None
+    if isinstance(doc, Mapping) and doc.get("format") == BENCH_REFERENCES_FORMAT:
+        return _bench_rows(doc, src)
     fix = ('write {"format": "slackopt-references", "schema_version": 1, "entries": '
            '[{"instance": ..., "budget_bytes": ..., "lower_bound_s": ..., "best_step_s": ...}]}')
     if not isinstance(doc, Mapping) or doc.get("format") != REFERENCES_FORMAT:
-        raise FileFormatError(src, "format", f"is not '{REFERENCES_FORMAT}'", fix)
+        raise FileFormatError(src, "format", f"is not '{REFERENCES_FORMAT}' or "
+                              f"'{BENCH_REFERENCES_FORMAT}'", fix)
     if doc.get("schema_version") != 1:
         raise FileFormatError(src, "schema_version",
                               f"{doc.get('schema_version')!r} is not 1, the version this "
@@ -114,22 +139,86 @@ def load_references(references: str | os.PathLike | Mapping[str, Any] | None
         if not isinstance(e.get("instance"), str) or not e["instance"]:
             raise FileFormatError(src, f"{where}.instance", "missing or not a name", fix)
         bb, bf = e.get("budget_bytes"), e.get("budget_fraction")
-        if bb is not None and (isinstance(bb, bool) or not isinstance(bb, int) or bb < 0):
+        if bb is not None and not _is_count(bb):
             raise FileFormatError(src, f"{where}.budget_bytes", "is not an integer >= 0", fix)
         if bf is not None and (isinstance(bf, bool) or not isinstance(bf, (int, float))):
             raise FileFormatError(src, f"{where}.budget_fraction", "is not a number", fix)
         if bb is None and bf is None:
             raise FileFormatError(src, where, "has neither budget_bytes nor budget_fraction",
                                   fix)
-        ent = dict(e)
-        for k in ("lower_bound_s", "best_step_s"):
-            v = e.get(k)
-            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))
-                                  or not math.isfinite(v) or v < 0):
-                raise FileFormatError(src, f"{where}.{k}", "is not a finite number >= 0 or "
-                                      "null", fix)
-            ent[k] = None if v is None else float(v)
-        out.append(ent)
+        out.append({**e, **_times(e, src, where, fix)})
+    return out
+
+
+def _is_count(v: Any) -> bool:
+    return not isinstance(v, bool) and isinstance(v, int) and v >= 0
+
+
+def _times(e: Mapping[str, Any], src: str, where: str, fix: str) -> dict[str, float | None]:
+    """An entry's ``lower_bound_s`` and ``best_step_s`` as floats or None (checked)."""
+    out: dict[str, float | None] = {}
+    for k in ("lower_bound_s", "best_step_s"):
+        v = e.get(k)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))
+                              or not math.isfinite(v) or v < 0):
+            raise FileFormatError(src, f"{where}.{k}", "is not a finite number >= 0 or null",
+                                  fix)
+        out[k] = None if v is None else float(v)
+    return out
+
+
+BENCH_BOUND_SOURCES = (CERTIFIED, TRIVIAL)
+"""The sources a bench references row's ``lower_bound_s`` may come from."""
+_BOUND_ABOVE_PLAN_RTOL = 1e-9
+"""A bound more than this (relative) above a plan's simulated step is wrong."""
+
+
+def _bench_rows(doc: Mapping[str, Any], src: str) -> list[dict[str, Any]]:
+    """The rows of a ``slackopt-bench-references`` document as entries (checked)."""
+    fix = "regenerate the file with benchmarks/bench_references.py"
+    if doc.get("version") != 1:
+        raise FileFormatError(src, "version", f"{doc.get('version')!r} is not 1, the version "
+                              "this slackopt reads", fix)
+    rows = doc.get("rows")
+    if not isinstance(rows, list):
+        raise FileFormatError(src, "rows", "is not a list", fix)
+    out = []
+    for i, r in enumerate(rows):
+        where = f"rows[{i}]"
+        if not isinstance(r, Mapping):
+            raise FileFormatError(src, where, "is not an object", fix)
+        for k in ("instance", "instance_name"):
+            if not isinstance(r.get(k), str) or not r[k]:
+                raise FileFormatError(src, f"{where}.{k}", "missing or not a name", fix)
+        if not _is_count(r.get("budget_bytes")):
+            raise FileFormatError(src, f"{where}.budget_bytes", "missing or not an integer "
+                                  ">= 0", fix)
+        bf = r.get("budget_fraction")
+        if isinstance(bf, bool) or not isinstance(bf, (int, float)) or not math.isfinite(bf):
+            raise FileFormatError(src, f"{where}.budget_fraction", "missing or not a number",
+                                  fix)
+        t = _times(r, src, where, fix)
+        if t["lower_bound_s"] is not None and r.get("bound_source") not in BENCH_BOUND_SOURCES:
+            raise FileFormatError(src, f"{where}.bound_source", f"{r.get('bound_source')!r} "
+                                  f"is not a certified source ({' or '.join(BENCH_BOUND_SOURCES)})"
+                                  "; references hold only certified bounds", fix)
+        lb, best = t["lower_bound_s"], t["best_step_s"]
+        if lb is not None and best is not None and lb > best * (1 + _BOUND_ABOVE_PLAN_RTOL):
+            raise FileFormatError(src, f"{where}.lower_bound_s", f"{lb!r} s is above the row's "
+                                  f"best_step_s {best!r} s: the bound or the plan is wrong",
+                                  "report it as a bug; regenerate the row with "
+                                  "benchmarks/bench_references.py")
+        for k in ("best_plan", "status"):
+            if r.get(k) is not None and not isinstance(r[k], str):
+                raise FileFormatError(src, f"{where}.{k}", "is not a string or null", fix)
+        if not isinstance(r.get("below_floor", False), bool):
+            raise FileFormatError(src, f"{where}.below_floor", "is not true or false", fix)
+        mb = r.get("min_budget_bytes")
+        if mb is not None and not _is_count(mb):
+            raise FileFormatError(src, f"{where}.min_budget_bytes", "is not an integer >= 0 "
+                                  "or null", fix)
+        out.append({**r, "instance": r["instance_name"], "instance_file": r["instance"],
+                    "budget_fraction": float(bf), **t})
     return out
 
 

@@ -4,6 +4,7 @@ the outcome (a plan, a solver's exception, a timeout) into the run's columns."""
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import signal
 import threading
@@ -76,8 +77,23 @@ def _num(x: Any) -> float:
     return math.nan if x is None else float(x)
 
 
+def plan_text(plan: Any, instance: Instance, task: Task) -> str:
+    """The plan file document (:func:`slackopt.io.plan_to_dict`) of a run's plan as JSON
+    text, with the run in its ``meta`` (solver, params, budget_bytes, seed, time_limit_s):
+    what the store keeps beside the row (:meth:`ResultStore.add`)."""
+    from slackopt.io import plan_to_dict
+
+    meta = {"solver": task.solver, "params": task.params_json,
+            "budget_bytes": int(task.budget_bytes), "seed": task.seed,
+            "time_limit_s": task.time_limit_s}
+    return json.dumps(plan_to_dict(plan, instance, meta), separators=(",", ":"))
+
+
 def execute(instance: Instance, task: Task) -> dict[str, Any]:
-    """Run one task and return its run fields (never raises for a solver's failure)."""
+    """Run one task and return its run fields (never raises for a solver's failure).
+
+    A run with a plan also has ``_plan``: the plan file document as JSON text
+    (:func:`plan_text`), which :func:`slackopt.compare.compare` takes out of the row."""
     from slackopt.solver import solve
     from slackopt.solverbase import warm_up
 
@@ -122,6 +138,7 @@ def execute(instance: Instance, task: Task) -> dict[str, Any]:
         counts = res.plan.counts()
         row.update(n_keep=counts["keep"], n_swap=counts["swap"], n_recomp=counts["recomp"],
                    policy=res.plan.policy)
+        row["_plan"] = plan_text(res.plan, instance, task)
     if ev is not None:
         row.update(feasible=bool(ev.feasible),
                    step_time_s=float(ev.step_time_s) if ev.feasible else math.nan,

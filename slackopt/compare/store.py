@@ -26,6 +26,10 @@ STORE_SCHEMA_VERSION = 3
 version is migrated when opened (the columns it lacks are added, empty for its rows: what
 they say was not recorded)."""
 _MIGRATED_VERSIONS = ("1", "2")
+_PLANS_TABLE = "CREATE TABLE IF NOT EXISTS plans (key TEXT PRIMARY KEY, plan TEXT NOT NULL)"
+"""The plans of the runs (the plan file document as JSON text, by run key): added to every
+store when opened, without a schema version change, since a slackopt without it reads and
+writes the runs as before and ignores the table."""
 _SQL_TYPE = {"Int64": "INTEGER", "float64": "REAL", "bool": "INTEGER", "object": "TEXT"}
 """SQLite column type of each :data:`~slackopt.compare.table.SCHEMA` dtype."""
 
@@ -67,6 +71,8 @@ class ResultStore:
         try:
             self.con = sqlite3.connect(str(self.path), timeout=60)
             self._migrate()
+            with self.con:  # added beside the runs of any version (older readers ignore it)
+                self.con.execute(_PLANS_TABLE)
         except (OSError, sqlite3.Error) as e:
             raise FileFormatError(self.path, "", f"cannot be opened as a store ({e})",
                                   "check that the directory is writable") from None
@@ -134,6 +140,7 @@ class ResultStore:
                          ("schema_version", str(STORE_SCHEMA_VERSION))])
         con.execute(f"CREATE TABLE IF NOT EXISTS runs (key TEXT PRIMARY KEY, {cols}, "
                     "finished_at TEXT)")
+        con.execute(_PLANS_TABLE)
         con.execute("COMMIT")
 
     def _migrate(self) -> None:
@@ -195,9 +202,15 @@ class ResultStore:
         """Keys of the stored runs."""
         return {k for (k,) in self.con.execute("SELECT key FROM runs")}
 
-    def add(self, key: str, row: Mapping[str, Any]) -> bool:
+    def add(self, key: str, row: Mapping[str, Any], plan: str | None = None) -> bool:
         """Store one run unless its key is there already (an ``"error"`` row under the key
         is replaced); commits at once.
+
+        Args:
+            key: the run key (:func:`slackopt.compare.grid.run_key`).
+            row: the run's columns (:data:`~slackopt.compare.table.STORED_COLUMNS`).
+            plan: the run's plan as a plan file document in JSON text, or None; kept in
+                the ``plans`` table with the row (:meth:`plans`).
 
         Returns:
             True if the row was added, False if the key was already stored.
@@ -210,7 +223,19 @@ class ResultStore:
             self.con.execute("DELETE FROM runs WHERE key = ? AND status = 'error'", (key,))
             cur = self.con.execute(f"INSERT OR IGNORE INTO runs ({names}) VALUES ({marks})",
                                    vals)
+            if cur.rowcount == 1:
+                self.con.execute("DELETE FROM plans WHERE key = ?", (key,))
+                if plan is not None:
+                    self.con.execute("INSERT INTO plans VALUES (?, ?)", (key, plan))
         return cur.rowcount == 1
+
+    def plans(self, keys: Iterable[str] | None = None) -> dict[str, str]:
+        """The stored plans (all, or those of the given keys): run key -> the plan file
+        document as JSON text (:func:`slackopt.io.plan_from_dict` reads it back). Runs
+        without a plan, and runs stored by a slackopt that kept no plans, are absent."""
+        want = None if keys is None else set(keys)
+        return {k: p for k, p in self.con.execute("SELECT key, plan FROM plans")
+                if want is None or k in want}
 
     def rows(self, keys: Iterable[str] | None = None, *, retry_errors: bool = False
              ) -> pd.DataFrame:

@@ -1,0 +1,118 @@
+"""The benchmark suite's reference values: runs the exact MILP (and cheap planners, for
+more candidate plans) on every instance of a suite and updates its references.json.
+
+Run: python benchmarks/bench_references.py [--suite bench|PATH] [--references FILE]
+         [--budgets 0.1,0.3,0.5,0.7] [--time-limit 300] [--only FILTER]
+         [--solvers milp,checkpoint,production] [--store FILE]
+         [--workers N | --scheduler tcp://HOST:PORT] [--from-store FILE]
+
+- The sweep is :func:`slackopt.compare.compare` over the suite (the manifest's instances,
+  each checked against its sha256 first) x the budgets x the solvers, kept in ``--store``
+  (default benchmarks/results/bench_references.sqlite) as runs finish, with their plans:
+  an interrupted run resumes where it stopped; ``--workers`` or ``--scheduler`` run it in
+  local processes or on a Dask cluster.
+- ``--from-store FILE`` runs nothing: it takes the candidate plans and bounds of the
+  suite's instances and budgets from a store (``slackopt bench --store FILE`` wrote it
+  and printed this command for a new best known plan).
+- The references file is then updated by :func:`slackopt.compare.benchrefs.update_references`:
+  every candidate plan re-simulated, a better plan recorded only after its plan file reads
+  back to the same step, bounds only from certified sources and never above a plan, rows
+  never worse, the file written atomically, provenance recorded.
+
+Exit status: 0; 1 when a contradiction was found (a certified bound above a simulated
+plan, a plan under a budget said to be below the floor: a bug, printed, never clamped;
+the other rows are written); 2 for bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_STORE = ROOT / "benchmarks" / "results" / "bench_references.sqlite"
+
+
+def _solvers(text: str) -> list:
+    """'a,b', a suite name (slackopt.compare.SUITES) among them, or a JSON list of names
+    and [name, {params}] pairs."""
+    import json
+
+    from slackopt.compare import SUITES
+
+    if text.strip().startswith("["):
+        return [x if isinstance(x, str) else (x[0], x[1]) for x in json.loads(text)]
+    out: list = []
+    for x in (s.strip() for s in text.split(",") if s.strip()):
+        out.extend(SUITES.get(x, (x,)))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The command (arguments in the module docstring); returns the exit status."""
+    from slackopt.compare import compare
+    from slackopt.compare.bench import (
+        DEFAULT_BUDGETS,
+        check_files,
+        load_manifest,
+        resolve_suite,
+    )
+    from slackopt.compare.benchrefs import rows_from_store, update_references
+    from slackopt.errors import SlackoptError
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--suite", default="bench", help="bench, a manifest.json or its folder")
+    ap.add_argument("--references", type=Path, default=None,
+                    help="the references file (default: references.json beside the manifest)")
+    ap.add_argument("--budgets", default=",".join(f"{b:g}" for b in DEFAULT_BUDGETS),
+                    help="comma-separated fractions of P")
+    ap.add_argument("--time-limit", type=float, default=300.0, help="per run (s)")
+    ap.add_argument("--only", default=None, help="comma-separated instance files, names or "
+                    "globs")
+    ap.add_argument("--solvers", default="milp,checkpoint,production",
+                    help="solvers (names, suites, or a JSON list); milp gives the bounds")
+    ap.add_argument("--store", type=Path, default=DEFAULT_STORE)
+    ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--scheduler", default=None)
+    ap.add_argument("--from-store", type=Path, default=None,
+                    help="take the plans and bounds from this store; run nothing")
+    ap.add_argument("--quiet", action="store_true", help="no progress bar")
+    args = ap.parse_args(argv)
+    try:
+        full = load_manifest(resolve_suite(args.suite))
+        suite = full.select(args.only)
+        check_files(suite)
+        budgets = [float(x) for x in args.budgets.split(",") if x.strip()]
+        if not budgets or any(not 0 < b <= 1 for b in budgets):
+            raise SlackoptError(f"--budgets '{args.budgets}': give fractions of P in (0, 1]")
+        refs = args.references or full.references
+        if args.from_store is not None:
+            df, source = rows_from_store(args.from_store), f"store {args.from_store}"
+        else:
+            args.store.parent.mkdir(parents=True, exist_ok=True)
+            df = compare([e.path for e in suite.instances], _solvers(args.solvers), budgets,
+                         time_limit_s=args.time_limit, store=args.store,
+                         workers=args.workers, scheduler=args.scheduler,
+                         progress=not args.quiet, plans=True)
+            source = "run"
+        upd = update_references(suite, df, budgets, refs, source=source,
+                                order=[e.file for e in full.instances])
+    except SlackoptError as e:
+        print(f"bench_references: error: {e}", file=sys.stderr)
+        return 2
+    for line in upd.changes:
+        print(line)
+    print(f"{refs}: {len(upd.rows)} rows, {len(upd.changes)} changes")
+    for line in upd.bugs:
+        print(f"bench_references: BUG: {line}", file=sys.stderr)
+    if upd.bugs:
+        print(f"bench_references: {len(upd.bugs)} contradiction(s) between bounds and "
+              "plans: those rows were left as they were; report this as a bug",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
