@@ -30,9 +30,13 @@ def _module_name(path: Path) -> str:
 def _statements(tree: ast.Module, name: str, is_package: bool) -> list[list[str]]:
     """Per import statement of `tree`, the modules it may name (absolute names): ``import
     a, b`` gives [a, b]; ``from a.b import c`` gives [a.b.c, a.b] (a.b.c when c is a
-    module, else a.b); PEP 562 ``__getattr__`` hooks left out."""
+    module, else a.b); PEP 562 ``__getattr__`` hooks and ``if TYPE_CHECKING:`` blocks left
+    out (annotations only: with ``from __future__ import annotations`` they never run)."""
     skip = {id(n) for f in tree.body if isinstance(f, ast.FunctionDef)
             and f.name == "__getattr__" for n in ast.walk(f)}
+    skip |= {id(n) for f in ast.walk(tree) if isinstance(f, ast.If)
+             and isinstance(f.test, ast.Name) and f.test.id == "TYPE_CHECKING"
+             for b in f.body for n in ast.walk(b)}
     pkg = name if is_package else name.rpartition(".")[0]
     out = []
     for node in ast.walk(tree):
@@ -81,6 +85,8 @@ def test_graph_sees_the_edges_it_must() -> None:
     assert g.has_edge("slackopt.compare.grid", "slackopt.compare.code_id")
     assert g.has_edge("slackopt.cli", "slackopt.compare")  # a lazy import counts
     assert not g.has_edge("slackopt.solverbase", "slackopt.compare.code_id")  # PEP 562 hook
+    assert g.has_edge("slackopt.instance", "slackopt._instance_checks")
+    assert not g.has_edge("slackopt._instance_checks", "slackopt.instance")  # TYPE_CHECKING
 
 
 def test_no_import_circle() -> None:
