@@ -125,8 +125,9 @@ def warm_up() -> None:
     """Load (or JIT-compile, the first time on a machine) the compiled engine.
 
     The first compiled evaluation in a process pays numba's load time (from the on-disk
-    cache, or a compile the first time; docs/speed.md gives the figures); :func:`slackopt.solve` calls this
-    before it starts its planning-time clock so that cost is not charged to a solver.
+    cache, or a compile the first time; docs/speed.md gives the figures);
+    :func:`slackopt.solve` calls this before it starts its planning-time clock so that cost
+    is not charged to a solver.
     """
     global _WARM
     if _WARM:
