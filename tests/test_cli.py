@@ -633,3 +633,25 @@ def test_every_solver_has_its_own_description(capsys: pytest.CaptureFixture[str]
     for r in rows:
         s = r["summary"] or ""
         assert len(s.split()) >= 6 and "docstring" not in s and "see the" not in s, r
+
+
+@pytest.mark.parametrize("budget, expected", [("100B", 100), ("1kB", 1000), ("431B", 431),
+                                              ("1e-4", 43), ("1e-9", 0)])
+def test_a_small_budget_with_a_unit_or_a_fraction_is_taken_as_written(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, budget: str, expected: int
+        ) -> None:
+    """The int-budget guard is for Python's bare ints: a size with a unit, or a fraction,
+    that the command line has read is the budget, however small (tiny-gpt: P = 432168 B,
+    so each of these is below 0.1% of P and was refused as 'an int')."""
+    inst = Path(__file__).resolve().parents[1] / "instances/teaching/tiny-gpt_a100-pcie4.json"
+    rc, out, err = run(capsys, "solve", inst, "-s", "keep-all", "-b", budget, "--json")
+    assert rc == 0, err
+    doc = json.loads(out)
+    assert (doc["budget_bytes"], doc["status"]) == (expected, "infeasible")
+    csv = tmp_path / "c.csv"
+    rc, out, err = run(capsys, "compare", inst, "--solvers", "keep-all", "--budgets",
+                       f"{budget},0.5", "--out", csv, "--json")
+    assert rc == 0, err
+    rows = {r["budget_bytes"]: r for r in json.loads(out)["rows"]}
+    assert rows[expected]["status"] == "infeasible", rows[expected]["message"]
+    assert rows[432168 // 2]["status"] == "infeasible"
