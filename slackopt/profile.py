@@ -114,6 +114,7 @@ from slackopt.hardware import (
     GEMM_EFF,
     GPU,
     Link,
+    host_memory_limit,
     resolve_gpu,
     roofline_s,
 )
@@ -784,6 +785,7 @@ def profile_step(
     repeat: int = 3,
     max_recipe_ops: int = 6,
     restore: bool = True,
+    host_memory_bytes: int | str | None = None,
 ) -> Instance:
     """Profile one training step of a PyTorch module into an instance.
 
@@ -823,6 +825,9 @@ def profile_step(
         restore: put gradients, buffers and RNG states back as they were before the call
             (warm-up and profiled steps then leave no trace; every recorded step starts
             from the same state).
+        host_memory_bytes: the instance's host pinned-memory limit (bytes), "gpu" for
+            the host memory `gpu` attaches by design (Grace's on gh200 and gb200;
+            :func:`slackopt.hardware.host_memory_limit`), or None (unlimited).
 
     Returns:
         The :class:`~slackopt.instance.Instance`; ``meta`` records the provenance (model
@@ -846,6 +851,10 @@ def profile_step(
     if timing == "roofline" and g is None:
         raise ProfileError("timing='roofline' needs a GPU preset (gpu='a100', ...)")
     lk = _resolve_link(link, g)
+    try:
+        host = host_memory_limit(host_memory_bytes, g)
+    except ValueError as e:
+        raise ProfileError(str(e)) from None
     with _within(fake_mode_of(model)):  # a batch callable makes its tensors fake too
         inputs, kwargs = as_model_inputs(example_inputs)
     fake = fake_mode_of(model, (inputs, kwargs))
@@ -892,7 +901,8 @@ def profile_step(
     }
     return build_instance(rec.ops, rec.storages, name or f"{type(model).__name__}-profile",
                           lk, meta, max_recipe_ops=max_recipe_ops, param_keys=param_keys,
-                          buffer_keys=buffer_keys, input_keys=input_keys, n_packs=rec.n_packs)
+                          buffer_keys=buffer_keys, input_keys=input_keys, n_packs=rec.n_packs,
+                          host_memory_bytes=host)
 
 
 FAKE_TIMING_ERROR = (
@@ -1065,8 +1075,10 @@ def build_instance(
     buffer_keys: Collection[int] = (),
     input_keys: Collection[int] = (),
     n_packs: int = 0,
+    host_memory_bytes: int | None = None,
 ) -> Instance:
-    """Turn a trace (ops and storages) into an :class:`Instance` (see the module docstring).
+    """Turn a trace (ops and storages) into an :class:`Instance` (see the module docstring);
+    `host_memory_bytes` is its host pinned-memory limit (None: unlimited).
 
     Raises:
         InstanceError: if the trace breaks an instance rule (a bug here, not user input).
@@ -1146,7 +1158,7 @@ def build_instance(
     # tensors as ctx attributes): the runtime cannot swap or drop these; plan them keep.
     meta["unmanaged_saved"] = sorted(str(storages[k].name) for k in saved
                                      if storages[k].packs == 0)
-    return Instance(name, inst_ops, tensors, link, meta=meta)
+    return Instance(name, inst_ops, tensors, link, meta=meta, host_memory_bytes=host_memory_bytes)
 
 
 def _category(ops: Sequence[OpRec], storages: Mapping[int, StorageRec], k: int) -> str:
@@ -1645,7 +1657,8 @@ def profile_factory(
         target, input_shapes, input_dtypes, input_high, params, device, seed, fake: as for
             :func:`build_from_factory` (which states the factory contract and ``hf:``).
         **profile_kwargs: passed to :func:`profile_step` (timing, gpu, link, name, warmup,
-            repeat, max_recipe_ops); `fake` needs timing="roofline" and a gpu.
+            repeat, max_recipe_ops, host_memory_bytes); `fake` needs timing="roofline"
+            and a gpu.
 
     Returns:
         The instance; ``meta`` also records ``factory`` (resolved by

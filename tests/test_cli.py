@@ -655,3 +655,16 @@ def test_a_small_budget_with_a_unit_or_a_fraction_is_taken_as_written(
     rows = {r["budget_bytes"]: r for r in json.loads(out)["rows"]}
     assert rows[expected]["status"] == "infeasible", rows[expected]["message"]
     assert rows[432168 // 2]["status"] == "infeasible"
+
+
+@pytest.mark.parametrize("value", ["-5GB", "abc", "0.5", "50%", "1.2P", "infGB"])
+def test_a_bad_host_memory_names_the_option_and_its_forms(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, value: str) -> None:
+    """--host-memory takes a size with a unit or 'gpu', never a budget's fraction of P: a
+    mistake names --host-memory and those forms, not 'budget ... fraction of P'."""
+    rc, out, err = run(capsys, "make", "tiny", f"--host-memory={value}", "-o",
+                       tmp_path / "x.json")
+    assert_user_error(rc, out, err, "--host-memory", f"'{value}'", "a size with a unit",
+                      "'gpu'")
+    assert len(err.splitlines()) == 1 and "budget" not in err and "fraction" not in err, err
+    assert not (tmp_path / "x.json").exists()

@@ -271,3 +271,24 @@ def test_mixture_of_experts_grouped_gemms_are_counted(tmp_path):
 
     assert grouped_mm_flops((5, 7, 3), (3, 11)) == 2 * 7 * 3 * 11  # 3D x 2D: split columns
     assert grouped_mm_flops((4, 5, 7), (4, 7, 3)) == 2 * 4 * 5 * 7 * 3  # batched
+
+
+def test_cli_profile_host_memory_as_make_reads_it(capsys, tmp_path):
+    """--host-memory of profile is make's: 'gpu' takes Grace's memory on gh200, a size is
+    bytes, and a mistake is one line naming --host-memory and its forms."""
+    out_path = tmp_path / "gh.json"
+    base = ["profile", "--fake", f"{MODELS}:gpt_factory", "-i", "2x16", "-o", out_path,
+            "--force", "--json"]
+    rc, out, err = run_cli(capsys, *base, "--gpu", "gh200", "--host-memory", "gpu")
+    assert rc == 0, err
+    doc = json.loads(out)
+    assert (doc["host_memory_bytes"], doc["link"]) == (480e9, "gh200-c2c")
+    assert io.load_instance(out_path).host_memory_bytes == 480_000_000_000
+    rc, out, err = run_cli(capsys, *base, "--gpu", "h100", "--host-memory", "2GB")
+    assert rc == 0 and json.loads(out)["host_memory_bytes"] == 2e9, err
+    for args, words in [(["--gpu", "h100", "--host-memory", "gpu"], ("h100", "gh200")),
+                        (["--gpu", "gh200", "--host-memory", "50%"],
+                         ("--host-memory", "a size with a unit", "'gpu'"))]:
+        rc, out, err = run_cli(capsys, *base, *args)
+        assert rc == 2 and out == "" and "Traceback" not in err, (args, err)
+        assert len(err.strip().splitlines()) == 1 and all(w in err for w in words), err
