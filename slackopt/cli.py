@@ -1363,6 +1363,9 @@ def profile_cmd(
     from slackopt.profile import profile_factory
 
     timing = timing or ("roofline" if fake else "measure")
+    if timing == "roofline" and gpu is None:
+        raise SlackoptError(f"{'--fake' if fake else '--timing roofline'} needs --gpu (a "
+                            f"preset: {', '.join(GPUS)}; or a JSON file of peaks)")
     inst = profile_factory(target, input_shape or [], input_dtypes=input_dtype,
                            input_high=input_high, params=_parse_params(param), device=device,
                            seed=seed, fake=fake, timing=timing, gpu=gpu, link=link, name=name,

@@ -24,6 +24,7 @@ torch = pytest.importorskip("torch")  # import guard only: CI installs torch
 
 from slackopt import io  # noqa: E402
 from slackopt.cli import main  # noqa: E402
+from slackopt.hardware import GPUS  # noqa: E402
 from slackopt.profile import (  # noqa: E402
     ProfileError,
     build_from_factory,
@@ -177,7 +178,8 @@ def test_cli_fake_errors(capsys, tmp_path):
     cases = [
         (["--fake", f"{MODELS}:gpt_factory", "-i", "2x16", "--timing", "measure",
           "--gpu", "h100"], "roofline"),
-        (["--fake", f"{MODELS}:gpt_factory", "-i", "2x16"], "GPU preset"),
+        (["--fake", f"{MODELS}:gpt_factory", "-i", "2x16"],
+         f"--fake needs --gpu (a preset: {', '.join(GPUS)}; or a JSON file of peaks)"),
         ([f"{MODELS}:gpt_factory"], "--input-shape"),
         (["--fake", "hf:/no/such/config.json", "-i", "2x16", "--gpu", "h100"], "not found"),
         (["--fake", llama, "-i", "2x16", "-i", "2x16", "--gpu", "h100"], "BxS"),
