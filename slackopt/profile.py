@@ -1241,7 +1241,7 @@ def parse_shape(text: str) -> tuple[int, ...]:
     """``"4x128"``, ``"4,128"`` or ``"4 128"`` -> ``(4, 128)``; ``"scalar"`` or ``""`` -> ``()``.
 
     Raises:
-        ProfileError: a part is not an integer >= 0.
+        ProfileError: a part is not an integer >= 1.
     """
     t = text.strip().lower()
     if t in ("", "scalar", "()"):
@@ -1252,8 +1252,9 @@ def parse_shape(text: str) -> tuple[int, ...]:
     except ValueError:
         raise ProfileError(f"input shape '{text}' is not like 4x128 (integers separated by "
                            "x or commas)") from None
-    if any(d < 0 for d in dims):
-        raise ProfileError(f"input shape '{text}' has a negative dimension")
+    if any(d < 1 for d in dims):
+        raise ProfileError(f"input shape '{text}' (--input-shape) has a dimension below 1; "
+                           "each must be an integer >= 1 (4x128)")
     return dims
 
 
@@ -1412,6 +1413,42 @@ _HF_AUTO = (("ForCausalLM", "AutoModelForCausalLM"), ("LMHeadModel", "AutoModelF
             ("ForMaskedLM", "AutoModelForMaskedLM"))
 
 
+HF_SIZE_FIELDS = ("hidden_size", "num_hidden_layers", "num_attention_heads",
+                  "intermediate_size", "vocab_size")
+"""Config fields that must be integers >= 1 where a config has them (under the name its
+class maps them to: ``n_embd`` for ``hidden_size`` on GPT-2)."""
+
+
+def _check_hf_config(raw: Mapping[str, Any], overrides: Mapping[str, Any], file: Any) -> None:
+    """Refuse, before transformers reads it, a config whose ``model_type`` transformers
+    does not know or whose :data:`HF_SIZE_FIELDS`, in the file or in the `overrides` of
+    --param, are not integers >= 1: transformers would fail deep inside the model (a
+    negative dimension, a zero division) or print pages of text.
+
+    Raises:
+        ProfileError: one line naming `file`, the field and the fix.
+    """
+    from transformers import CONFIG_MAPPING
+
+    kind = raw.get("model_type")
+    if not isinstance(kind, str) or kind not in CONFIG_MAPPING:
+        said = "has no field model_type" if kind is None else (
+            f"field model_type {kind!r} is not a model type this transformers knows")
+        raise ProfileError(f"'{file}' {said}; fix: set model_type to the model's family "
+                           "(llama, gpt2, mistral, ...), or upgrade transformers for a newer "
+                           "one")
+    names = CONFIG_MAPPING[kind].attribute_map  # hidden_size -> n_embd on GPT-2
+    sizes = [names.get(f, f) for f in HF_SIZE_FIELDS]
+    checks = [(raw[k], f"'{file}': field {k} is {raw[k]!r}; fix: an integer >= 1 in the file")
+              for k in sizes if k in raw]
+    checks += [(v, f"--param {k}={v!r}: field {names.get(k, k)} of '{file}' must be an "
+                   "integer >= 1; fix: give one")
+               for k, v in overrides.items() if names.get(k, k) in sizes]
+    for v, bad in checks:
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ProfileError(bad)
+
+
 def _hf_factory(path: str, overrides: Mapping[str, Any]) -> dict[str, Any]:
     """``{"model", "make_inputs"}`` for the Hugging Face config at `path` (see
     :func:`build_from_factory`); run under the caller's fake mode, if any."""
@@ -1423,15 +1460,22 @@ def _hf_factory(path: str, overrides: Mapping[str, Any]) -> dict[str, Any]:
         raise ProfileError("hf: models need Hugging Face transformers: pip install "
                            "transformers") from None
     cfg_path = Path(path)
-    if not cfg_path.exists():
+    if not path.strip() or not cfg_path.exists():
         raise ProfileError(f"Hugging Face config '{path}' not found (give a config.json or "
-                           "the folder that holds one; a factory in a module named hf is "
-                           "hf.py:FACTORY)")
+                           "the folder that holds one after hf:, e.g. "
+                           "hf:instances/configs/llama-3-8b/config.json; a factory in a "
+                           "module named hf is hf.py:FACTORY)")
     try:
+        raw, _ = transformers.PretrainedConfig.get_config_dict(str(cfg_path),
+                                                               local_files_only=True)
+        _check_hf_config(raw, overrides, cfg_path / "config.json" if cfg_path.is_dir()
+                         else cfg_path)
         config = transformers.AutoConfig.from_pretrained(str(cfg_path), local_files_only=True)
+    except ProfileError:
+        raise
     except Exception as e:
         raise ProfileError(f"cannot read the Hugging Face config '{path}': "
-                           f"{type(e).__name__}: {e}") from None
+                           f"{type(e).__name__}: {' '.join(str(e).split())}") from None
     for k, v in overrides.items():
         if not hasattr(config, k):
             raise ProfileError(f"the {type(config).__name__} of '{path}' has no field '{k}' "

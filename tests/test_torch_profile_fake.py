@@ -294,3 +294,47 @@ def test_cli_profile_host_memory_as_make_reads_it(capsys, tmp_path):
         rc, out, err = run_cli(capsys, *base, *args)
         assert rc == 2 and out == "" and "Traceback" not in err, (args, err)
         assert len(err.strip().splitlines()) == 1 and all(w in err for w in words), err
+
+
+@pytest.mark.parametrize("edit, params, shape, words", [
+    ({"model_type": "foobar"}, [], "1x16", ["config.json", "model_type", "'foobar'", "fix:"]),
+    ({"model_type": None}, [], "1x16", ["config.json", "no field model_type", "fix:"]),
+    ({"hidden_size": -64}, [], "1x16", ["config.json", "hidden_size", "-64", ">= 1"]),
+    ({"num_hidden_layers": -1}, [], "1x16", ["config.json", "num_hidden_layers", ">= 1"]),
+    ({"vocab_size": 0}, [], "1x16", ["config.json", "vocab_size", ">= 1"]),
+    ({"num_attention_heads": 0}, [], "1x16", ["config.json", "num_attention_heads", ">= 1"]),
+    ({"intermediate_size": 2.5}, [], "1x16", ["config.json", "intermediate_size", "2.5"]),
+    ({}, ["num_hidden_layers=-2"], "1x16", ["--param num_hidden_layers=-2", "config.json",
+                                            ">= 1"]),
+    ({}, ["num_hidden_layers=abc"], "1x16", ["--param num_hidden_layers='abc'", ">= 1"]),
+    ({}, [], "1x0", ["--input-shape", "'1x0'", ">= 1"]),
+])
+def test_cli_bad_hf_config_is_one_line_naming_the_field(capsys, tmp_path, edit, params, shape,
+                                                        words):
+    """A config transformers cannot build (or builds into a crash), a bad --param or a zero
+    dimension: one line naming the file, the field and the fix, before any model is built."""
+    pytest.importorskip("transformers")
+    doc = json.loads((HF / "llama-tiny" / "config.json").read_text())
+    doc.update(edit)
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps({k: v for k, v in doc.items() if v is not None}))
+    rc, out, err = run_cli(capsys, "profile", "--fake", f"hf:{cfg}", "-i", shape, "--gpu",
+                           "h100", "-o", tmp_path / "x.json",
+                           *[a for p in params for a in ("-p", p)])
+    assert rc == 2 and out == "" and "Traceback" not in err, err
+    assert len(err.strip().splitlines()) == 1 and err.startswith("slackopt: error: "), err
+    assert all(w in err for w in words), (words, err)
+
+
+def test_cli_hf_names_the_field_under_the_configs_own_name_and_an_empty_path(capsys,
+                                                                             tmp_path):
+    """GPT-2 calls num_hidden_layers n_layer: the line names both; 'hf:' alone names hf:."""
+    pytest.importorskip("transformers")
+    for target, params, words in [
+            (f"hf:{HF / 'gpt2-tiny'}", ["-p", "num_hidden_layers=0"],
+             ["--param num_hidden_layers=0", "field n_layer", "config.json"]),
+            ("hf:", [], ["config ''", "after hf:"])]:
+        rc, out, err = run_cli(capsys, "profile", "--fake", target, "-i", "1x16", "--gpu",
+                               "h100", "-o", tmp_path / "x.json", *params)
+        assert rc == 2 and out == "" and len(err.strip().splitlines()) == 1, err
+        assert all(w in err for w in words), (words, err)
