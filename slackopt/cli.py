@@ -30,7 +30,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from slackopt.errors import SlackoptError, interrupt_cause
+from slackopt.errors import SlackoptError, interrupt_cause, json_problem
 from slackopt.hardware import GPUS, LINKS
 from slackopt.workloads._builder import MAX_LAYERS, MAX_PARAM
 
@@ -748,8 +748,7 @@ def _solver_specs(text: str) -> list[Any]:
         try:
             doc = json.loads(t)
         except json.JSONDecodeError as e:
-            raise typer.BadParameter(f"not valid JSON: {e.msg}", param_hint="'--solvers'"
-                                     ) from None
+            raise typer.BadParameter(json_problem(e), param_hint="'--solvers'") from None
         out: list[Any] = []
         for x in doc if isinstance(doc, list) else [None]:
             if isinstance(x, str):

@@ -280,13 +280,15 @@ def gpu_from_file(path: str) -> GPU:
     import json
     from pathlib import Path
 
+    from slackopt.errors import json_problem
+
     p = Path(path)
     try:
         data = json.loads(p.read_text())
     except OSError as e:
         raise ValueError(f"{path}: cannot read the GPU file ({e.strerror})") from None
     except json.JSONDecodeError as e:
-        raise ValueError(f"{path}: not JSON ({e.msg} at line {e.lineno})") from None
+        raise ValueError(f"{path}: {json_problem(e)}") from None
     if not isinstance(data, dict):
         raise ValueError(f"{path}: a GPU file holds one JSON object")
     unknown = sorted(set(data) - set(_GPU_FIELDS))

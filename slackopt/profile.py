@@ -1497,7 +1497,8 @@ def _hf_factory(path: str, overrides: Mapping[str, Any]) -> dict[str, Any]:
         if len(shapes) != 1 or len(shapes[0]) != 2:
             raise ProfileError(f"hf: models take one input shape BxS (batch x tokens, e.g. "
                                f"--input-shape 1x8192), got {len(shapes)} shapes"
-                               + (f" ({'x'.join(map(str, shapes[0]))})" if shapes else ""))
+                               + (f" ({', '.join('x'.join(map(str, s)) for s in shapes)})"
+                                  if shapes else ""))
         ids = torch.randint(0, vocab, shapes[0], device=device)
         return {"input_ids": ids, "labels": ids}
 

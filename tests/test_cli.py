@@ -668,3 +668,22 @@ def test_a_bad_host_memory_names_the_option_and_its_forms(
                       "'gpu'")
     assert len(err.splitlines()) == 1 and "budget" not in err and "fraction" not in err, err
     assert not (tmp_path / "x.json").exists()
+
+
+def test_a_json_error_names_its_place_once(capsys: pytest.CaptureFixture[str],
+                                           files: dict[str, Path]) -> None:
+    """Python words a control character in a string "Invalid control character at": the
+    line says where once ("... at line 1 column 26"), for a plan file and a GPU file alike
+    (slackopt.errors.json_problem)."""
+    from slackopt.hardware import gpu_from_file
+
+    bad = files["dir"] / "p.json"
+    bad.write_text('{"format": "slackopt-plan\tx"}')
+    said = "not valid JSON: Invalid control character at line 1 column 26"
+    rc, out, err = run(capsys, "solve", files["inst"], "-s", "keep-all", "-b", "1.0",
+                       "--start-plan", bad)
+    assert_user_error(rc, out, err, "p.json", said)
+    assert "at at" not in err and len(err.splitlines()) == 1, err
+    with pytest.raises(ValueError) as e:
+        gpu_from_file(str(bad))
+    assert str(e.value) == f"{bad}: {said}"

@@ -182,7 +182,7 @@ def test_cli_fake_errors(capsys, tmp_path):
          f"--fake needs --gpu (a preset: {', '.join(GPUS)}; or a JSON file of peaks)"),
         ([f"{MODELS}:gpt_factory"], "--input-shape"),
         (["--fake", "hf:/no/such/config.json", "-i", "2x16", "--gpu", "h100"], "not found"),
-        (["--fake", llama, "-i", "2x16", "-i", "2x16", "--gpu", "h100"], "BxS"),
+        (["--fake", llama, "-i", "2x16", "-i", "4x8", "--gpu", "h100"], "2 shapes (2x16, 4x8)"),
         (["--fake", llama, "-i", "2x16", "--gpu", "h100", "-p", "n_layerz=1"], "n_layerz"),
     ]
     for args, words in cases:
