@@ -74,8 +74,8 @@ def _time_limit_opt(help_text: str) -> Any:
                         help=f"{help_text} Finite; leave out for no limit.")
 
 
-HOST_MEMORY_FORMS = ("a size with a unit (480GB, 240GiB) or 'gpu' (the GPU's own host "
-                     "memory: Grace's on gh200, gb200)")
+HOST_MEMORY_FORMS = ("a size with a unit (480GB, 240GiB; at most 2**62 B) or 'gpu' (the "
+                     "GPU's own host memory: Grace's on gh200, gb200)")
 
 
 def _check_host_memory(value: str | None) -> int | str | None:
@@ -90,7 +90,7 @@ def _check_host_memory(value: str | None) -> int | str | None:
         kind, size = parse_budget(value)
     except SlackoptError:
         kind = "bad"
-    if kind != "bytes":  # a bare number, 50% or 1.2P is a fraction of P here: no P to take
+    if kind != "bytes" or size > 2**62:  # 50%, 1.2P: no P to take a fraction of here
         raise typer.BadParameter(f"'{value}' is not {HOST_MEMORY_FORMS}",
                                  param_hint="'--host-memory'")
     return int(size)

@@ -657,7 +657,7 @@ def test_a_small_budget_with_a_unit_or_a_fraction_is_taken_as_written(
     assert rows[432168 // 2]["status"] == "infeasible"
 
 
-@pytest.mark.parametrize("value", ["-5GB", "abc", "0.5", "50%", "1.2P", "infGB"])
+@pytest.mark.parametrize("value", ["-5GB", "abc", "0.5", "50%", "1.2P", "infGB", "1e30GB"])
 def test_a_bad_host_memory_names_the_option_and_its_forms(
         capsys: pytest.CaptureFixture[str], tmp_path: Path, value: str) -> None:
     """--host-memory takes a size with a unit or 'gpu', never a budget's fraction of P: a
