@@ -30,7 +30,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from slackopt.errors import SlackoptError, interrupt_cause
+from slackopt.errors import SlackoptError, interrupt_cause, json_problem
 from slackopt.hardware import GPUS, LINKS
 from slackopt.workloads._builder import MAX_LAYERS, MAX_PARAM
 
@@ -72,6 +72,34 @@ def _check_time_limit(value: float | None) -> float | None:
 def _time_limit_opt(help_text: str) -> Any:
     return typer.Option("--time-limit", callback=_check_time_limit,
                         help=f"{help_text} Finite; leave out for no limit.")
+
+
+HOST_MEMORY_FORMS = ("a size with a unit (480GB, 240GiB; at most 2**62 B) or 'gpu' (the "
+                     "GPU's own host memory: Grace's on gh200, gb200)")
+
+
+def _check_host_memory(value: str | None) -> int | str | None:
+    """--host-memory of make and profile: a size with a unit (bytes, read by
+    :func:`slackopt.instance.parse_budget`), "gpu", or None (unlimited); anything else is
+    a BadParameter naming the accepted forms."""
+    from slackopt.instance import parse_budget
+
+    if value is None or value.strip().lower() == "gpu":
+        return None if value is None else "gpu"
+    try:
+        kind, size = parse_budget(value)
+    except SlackoptError:
+        kind = "bad"
+    if kind != "bytes" or size > 2**62:  # 50%, 1.2P: no P to take a fraction of here
+        raise typer.BadParameter(f"'{value}' is not {HOST_MEMORY_FORMS}",
+                                 param_hint="'--host-memory'")
+    return int(size)
+
+
+HostMemoryOpt = Annotated[str | None, typer.Option(
+    callback=_check_host_memory,
+    help="Host pinned-memory limit: a size (480GB), or 'gpu' for the GPU's own host memory "
+         "(Grace's on gh200, gb200). Default: unlimited.")]
 
 
 # ----------------------------------------------------------------------------- plumbing
@@ -369,9 +397,7 @@ def make(
                                               help="Batch size.")] = None,
     layers: Annotated[int | None, typer.Option(min=1, max=MAX_LAYERS,
                                                help="Number of blocks.")] = None,
-    host_memory: Annotated[str | None, typer.Option(
-        help="Host pinned-memory limit: a size (480GB), or 'gpu' for the GPU's own host "
-             "memory (Grace's on gh200, gb200). Default: unlimited.")] = None,
+    host_memory: HostMemoryOpt = None,
     param: ParamOpt = None,
     force: ForceOpt = False,
     json_output: JsonOpt = False,
@@ -384,21 +410,9 @@ def make(
         raise OutputExistsError(f"{output}: file exists; pass --force to replace it, or "
                                 "choose another path")
     params = _parse_params(param)
-    host: int | str | None = host_memory
-    if host_memory is not None and host_memory.strip().lower() != "gpu":
-        from slackopt.errors import BudgetError
-        from slackopt.instance import parse_budget
-
-        kind, value = parse_budget(host_memory)
-        if kind != "bytes" or "b" not in host_memory.lower():
-            raise BudgetError(f"--host-memory {host_memory}: give a size with a unit "
-                              "(480GB, 240GiB) or 'gpu'")
-        host = int(value)
-    elif host_memory is not None:
-        host = "gpu"
     try:
         inst = workloads.make(workload, gpu=gpu, link=link, seq=seq, batch=batch,
-                              layers=layers, host_memory_bytes=host, **params)
+                              layers=layers, host_memory_bytes=host_memory, **params)
     except KeyError as e:
         _err(str(e.args[0]) if e.args else f"unknown name in: {workload}")
         raise typer.Exit(2) from None
@@ -734,8 +748,7 @@ def _solver_specs(text: str) -> list[Any]:
         try:
             doc = json.loads(t)
         except json.JSONDecodeError as e:
-            raise typer.BadParameter(f"not valid JSON: {e.msg}", param_hint="'--solvers'"
-                                     ) from None
+            raise typer.BadParameter(json_problem(e), param_hint="'--solvers'") from None
         out: list[Any] = []
         for x in doc if isinstance(doc, list) else [None]:
             if isinstance(x, str):
@@ -1329,6 +1342,7 @@ def profile_cmd(
                                             "on the CPU.")] = None,
     link: Annotated[str | None, typer.Option(help=f"Host-link preset: {', '.join(LINKS)} "
                                              "(default: the GPU's, else pcie4).")] = None,
+    host_memory: HostMemoryOpt = None,
     seed: Annotated[int, typer.Option(help="torch seed for the factory and the inputs.")] = 0,
     warmup: Annotated[int, typer.Option(min=0, help="Unrecorded steps first.")] = 1,
     repeat: Annotated[int, typer.Option(min=1, help="Recorded steps (median durations).")
@@ -1348,10 +1362,13 @@ def profile_cmd(
     from slackopt.profile import profile_factory
 
     timing = timing or ("roofline" if fake else "measure")
+    if timing == "roofline" and gpu is None:
+        raise SlackoptError(f"{'--fake' if fake else '--timing roofline'} needs --gpu (a "
+                            f"preset: {', '.join(GPUS)}; or a JSON file of peaks)")
     inst = profile_factory(target, input_shape or [], input_dtypes=input_dtype,
                            input_high=input_high, params=_parse_params(param), device=device,
                            seed=seed, fake=fake, timing=timing, gpu=gpu, link=link, name=name,
-                           warmup=warmup, repeat=repeat)
+                           warmup=warmup, repeat=repeat, host_memory_bytes=host_memory)
     path = save_instance(inst, output, overwrite=force)
     keys = ("model_class", "input_shapes", "input_dtypes", "input_kwargs", "device", "fake",
             "timing", "gpu", "attn_implementation", "torch_version", "persistent_bytes",

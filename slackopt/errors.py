@@ -67,6 +67,25 @@ class FileFormatError(SlackoptError):
         super().__init__(f"{where}: {problem}. Fix: {fix}")
 
 
+def json_problem(e: ValueError) -> str:
+    """What is wrong with JSON text that ``json.loads`` refused, for an error message:
+    ``"not valid JSON: Expecting ',' delimiter at line 1 column 12"``. The one place that
+    words it: Python's own text for some errors ends in " at" ("Invalid control character
+    at"), which a naive "{msg} at line" doubles.
+
+    Args:
+        e: the ``json.JSONDecodeError`` (a ValueError with ``msg``, ``lineno``, ``colno``).
+
+    Returns:
+        The problem, without a trailing period.
+    """
+    msg = getattr(e, "msg", None)
+    if msg is None:
+        return f"not valid JSON: {e}"
+    return (f"not valid JSON: {msg.removesuffix(' at')} at line {getattr(e, 'lineno', '?')} "
+            f"column {getattr(e, 'colno', '?')}")
+
+
 def interrupt_cause(e: BaseException) -> BaseException | None:
     """The KeyboardInterrupt (or other BaseException that is not an Exception) behind `e`.
 

@@ -43,10 +43,10 @@ class GPU:
             ``peak_flops``.
         host_memory_bytes: the host memory a superchip attaches to the GPU by design
             (Grace's LPDDR5X on GH200 and GB200, bytes; for GB200 the share of one GPU),
-            None for a GPU in a server of any size. ``slackopt make --host-memory gpu``
-            (``workloads.make(..., host_memory_bytes="gpu")``) makes it the instance's
-            pinned-host limit (``Instance.host_memory_bytes``); it is never applied
-            otherwise.
+            None for a GPU in a server of any size. ``--host-memory gpu`` of ``slackopt
+            make`` and ``slackopt profile`` (:func:`host_memory_limit`) makes it the
+            instance's pinned-host limit (``Instance.host_memory_bytes``); it is never
+            applied otherwise.
     """
 
     name: str
@@ -280,13 +280,15 @@ def gpu_from_file(path: str) -> GPU:
     import json
     from pathlib import Path
 
+    from slackopt.errors import json_problem
+
     p = Path(path)
     try:
         data = json.loads(p.read_text())
     except OSError as e:
         raise ValueError(f"{path}: cannot read the GPU file ({e.strerror})") from None
     except json.JSONDecodeError as e:
-        raise ValueError(f"{path}: not JSON ({e.msg} at line {e.lineno})") from None
+        raise ValueError(f"{path}: {json_problem(e)}") from None
     if not isinstance(data, dict):
         raise ValueError(f"{path}: a GPU file holds one JSON object")
     unknown = sorted(set(data) - set(_GPU_FIELDS))
@@ -320,6 +322,33 @@ def gpu_from_file(path: str) -> GPU:
     return GPU(out["name"], float(out["peak_flops"]), float(out["hbm_bytes_per_s"]),
                out["dtype_bytes"], out["default_link"],
                tuple((str(k), float(v)) for k, v in sorted(by.items())))
+
+
+def host_memory_limit(host: int | str | None, g: GPU | None) -> int | None:
+    """The pinned-host limit an instance on `g` gets (``Instance.host_memory_bytes``).
+
+    Args:
+        host: a limit in bytes, "gpu" for the host memory `g` attaches by design
+            (:attr:`GPU.host_memory_bytes`: Grace's on gh200 and gb200), or None
+            (unlimited).
+        g: the GPU the instance is timed on (None: none, e.g. a measured CPU profile).
+
+    Returns:
+        The limit in bytes, or None for no limit.
+
+    Raises:
+        ValueError: "gpu" without a GPU, or for a GPU without host memory of its own
+            (names the ones with).
+    """
+    if host != "gpu":
+        return None if host is None else int(host)
+    if g is None or g.host_memory_bytes is None:
+        own = ", ".join(n for n, x in GPUS.items() if x.host_memory_bytes is not None)
+        raise ValueError(f"GPU '{g.name}' has no host memory of its own (only superchips "
+                         f"do: {own}); give the limit in bytes" if g is not None else
+                         f"host memory 'gpu' needs a GPU preset with host memory of its "
+                         f"own ({own}); give one, or the limit in bytes")
+    return g.host_memory_bytes
 
 
 def resolve_gpu(spec: str) -> GPU:

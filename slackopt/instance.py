@@ -668,17 +668,29 @@ def parse_budget(budget: float | int | str) -> tuple[str, float]:
     return "bytes", float(int(budget))
 
 
-def budget_bytes(instance: Instance, budget: float | int | str) -> int:
+class Bytes(int):
+    """A budget already read into bytes (what :func:`budget_bytes` returns): an int that
+    :func:`budget_bytes` takes as given, never as a slip (:data:`TINY_INT_BUDGET_BYTES`).
+    So a budget read once (by the command line, :func:`slackopt.compare.compare`,
+    :func:`slackopt.solver.solve_budgets`) passes on to :func:`slackopt.solve` unchanged:
+    ``--budget 1kB`` or ``1e-7`` (2314 B of GPT-2 XL) stay the budget the user wrote."""
+
+    __slots__ = ()
+
+
+def budget_bytes(instance: Instance, budget: float | int | str) -> Bytes:
     """Turn a budget into bytes.
 
     Args:
         instance: gives P for fractional budgets.
         budget: any form :func:`parse_budget` reads: 0.5, "0.5", "50%", "1.2P", "11.5GB",
             "800MB", "1.2e9B", "12GiB", or an int (bytes; one below 1 MB and below 0.1%
-            of P is refused as a slip, :data:`TINY_INT_BUDGET_BYTES`: write "512B").
+            of P is refused as a slip, :data:`TINY_INT_BUDGET_BYTES`: write "512B";
+            a :class:`Bytes`, what this function returns, is taken as given).
 
     Returns:
-        The budget M in bytes (int, >= 0): floor(fraction x P) for fractions.
+        The budget M in bytes (a :class:`Bytes`, an int >= 0): floor(fraction x P) for
+        fractions.
 
     Raises:
         BudgetError: as :func:`parse_budget`, more than 2**62 bytes, or an int budget that
@@ -686,17 +698,19 @@ def budget_bytes(instance: Instance, budget: float | int | str) -> int:
     """
     kind, value = parse_budget(budget)
     if kind == "fraction":
-        return int(math.floor(value * instance.P))
+        return Bytes(math.floor(value * instance.P))
     if isinstance(budget, str):
-        return _checked(int(round(value)), budget)
-    return _checked(_plausible_int(int(budget), instance), budget)
+        return Bytes(_checked(int(round(value)), budget))
+    if isinstance(budget, Bytes):
+        return Bytes(_checked(int(budget), budget))
+    return Bytes(_checked(_plausible_int(int(budget), instance), budget))
 
 
 TINY_INT_BUDGET_BYTES = 1_000_000
 """An int budget (bytes, from Python) below this many bytes and below 0.1% of P is refused
 as a slip: ``solve(inst, "slackswap", 1)`` meant all of P, not 1 byte (the command line
 never reads a number without a unit as bytes). An explicit size string ("512B") is always
-taken as given."""
+taken as given, and so is a :class:`Bytes` (a budget already read)."""
 
 
 def _plausible_int(m: int, instance: Instance) -> int:
@@ -724,5 +738,6 @@ MAX_FRACTION = 10.0
 """Largest budget accepted as a fraction of P."""
 
 
-__all__ = ["Op", "Recipe", "Tensor", "Instance", "budget_bytes", "parse_budget", "PHASES",
+__all__ = ["Op", "Recipe", "Tensor", "Instance", "Bytes", "budget_bytes", "parse_budget",
+           "PHASES",
            "MAX_BYTES", "MAX_DURATION_S", "MIN_BANDWIDTH", "RNG_REGEN_KIND", "RNG_STATE_CATEGORY"]

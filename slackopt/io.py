@@ -89,7 +89,13 @@ from pydantic_core import SchemaValidator
 from pydantic_core import core_schema as cs
 from typing_extensions import TypedDict, is_typeddict
 
-from slackopt.errors import FileFormatError, InstanceError, PlanError, SlackoptError
+from slackopt.errors import (
+    FileFormatError,
+    InstanceError,
+    PlanError,
+    SlackoptError,
+    json_problem,
+)
 from slackopt.hardware import Link
 from slackopt.instance import Instance, Op, Recipe, Tensor
 from slackopt.plan import DECISION_NAMES, POLICIES, Plan, check_runtime_params
@@ -416,14 +422,13 @@ def _read_json(path: PathLike) -> Any:
     try:
         return json.loads(text, parse_constant=_NonFinite, object_pairs_hook=_pairs_hook)
     except json.JSONDecodeError as e:
-        raise FileFormatError(p, "", f"not valid JSON: {e.msg} at line {e.lineno} column "
-                              f"{e.colno}", "give a JSON file written by slackopt "
+        raise FileFormatError(p, "", json_problem(e), "give a JSON file written by slackopt "
                               "(instance and plan files are JSON, never pickles)") from None
     except RecursionError:
         raise FileFormatError(p, "", "JSON nested too deeply",
                               "give a file written by slackopt") from None
     except ValueError as e:  # e.g. an integer of more than 4300 digits
-        raise FileFormatError(p, "", f"not valid JSON: {e}",
+        raise FileFormatError(p, "", json_problem(e),
                               "write numbers with at most a few dozen digits") from None
 
 

@@ -114,6 +114,7 @@ from slackopt.hardware import (
     GEMM_EFF,
     GPU,
     Link,
+    host_memory_limit,
     resolve_gpu,
     roofline_s,
 )
@@ -784,6 +785,7 @@ def profile_step(
     repeat: int = 3,
     max_recipe_ops: int = 6,
     restore: bool = True,
+    host_memory_bytes: int | str | None = None,
 ) -> Instance:
     """Profile one training step of a PyTorch module into an instance.
 
@@ -823,6 +825,9 @@ def profile_step(
         restore: put gradients, buffers and RNG states back as they were before the call
             (warm-up and profiled steps then leave no trace; every recorded step starts
             from the same state).
+        host_memory_bytes: the instance's host pinned-memory limit (bytes), "gpu" for
+            the host memory `gpu` attaches by design (Grace's on gh200 and gb200;
+            :func:`slackopt.hardware.host_memory_limit`), or None (unlimited).
 
     Returns:
         The :class:`~slackopt.instance.Instance`; ``meta`` records the provenance (model
@@ -846,6 +851,10 @@ def profile_step(
     if timing == "roofline" and g is None:
         raise ProfileError("timing='roofline' needs a GPU preset (gpu='a100', ...)")
     lk = _resolve_link(link, g)
+    try:
+        host = host_memory_limit(host_memory_bytes, g)
+    except ValueError as e:
+        raise ProfileError(str(e)) from None
     with _within(fake_mode_of(model)):  # a batch callable makes its tensors fake too
         inputs, kwargs = as_model_inputs(example_inputs)
     fake = fake_mode_of(model, (inputs, kwargs))
@@ -892,7 +901,8 @@ def profile_step(
     }
     return build_instance(rec.ops, rec.storages, name or f"{type(model).__name__}-profile",
                           lk, meta, max_recipe_ops=max_recipe_ops, param_keys=param_keys,
-                          buffer_keys=buffer_keys, input_keys=input_keys, n_packs=rec.n_packs)
+                          buffer_keys=buffer_keys, input_keys=input_keys, n_packs=rec.n_packs,
+                          host_memory_bytes=host)
 
 
 FAKE_TIMING_ERROR = (
@@ -1065,8 +1075,10 @@ def build_instance(
     buffer_keys: Collection[int] = (),
     input_keys: Collection[int] = (),
     n_packs: int = 0,
+    host_memory_bytes: int | None = None,
 ) -> Instance:
-    """Turn a trace (ops and storages) into an :class:`Instance` (see the module docstring).
+    """Turn a trace (ops and storages) into an :class:`Instance` (see the module docstring);
+    `host_memory_bytes` is its host pinned-memory limit (None: unlimited).
 
     Raises:
         InstanceError: if the trace breaks an instance rule (a bug here, not user input).
@@ -1146,7 +1158,7 @@ def build_instance(
     # tensors as ctx attributes): the runtime cannot swap or drop these; plan them keep.
     meta["unmanaged_saved"] = sorted(str(storages[k].name) for k in saved
                                      if storages[k].packs == 0)
-    return Instance(name, inst_ops, tensors, link, meta=meta)
+    return Instance(name, inst_ops, tensors, link, meta=meta, host_memory_bytes=host_memory_bytes)
 
 
 def _category(ops: Sequence[OpRec], storages: Mapping[int, StorageRec], k: int) -> str:
@@ -1229,7 +1241,7 @@ def parse_shape(text: str) -> tuple[int, ...]:
     """``"4x128"``, ``"4,128"`` or ``"4 128"`` -> ``(4, 128)``; ``"scalar"`` or ``""`` -> ``()``.
 
     Raises:
-        ProfileError: a part is not an integer >= 0.
+        ProfileError: a part is not an integer >= 1.
     """
     t = text.strip().lower()
     if t in ("", "scalar", "()"):
@@ -1240,8 +1252,9 @@ def parse_shape(text: str) -> tuple[int, ...]:
     except ValueError:
         raise ProfileError(f"input shape '{text}' is not like 4x128 (integers separated by "
                            "x or commas)") from None
-    if any(d < 0 for d in dims):
-        raise ProfileError(f"input shape '{text}' has a negative dimension")
+    if any(d < 1 for d in dims):
+        raise ProfileError(f"input shape '{text}' (--input-shape) has a dimension below 1; "
+                           "each must be an integer >= 1 (4x128)")
     return dims
 
 
@@ -1400,6 +1413,42 @@ _HF_AUTO = (("ForCausalLM", "AutoModelForCausalLM"), ("LMHeadModel", "AutoModelF
             ("ForMaskedLM", "AutoModelForMaskedLM"))
 
 
+HF_SIZE_FIELDS = ("hidden_size", "num_hidden_layers", "num_attention_heads",
+                  "intermediate_size", "vocab_size")
+"""Config fields that must be integers >= 1 where a config has them (under the name its
+class maps them to: ``n_embd`` for ``hidden_size`` on GPT-2)."""
+
+
+def _check_hf_config(raw: Mapping[str, Any], overrides: Mapping[str, Any], file: Any) -> None:
+    """Refuse, before transformers reads it, a config whose ``model_type`` transformers
+    does not know or whose :data:`HF_SIZE_FIELDS`, in the file or in the `overrides` of
+    --param, are not integers >= 1: transformers would fail deep inside the model (a
+    negative dimension, a zero division) or print pages of text.
+
+    Raises:
+        ProfileError: one line naming `file`, the field and the fix.
+    """
+    from transformers import CONFIG_MAPPING
+
+    kind = raw.get("model_type")
+    if not isinstance(kind, str) or kind not in CONFIG_MAPPING:
+        said = "has no field model_type" if kind is None else (
+            f"field model_type {kind!r} is not a model type this transformers knows")
+        raise ProfileError(f"'{file}' {said}; fix: set model_type to the model's family "
+                           "(llama, gpt2, mistral, ...), or upgrade transformers for a newer "
+                           "one")
+    names = CONFIG_MAPPING[kind].attribute_map  # hidden_size -> n_embd on GPT-2
+    sizes = [names.get(f, f) for f in HF_SIZE_FIELDS]
+    checks = [(raw[k], f"'{file}': field {k} is {raw[k]!r}; fix: an integer >= 1 in the file")
+              for k in sizes if k in raw]
+    checks += [(v, f"--param {k}={v!r}: field {names.get(k, k)} of '{file}' must be an "
+                   "integer >= 1; fix: give one")
+               for k, v in overrides.items() if names.get(k, k) in sizes]
+    for v, bad in checks:
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ProfileError(bad)
+
+
 def _hf_factory(path: str, overrides: Mapping[str, Any]) -> dict[str, Any]:
     """``{"model", "make_inputs"}`` for the Hugging Face config at `path` (see
     :func:`build_from_factory`); run under the caller's fake mode, if any."""
@@ -1411,15 +1460,22 @@ def _hf_factory(path: str, overrides: Mapping[str, Any]) -> dict[str, Any]:
         raise ProfileError("hf: models need Hugging Face transformers: pip install "
                            "transformers") from None
     cfg_path = Path(path)
-    if not cfg_path.exists():
+    if not path.strip() or not cfg_path.exists():
         raise ProfileError(f"Hugging Face config '{path}' not found (give a config.json or "
-                           "the folder that holds one; a factory in a module named hf is "
-                           "hf.py:FACTORY)")
+                           "the folder that holds one after hf:, e.g. "
+                           "hf:instances/configs/llama-3-8b/config.json; a factory in a "
+                           "module named hf is hf.py:FACTORY)")
     try:
+        raw, _ = transformers.PretrainedConfig.get_config_dict(str(cfg_path),
+                                                               local_files_only=True)
+        _check_hf_config(raw, overrides, cfg_path / "config.json" if cfg_path.is_dir()
+                         else cfg_path)
         config = transformers.AutoConfig.from_pretrained(str(cfg_path), local_files_only=True)
+    except ProfileError:
+        raise
     except Exception as e:
         raise ProfileError(f"cannot read the Hugging Face config '{path}': "
-                           f"{type(e).__name__}: {e}") from None
+                           f"{type(e).__name__}: {' '.join(str(e).split())}") from None
     for k, v in overrides.items():
         if not hasattr(config, k):
             raise ProfileError(f"the {type(config).__name__} of '{path}' has no field '{k}' "
@@ -1441,7 +1497,8 @@ def _hf_factory(path: str, overrides: Mapping[str, Any]) -> dict[str, Any]:
         if len(shapes) != 1 or len(shapes[0]) != 2:
             raise ProfileError(f"hf: models take one input shape BxS (batch x tokens, e.g. "
                                f"--input-shape 1x8192), got {len(shapes)} shapes"
-                               + (f" ({'x'.join(map(str, shapes[0]))})" if shapes else ""))
+                               + (f" ({', '.join('x'.join(map(str, s)) for s in shapes)})"
+                                  if shapes else ""))
         ids = torch.randint(0, vocab, shapes[0], device=device)
         return {"input_ids": ids, "labels": ids}
 
@@ -1645,7 +1702,8 @@ def profile_factory(
         target, input_shapes, input_dtypes, input_high, params, device, seed, fake: as for
             :func:`build_from_factory` (which states the factory contract and ``hf:``).
         **profile_kwargs: passed to :func:`profile_step` (timing, gpu, link, name, warmup,
-            repeat, max_recipe_ops); `fake` needs timing="roofline" and a gpu.
+            repeat, max_recipe_ops, host_memory_bytes); `fake` needs timing="roofline"
+            and a gpu.
 
     Returns:
         The instance; ``meta`` also records ``factory`` (resolved by

@@ -633,3 +633,57 @@ def test_every_solver_has_its_own_description(capsys: pytest.CaptureFixture[str]
     for r in rows:
         s = r["summary"] or ""
         assert len(s.split()) >= 6 and "docstring" not in s and "see the" not in s, r
+
+
+@pytest.mark.parametrize("budget, expected", [("100B", 100), ("1kB", 1000), ("431B", 431),
+                                              ("1e-4", 43), ("1e-9", 0)])
+def test_a_small_budget_with_a_unit_or_a_fraction_is_taken_as_written(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, budget: str, expected: int
+        ) -> None:
+    """The int-budget guard is for Python's bare ints: a size with a unit, or a fraction,
+    that the command line has read is the budget, however small (tiny-gpt: P = 432168 B,
+    so each of these is below 0.1% of P and was refused as 'an int')."""
+    inst = Path(__file__).resolve().parents[1] / "instances/teaching/tiny-gpt_a100-pcie4.json"
+    rc, out, err = run(capsys, "solve", inst, "-s", "keep-all", "-b", budget, "--json")
+    assert rc == 0, err
+    doc = json.loads(out)
+    assert (doc["budget_bytes"], doc["status"]) == (expected, "infeasible")
+    csv = tmp_path / "c.csv"
+    rc, out, err = run(capsys, "compare", inst, "--solvers", "keep-all", "--budgets",
+                       f"{budget},0.5", "--out", csv, "--json")
+    assert rc == 0, err
+    rows = {r["budget_bytes"]: r for r in json.loads(out)["rows"]}
+    assert rows[expected]["status"] == "infeasible", rows[expected]["message"]
+    assert rows[432168 // 2]["status"] == "infeasible"
+
+
+@pytest.mark.parametrize("value", ["-5GB", "abc", "0.5", "50%", "1.2P", "infGB", "1e30GB"])
+def test_a_bad_host_memory_names_the_option_and_its_forms(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, value: str) -> None:
+    """--host-memory takes a size with a unit or 'gpu', never a budget's fraction of P: a
+    mistake names --host-memory and those forms, not 'budget ... fraction of P'."""
+    rc, out, err = run(capsys, "make", "tiny", f"--host-memory={value}", "-o",
+                       tmp_path / "x.json")
+    assert_user_error(rc, out, err, "--host-memory", f"'{value}'", "a size with a unit",
+                      "'gpu'")
+    assert len(err.splitlines()) == 1 and "budget" not in err and "fraction" not in err, err
+    assert not (tmp_path / "x.json").exists()
+
+
+def test_a_json_error_names_its_place_once(capsys: pytest.CaptureFixture[str],
+                                           files: dict[str, Path]) -> None:
+    """Python words a control character in a string "Invalid control character at": the
+    line says where once ("... at line 1 column 26"), for a plan file and a GPU file alike
+    (slackopt.errors.json_problem)."""
+    from slackopt.hardware import gpu_from_file
+
+    bad = files["dir"] / "p.json"
+    bad.write_text('{"format": "slackopt-plan\tx"}')
+    said = "not valid JSON: Invalid control character at line 1 column 26"
+    rc, out, err = run(capsys, "solve", files["inst"], "-s", "keep-all", "-b", "1.0",
+                       "--start-plan", bad)
+    assert_user_error(rc, out, err, "p.json", said)
+    assert "at at" not in err and len(err.splitlines()) == 1, err
+    with pytest.raises(ValueError) as e:
+        gpu_from_file(str(bad))
+    assert str(e.value) == f"{bad}: {said}"

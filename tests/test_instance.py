@@ -134,6 +134,13 @@ def test_an_int_budget_that_is_a_slip_is_refused_with_the_fix():
     assert budget_bytes(inst, 433) == 433 and budget_bytes(inst, 0) == 0
     assert budget_bytes(inst, 1.0) == P and budget_bytes(inst, P) == P
     assert slackopt.solve(inst, KeepAll(), "1B").status == "infeasible"
+    # a budget read once is taken as given when it is passed on (solve_budgets, the CLI)
+    m = budget_bytes(inst, "100B")
+    assert m == 100 and budget_bytes(inst, m) == 100 and budget_bytes(inst, 1e-4) == 43
+    assert slackopt.solve(inst, KeepAll(), m).evaluation.budget_bytes == 100
+    from slackopt.solver import solve_budgets
+    assert [r.evaluation.budget_bytes for r in solve_budgets(inst, KeepAll(), ["100B", 1e-4])
+            ] == [100, 43]
 
 
 @pytest.mark.parametrize("budget", [-0.5, "abc", float("nan"), "-1GB", float("inf"), True,

@@ -24,6 +24,7 @@ torch = pytest.importorskip("torch")  # import guard only: CI installs torch
 
 from slackopt import io  # noqa: E402
 from slackopt.cli import main  # noqa: E402
+from slackopt.hardware import GPUS  # noqa: E402
 from slackopt.profile import (  # noqa: E402
     ProfileError,
     build_from_factory,
@@ -177,10 +178,11 @@ def test_cli_fake_errors(capsys, tmp_path):
     cases = [
         (["--fake", f"{MODELS}:gpt_factory", "-i", "2x16", "--timing", "measure",
           "--gpu", "h100"], "roofline"),
-        (["--fake", f"{MODELS}:gpt_factory", "-i", "2x16"], "GPU preset"),
+        (["--fake", f"{MODELS}:gpt_factory", "-i", "2x16"],
+         f"--fake needs --gpu (a preset: {', '.join(GPUS)}; or a JSON file of peaks)"),
         ([f"{MODELS}:gpt_factory"], "--input-shape"),
         (["--fake", "hf:/no/such/config.json", "-i", "2x16", "--gpu", "h100"], "not found"),
-        (["--fake", llama, "-i", "2x16", "-i", "2x16", "--gpu", "h100"], "BxS"),
+        (["--fake", llama, "-i", "2x16", "-i", "4x8", "--gpu", "h100"], "2 shapes (2x16, 4x8)"),
         (["--fake", llama, "-i", "2x16", "--gpu", "h100", "-p", "n_layerz=1"], "n_layerz"),
     ]
     for args, words in cases:
@@ -271,3 +273,68 @@ def test_mixture_of_experts_grouped_gemms_are_counted(tmp_path):
 
     assert grouped_mm_flops((5, 7, 3), (3, 11)) == 2 * 7 * 3 * 11  # 3D x 2D: split columns
     assert grouped_mm_flops((4, 5, 7), (4, 7, 3)) == 2 * 4 * 5 * 7 * 3  # batched
+
+
+def test_cli_profile_host_memory_as_make_reads_it(capsys, tmp_path):
+    """--host-memory of profile is make's: 'gpu' takes Grace's memory on gh200, a size is
+    bytes, and a mistake is one line naming --host-memory and its forms."""
+    out_path = tmp_path / "gh.json"
+    base = ["profile", "--fake", f"{MODELS}:gpt_factory", "-i", "2x16", "-o", out_path,
+            "--force", "--json"]
+    rc, out, err = run_cli(capsys, *base, "--gpu", "gh200", "--host-memory", "gpu")
+    assert rc == 0, err
+    doc = json.loads(out)
+    assert (doc["host_memory_bytes"], doc["link"]) == (480e9, "gh200-c2c")
+    assert io.load_instance(out_path).host_memory_bytes == 480_000_000_000
+    rc, out, err = run_cli(capsys, *base, "--gpu", "h100", "--host-memory", "2GB")
+    assert rc == 0 and json.loads(out)["host_memory_bytes"] == 2e9, err
+    for args, words in [(["--gpu", "h100", "--host-memory", "gpu"], ("h100", "gh200")),
+                        (["--gpu", "gh200", "--host-memory", "50%"],
+                         ("--host-memory", "a size with a unit", "'gpu'"))]:
+        rc, out, err = run_cli(capsys, *base, *args)
+        assert rc == 2 and out == "" and "Traceback" not in err, (args, err)
+        assert len(err.strip().splitlines()) == 1 and all(w in err for w in words), err
+
+
+@pytest.mark.parametrize("edit, params, shape, words", [
+    ({"model_type": "foobar"}, [], "1x16", ["config.json", "model_type", "'foobar'", "fix:"]),
+    ({"model_type": None}, [], "1x16", ["config.json", "no field model_type", "fix:"]),
+    ({"hidden_size": -64}, [], "1x16", ["config.json", "hidden_size", "-64", ">= 1"]),
+    ({"num_hidden_layers": -1}, [], "1x16", ["config.json", "num_hidden_layers", ">= 1"]),
+    ({"vocab_size": 0}, [], "1x16", ["config.json", "vocab_size", ">= 1"]),
+    ({"num_attention_heads": 0}, [], "1x16", ["config.json", "num_attention_heads", ">= 1"]),
+    ({"intermediate_size": 2.5}, [], "1x16", ["config.json", "intermediate_size", "2.5"]),
+    ({}, ["num_hidden_layers=-2"], "1x16", ["--param num_hidden_layers=-2", "config.json",
+                                            ">= 1"]),
+    ({}, ["num_hidden_layers=abc"], "1x16", ["--param num_hidden_layers='abc'", ">= 1"]),
+    ({}, [], "1x0", ["--input-shape", "'1x0'", ">= 1"]),
+])
+def test_cli_bad_hf_config_is_one_line_naming_the_field(capsys, tmp_path, edit, params, shape,
+                                                        words):
+    """A config transformers cannot build (or builds into a crash), a bad --param or a zero
+    dimension: one line naming the file, the field and the fix, before any model is built."""
+    pytest.importorskip("transformers")
+    doc = json.loads((HF / "llama-tiny" / "config.json").read_text())
+    doc.update(edit)
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps({k: v for k, v in doc.items() if v is not None}))
+    rc, out, err = run_cli(capsys, "profile", "--fake", f"hf:{cfg}", "-i", shape, "--gpu",
+                           "h100", "-o", tmp_path / "x.json",
+                           *[a for p in params for a in ("-p", p)])
+    assert rc == 2 and out == "" and "Traceback" not in err, err
+    assert len(err.strip().splitlines()) == 1 and err.startswith("slackopt: error: "), err
+    assert all(w in err for w in words), (words, err)
+
+
+def test_cli_hf_names_the_field_under_the_configs_own_name_and_an_empty_path(capsys,
+                                                                             tmp_path):
+    """GPT-2 calls num_hidden_layers n_layer: the line names both; 'hf:' alone names hf:."""
+    pytest.importorskip("transformers")
+    for target, params, words in [
+            (f"hf:{HF / 'gpt2-tiny'}", ["-p", "num_hidden_layers=0"],
+             ["--param num_hidden_layers=0", "field n_layer", "config.json"]),
+            ("hf:", [], ["config ''", "after hf:"])]:
+        rc, out, err = run_cli(capsys, "profile", "--fake", target, "-i", "1x16", "--gpu",
+                               "h100", "-o", tmp_path / "x.json", *params)
+        assert rc == 2 and out == "" and len(err.strip().splitlines()) == 1, err
+        assert all(w in err for w in words), (words, err)

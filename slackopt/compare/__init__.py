@@ -206,7 +206,7 @@ def compare(
                                    time_limit_s, code)
                     if key in meta:
                         continue
-                    meta[key] = {**d, "budget_fraction": frac, "budget_bytes": m,
+                    meta[key] = {**d, "budget_fraction": frac, "budget_bytes": int(m),
                                  "solver": name, "params": pj, "seed": seed,
                                  "time_limit_s": math.nan if time_limit_s is None
                                  else time_limit_s}

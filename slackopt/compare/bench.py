@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from slackopt.compare.gaps import load_references
-from slackopt.errors import FileFormatError, SlackoptError
+from slackopt.errors import FileFormatError, SlackoptError, json_problem
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -166,7 +166,7 @@ def load_manifest(path: str | os.PathLike) -> Suite:
     except (OSError, UnicodeDecodeError) as e:
         raise FileFormatError(p, "", f"cannot be read ({e})", "check the path") from None
     except json.JSONDecodeError as e:
-        raise FileFormatError(p, "", f"not valid JSON: {e.msg} at line {e.lineno}",
+        raise FileFormatError(p, "", json_problem(e),
                               "give a suite manifest.json") from None
     fix = "give the manifest.json the suite's generator wrote"
     if not isinstance(doc, Mapping) or doc.get("format") != MANIFEST_FORMAT:

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from slackopt.errors import FileFormatError
+from slackopt.errors import FileFormatError, json_problem
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -115,7 +115,7 @@ def load_references(references: str | os.PathLike | Mapping[str, Any] | None
         try:
             doc = json.loads(text)
         except json.JSONDecodeError as e:
-            raise FileFormatError(src, "", f"not valid JSON: {e.msg} at line {e.lineno}",
+            raise FileFormatError(src, "", json_problem(e),
                                   "give a references.json file") from None
     if isinstance(doc, Mapping) and doc.get("format") == BENCH_REFERENCES_FORMAT:
         return _bench_rows(doc, src)

@@ -15,7 +15,7 @@ import numpy as np
 
 from slackopt.compare.code_id import solver_code_id
 from slackopt.errors import SlackoptError, SolverError
-from slackopt.instance import Instance, parse_budget
+from slackopt.instance import Bytes, Instance, parse_budget
 from slackopt.solver import canonical_name, get_solver, registered_solvers, solver_name
 from slackopt.solverbase import BaseSolver
 
@@ -41,7 +41,7 @@ class Task:
     index: int
     key: str
     instance_hash: str
-    budget_bytes: int
+    budget_bytes: Bytes  # read once by budget_bytes; solve takes it as given
     solver: str
     params: dict[str, Any]
     params_json: str

@@ -106,7 +106,7 @@ def execute(instance: Instance, task: Task) -> dict[str, Any]:
     t0 = time.perf_counter()
     try:
         with _deadline(hard):
-            res = solve(instance, task.solver_obj, int(task.budget_bytes),
+            res = solve(instance, task.solver_obj, task.budget_bytes,
                         time_limit_s=task.time_limit_s, seed=task.seed)
     except (_HardTimeout, Exception) as e:
         cause = e if isinstance(e, _HardTimeout) else interrupt_cause(e)

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from slackopt.hardware import GPU, Link
+from slackopt.hardware import GPU, Link, host_memory_limit
 from slackopt.instance import Instance
 from slackopt.workloads import synthetic, transformer, vgg
 from slackopt.workloads._builder import WorkloadError, resolve_hardware
@@ -132,21 +132,12 @@ def make(workload: str, *, gpu: str | GPU = "a100", link: str | Link | None = No
     inst = w.fn(gpu=gpu, link=link, **kwargs)
     if host_memory_bytes is None:
         return inst
-    if host_memory_bytes == "gpu":
-        g = resolve_hardware(gpu, link)[0]
-        if g.host_memory_bytes is None:
-            raise WorkloadError(f"GPU '{g.name}' has no host memory of its own (only "
-                                f"superchips do: {', '.join(_superchips())}); give the "
-                                "limit in bytes")
-        host_memory_bytes = g.host_memory_bytes
+    try:
+        host = host_memory_limit(host_memory_bytes, resolve_hardware(gpu, link)[0])
+    except ValueError as e:
+        raise WorkloadError(str(e)) from None
     return Instance(inst.name, inst.ops, inst.tensors, inst.link, inst.meta,
-                    rng_capture=inst.rng_capture, host_memory_bytes=host_memory_bytes)
-
-
-def _superchips() -> list[str]:
-    from slackopt.hardware import GPUS
-
-    return [n for n, g in GPUS.items() if g.host_memory_bytes is not None]
+                    rng_capture=inst.rng_capture, host_memory_bytes=host)
 
 
 __all__ = ["WORKLOADS", "Workload", "WorkloadError", "make"]
