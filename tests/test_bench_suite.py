@@ -5,7 +5,8 @@ Every file the manifest lists exists, has the sha256 it states, loads (gzip thro
 the manifest states; the suite has at least 24 files and one with unequal D2H and H2D
 bandwidths; every file in the folder is listed; and the model sizes recorded by the fake
 profiles (``meta.persistent_bytes.parameters``) are the published parameter counts, so a
-config edited by mistake is caught. Reading the 27 files takes about 2 s.
+config edited by mistake is caught. Reading the 27 files takes about 2 s. The reference
+values (references.json) are checked against their shipped plans and SlackSwap's.
 """
 
 from __future__ import annotations
@@ -73,3 +74,40 @@ def test_file_matches_its_manifest_row(row: dict) -> None:
     assert not inst.meta["factory"].startswith("/"), "a path of the machine that made it"
     params = inst.meta["persistent_bytes"]["parameters"] / 2
     assert params == pytest.approx(PUBLISHED[row["model"]], rel=5e-3), row["model"]
+
+
+REFS = json.loads((BENCH / "references.json").read_text())
+
+
+def test_references_cover_the_suite_with_certified_bounds_below_their_plans() -> None:
+    """references.json (issue 26's done-when): a row per file and budget in 0.1-0.7 P;
+    every row either below the floor (with the smallest budget, above the row's budget)
+    or with a bound from a certified source (or T*) at most its best plan's step; every
+    shipped best plan re-simulates, under the row's budget, to exactly that step; and
+    SlackSwap's plan, where it runs, is never faster than the reference bound."""
+    from slackopt import simulate, solve
+    from slackopt.io import load_plan
+
+    assert REFS["format"] == "slackopt-bench-references" and REFS["version"] == 1
+    rows = REFS["rows"]
+    assert {(r["instance"], r["budget_fraction"]) for r in rows} == {
+        (m["file"], f) for m in ROWS for f in (0.1, 0.3, 0.5, 0.7)}
+    insts = {m["file"]: io.load_instance(BENCH / m["file"]) for m in ROWS}
+    closed = 0
+    for r in rows:
+        inst = insts[r["instance"]]
+        m = r["budget_bytes"]
+        if r["below_floor"]:
+            assert r["status"] == "infeasible" and r["best_step_s"] is None
+            assert r["min_budget_bytes"] > m
+            continue
+        assert r["bound_source"] in ("certified", "T* (trivial)"), r
+        lb, best = r["lower_bound_s"], r["best_step_s"]
+        assert inst.ideal_time_s * (1 - 1e-9) <= lb <= best, r
+        ev = simulate(inst, load_plan(BENCH / r["best_plan"], inst), m)
+        assert ev.feasible and ev.step_time_s == best, r
+        res = solve(inst, "slackswap", m, seed=0)
+        if res.evaluation.feasible:
+            assert res.evaluation.step_time_s >= lb, r
+        closed += best / lb - 1 <= 0.005
+    assert closed >= 60  # 64 of 93 rows at 20 s per row (instances/bench/README.md)
