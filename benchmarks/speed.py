@@ -1,7 +1,7 @@
 """Speed of the evaluator and of SlackSwap's planner on the paper workloads.
 
 Run: python benchmarks/speed.py [--repeat 7] [--budgets 0.9,0.5,0.3,0.1]
-     [--depths 1,2,4,8,16,32,64] [--depth-repeat 5] [--only depth] [--solver SPEC]
+     [--depths 1,2,4,8,16,32,64] [--depth-repeat 5] [--only depth|bench] [--solver SPEC]
 
 Prints three markdown tables (wall clock on the machine that runs it, one core;
 nothing here is asserted by tests):
@@ -15,7 +15,11 @@ nothing here is asserted by tests):
    (flat = n log n; the README states the largest ratio) for both, the peak of Python
    and numpy allocations during one more solve (tracemalloc; compiled kernels' scratch
    arrays are not counted), evaluations/s, and the instance's make time and the peak
-   memory of the process so far.
+   memory of the process so far;
+4. (``--only bench``) the benchmark suite's largest instances (instances/bench/, by
+   saved tensors): loading the gzip file (fastest of --repeat loads), SlackSwap's whole
+   solve at each budget that lies above the instance's floor (fastest of --repeat), and
+   evaluations/s of the plan found at the smallest of those budgets.
 
 --solver times another planner with the same table, e.g. the planner of an earlier
 commit: ``git show 9d7e8cc:solvers/slackswap.py > /tmp/slackswap_old.py`` then
@@ -30,6 +34,7 @@ import time
 from pathlib import Path
 
 from slackopt import simulate, solve
+from slackopt.instance import budget_bytes
 from slackopt.io import load_instance
 from slackopt.workloads import make
 
@@ -62,11 +67,53 @@ def main() -> None:
     ap.add_argument("--depth-repeat", type=int, default=5)
     ap.add_argument("--solver", default="slackswap",
                     help="solver of the depth table: a name or path.py:Class")
-    ap.add_argument("--only", choices=("depth",), default=None)
+    ap.add_argument("--only", choices=("depth", "bench"), default=None)
+    ap.add_argument("--largest", type=int, default=4,
+                    help="--only bench: how many of the largest suite instances")
     args = ap.parse_args()
+    if args.only == "bench":
+        bench_table(args)
+        return
     if args.only != "depth":
         tables(args)
     depth_curve([int(x) for x in args.depths.split(",")], args.depth_repeat, args.solver)
+
+
+def bench_table(args: argparse.Namespace) -> None:
+    import json
+
+    budgets = [float(b) for b in args.budgets.split(",")]
+    suite = ROOT / "instances" / "bench"
+    entries = json.loads((suite / "manifest.json").read_text())["instances"]
+    seen, largest = set(), []
+    for e in sorted(entries, key=lambda e: -int(e["saved_tensors"])):
+        if e["model"] not in seen:  # one target per model
+            seen.add(e["model"])
+            largest.append(e)
+    print("| instance | saved tensors | ops | load ms | " +
+          " | ".join(f"SlackSwap {b:g} P" for b in budgets) + " | evaluations/s |")
+    print("|---|---|---|---|" + "---|" * len(budgets) + "---|")
+    for e in largest[: args.largest]:
+        path = suite / e["file"]
+        load_instance(path)
+        load_ms = 1e3 * best_time(lambda path=path: load_instance(path), args.repeat)
+        inst = load_instance(path)
+        cells, last = [], None
+        for b in budgets:
+            res = solve(inst, "slackswap", b)
+            if res.plan is None or not res.evaluation.feasible:
+                cells.append("no plan")
+                continue
+            last = (res.plan, b)
+            ms = 1e3 * best_time(lambda inst=inst, b=b: solve(inst, "slackswap", b),
+                                 args.repeat)
+            cells.append(f"{ms:.0f} ms")
+        eps = "-"
+        if last is not None:
+            M = budget_bytes(inst, last[1])
+            eps = f"{evals_per_s(inst, last[0], M, 'compiled'):,.0f}"
+        print(f"| {e['file']} | {inst.n_saved:,} | {inst.n_ops:,} | {load_ms:.0f} | "
+              + " | ".join(cells) + f" | {eps} |", flush=True)
 
 
 def tables(args: argparse.Namespace) -> None:

@@ -306,8 +306,13 @@ def test_timing_bound_hand_computed():
     b, info = timing_bound(inst, M)
     assert b == pytest.approx(6 * ms, rel=1e-6)
     assert [d.tolist() for d in info["candidates"]] == [[SWAP]]
-    b_lp, _ = timing_bound(inst, M, integer=False)
+    b_lp, lp_info = timing_bound(inst, M, integer=False)
     assert b_lp == pytest.approx(6 * ms, rel=1e-6)
+    # the LP's value handed to a later call (the search's timing_lp, then timing_bound
+    # phase): the LP is not solved again, the bound and the candidates are the same
+    b_given, given = timing_bound(inst, M, lp_value=lp_info["lp_bound"])
+    assert given["lp_status"].startswith("given") and "lp_seconds" not in given
+    assert b_given == b and [d.tolist() for d in given["candidates"]] == [[SWAP]]
     # a known plan's step as the cutoff: nothing faster is left, the bound is that step
     b_cut, info = timing_bound(inst, M, upper_s=6 * ms)
     assert b_cut == pytest.approx(6 * ms, rel=1e-6)

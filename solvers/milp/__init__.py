@@ -211,7 +211,9 @@ its LP and the argument why it is a relaxation are in solvers/milp/checkpoint.py
 thousand variables over the decisions, the forward and backward stalls and the recompute
 time, with D2H timing at forward and backward checkpoints and the rebuild time before each
 backward op; on the paper workloads it is the tighter bound on GPT-2 XL and Llama-7B.
-(3b) A large-neighbourhood search (:func:`~slackopt.solvers.milp.lns.lns`; Shaw 1998):
+(3a') The timing model's LP relaxation ((3c) below; certified), within ``TIMING_LP_SHARE``
+of the time left: it does not depend on U, so it runs before the search that may use the
+rest of the limit. (3b) A large-neighbourhood search (:func:`~slackopt.solvers.milp.lns.lns`; Shaw 1998):
 windows of saved tensors (consecutive in production order, consecutive by c_t / s_t, drawn
 at random; 6 to 14 tensors) are freed, the other tensors fixed to U's decisions, and each
 window is searched exactly by the enumeration's branch and bound; windows grow after a
@@ -220,7 +222,7 @@ bound (:func:`~slackopt.solvers.milp.timing_bound.timing_bound`; model and valid
 argument in solvers/milp/timing_bound.py): memory at every op with a keep-all excess,
 where a swap is absent only once its D2H has ended in time on the serial FIFO engine
 (backward ops too), H2D windows from the op to the next reader, rebuilt recipe inputs
-resident; its LP relaxation (certified), the MILP with binary decisions solved by SCIP
+resident; its LP relaxation (certified; solved in (3a')), the MILP with binary decisions solved by SCIP
 (one thread, the seed, cut off at U) for candidate plans and an uncertified bound, then the
 certified branch and bound with the time left. On instances with more than ``MAX_UNITS``
 (tensor, op) pairs only the ops with the largest excess are timed. (3) The time-indexed

@@ -581,8 +581,8 @@ class _BoundScip(_ScipBackend):
 
 def timing_bound(inst: Instance, M: int, time_limit_s: float = 30.0, *,
                  deadline: float | None = None, integer: bool = True, seed: int = 0,
-                 upper_s: float | None = None,
-                 max_units: int = MAX_UNITS) -> tuple[float | None, dict]:
+                 upper_s: float | None = None, max_units: int = MAX_UNITS,
+                 lp_value: float | None = None) -> tuple[float | None, dict]:
     """A certified lower bound (s) on the step time of every plan that the barrier-free
     runtime runs under budget `M` (bytes): T* plus the certified bound of the LP
     relaxation of the MILP in the module docstring (:func:`lp_relaxation`: a safe dual
@@ -608,6 +608,10 @@ def timing_bound(inst: Instance, M: int, time_limit_s: float = 30.0, *,
         max_units: when ``n_saved * |K| > max_units`` (|K|: ops with a keep-all excess
             over M), time only the ``max_units // n_saved`` ops with the largest excess
             (none, and no bound, when that is under ``MIN_OPS``).
+        lp_value: ``info["lp_bound"]`` of an earlier call with the same `inst`, `M` and
+            `max_units` (the certified LP bound, model units): the LP is not solved again
+            (the search's "timing_lp" phase solves it before the large-neighbourhood
+            search, this call's MILP stages after it).
 
     Returns:
         (certified bound in s or None, info: ``ops_timed``, model size, ``lp_status``,
@@ -665,13 +669,17 @@ def timing_bound(inst: Instance, M: int, time_limit_s: float = 30.0, *,
         # stops on the big-M rows of chain63 at 0.7 P as ABNORMAL, and calls the LP of
         # case timing_bound_above_opt infeasible); the bound is certified from the duals
         # (lp_relaxation), never the solver's objective
-        lpi: dict = {}
-        val, _ = lp_relaxation(lin, max(0.05, end - time.perf_counter()), deadline=end,
-                               info=lpi)
-        info["lp_status"] = f"{lpi.get('lp_status')} ({lpi.get('lp_solver')})"
-        info["lp_objective"] = lpi.get("lp_objective")
+        if lp_value is None:
+            lpi: dict = {}
+            val, _ = lp_relaxation(lin, max(0.05, end - time.perf_counter()), deadline=end,
+                                   info=lpi)
+            info["lp_status"] = f"{lpi.get('lp_status')} ({lpi.get('lp_solver')})"
+            info["lp_objective"] = lpi.get("lp_objective")
+            info["lp_seconds"] = round(time.perf_counter() - t0, 3)
+        else:
+            val = float(lp_value)
+            info["lp_status"] = "given (an earlier call's certified bound)"
         info["lp_bound"] = val
-        info["lp_seconds"] = round(time.perf_counter() - t0, 3)
         scip_end = time.perf_counter() + SCIP_SHARE * (end - time.perf_counter())
         # the MILP (binary xs, xr), then, with the time left, the MILP with binary z
         # too: its best assignment is a plan far more often (on chain31 at 0.9 P the
