@@ -185,7 +185,9 @@ wrong on this instance; the source is dropped into ``info["bound_errors"]``, the
 never clamped, and :func:`slackopt.solve` checks the same for every solver's bound against
 its own plan (``info["bound_error"]``).
 
-Phases. (1) Seeds, the anytime floor: the floor plans (all-swap; recompute what can be
+Phases, in the order of ``search.PHASES``: (1), (2a), (3a), (3a'), (2), (2b), (3b), (3c),
+(3): the bounds that need no plan run before the searches, whose work limits can
+outlast a short time limit. (1) Seeds, the anytime floor: the floor plans (all-swap; recompute what can be
 rebuilt and swap or keep the rest), then with ``warm_start`` the plans of every cheap
 registered solver (solvers/seeds.py: SlackSwap, the baselines, the production planners;
 their decisions re-simulated under the barrier-free runtime; 20% of the limit) and
