@@ -186,54 +186,54 @@ never clamped, and :func:`slackopt.solve` checks the same for every solver's bou
 its own plan (``info["bound_error"]``).
 
 Phases, in the order of ``search.PHASES``: (1), (2a), (3a), (3a'), (2), (2b), (3b), (3c),
-(3): the bounds that need no plan run before the searches, whose work limits can
-outlast a short time limit. (1) Seeds, the anytime floor: the floor plans (all-swap; recompute what can be
-rebuilt and swap or keep the rest), then with ``warm_start`` the plans of every cheap
-registered solver (solvers/seeds.py: SlackSwap, the baselines, the production planners;
-their decisions re-simulated under the barrier-free runtime; 20% of the limit) and
-CP-SAT's best recompute-only plan. (2) A local search around U with the evaluator as judge
-(1-flip descent and paired moves; a work limit in candidates, not seconds). (2a) The
+(3): the bounds that need no plan run before the searches, whose work limits can outlast a
+short time limit. (1) Seeds, the anytime floor: the floor plans (all-swap; recompute what
+can be rebuilt and swap or keep the rest), then with ``warm_start`` the plans of every
+cheap registered solver (solvers/seeds.py: SlackSwap, the baselines, the production
+planners; their decisions re-simulated under the barrier-free runtime; 20% of the limit)
+and CP-SAT's best recompute-only plan. (2) A local search around U with the evaluator as
+judge (1-flip descent and paired moves; a work limit in candidates, not seconds). (2a) The
 deficit bound (:func:`~slackopt.solvers.milp.enumerate.deficit_bound`, valid for every
-plan, its argument in its docstring): at each op the keep-all bytes above M must be
-absent, which only recomp tensors not yet rebuilt and swapped tensors whose D2H has ended
-can be; what the D2H engine (at most W_d2h bytes/s) cannot have copied by the op's ideal start
+plan, its argument in its docstring): at each op the keep-all bytes above M must be absent,
+which only recomp tensors not yet rebuilt and swapped tensors whose D2H has ended can be;
+what the D2H engine (at most W_d2h bytes/s) cannot have copied by the op's ideal start
 costs stall or rebuild time, priced by a fractional knapsack. (2b) On instances with at
 most ``ENUM_MAX_SAVED`` (24) saved tensors, the exact enumeration
-(solvers/milp/enumerate.py): a branch and bound over the decision vectors with the
-compiled evaluator at the leaves, pruning a subtree only by a bound valid for every
-completion of its fixed decisions (the deficit bound with the fixed decisions, which
-includes T* plus the rebuild time of the tensors fixed to recomp, each rebuilt once on the
-compute stream; a per-op memory floor with the fixed keep and recomp footprints). When it
-ends within its work limit (``enum_plans`` simulated plans), every decision vector was
-simulated or lies in a subtree where none runs or none beats U, so U is the minimum over
-all plans of the evaluator: status "optimal" with L = U (or "infeasible" when no vector
-runs, with the smallest budget); cut short, it proves nothing and only its plans count.
-(3a) The checkpoint LP bound (:func:`~slackopt.solvers.milp.checkpoint.checkpoint_bound`;
-its LP and the argument why it is a relaxation are in solvers/milp/checkpoint.py): a few
-thousand variables over the decisions, the forward and backward stalls and the recompute
-time, with D2H timing at forward and backward checkpoints and the rebuild time before each
-backward op; on the paper workloads it is the tighter bound on GPT-2 XL and Llama-7B.
-(3a') The timing model's LP relaxation ((3c) below; certified), within ``TIMING_LP_SHARE``
-of the time left: it does not depend on U, so it runs before the search that may use the
-rest of the limit. (3b) A large-neighbourhood search (:func:`~slackopt.solvers.milp.lns.lns`; Shaw 1998):
-windows of saved tensors (consecutive in production order, consecutive by c_t / s_t, drawn
-at random; 6 to 14 tensors) are freed, the other tensors fixed to U's decisions, and each
-window is searched exactly by the enumeration's branch and bound; windows grow after a
+(solvers/milp/enumerate.py): a branch and bound over the decision vectors with the compiled
+evaluator at the leaves, pruning a subtree only by a bound valid for every completion of
+its fixed decisions (the deficit bound with the fixed decisions, which includes T* plus the
+rebuild time of the tensors fixed to recomp, each rebuilt once on the compute stream; a
+per-op memory floor with the fixed keep and recomp footprints). When it ends within its
+work limit (``enum_plans`` simulated plans), every decision vector was simulated or lies in
+a subtree where none runs or none beats U, so U is the minimum over all plans of the
+evaluator: status "optimal" with L = U (or "infeasible" when no vector runs, with the
+smallest budget); cut short, it proves nothing and only its plans count. (3a) The
+checkpoint LP bound (:func:`~slackopt.solvers.milp.checkpoint.checkpoint_bound`; its LP and
+the argument why it is a relaxation are in solvers/milp/checkpoint.py): a few thousand
+variables over the decisions, the forward and backward stalls and the recompute time, with
+D2H timing at forward and backward checkpoints and the rebuild time before each backward
+op; on the paper workloads it is the tighter bound on GPT-2 XL and Llama-7B. (3a') The
+timing model's LP relaxation ((3c) below; certified), within ``TIMING_LP_SHARE`` of the
+time left: it does not depend on U, so it runs before the search that may use the rest of
+the limit. (3b) A large-neighbourhood search (:func:`~slackopt.solvers.milp.lns.lns`; Shaw
+1998): windows of saved tensors (consecutive in production order, consecutive by c_t / s_t,
+drawn at random; 6 to 14 tensors) are freed, the other tensors fixed to U's decisions, and
+each window is searched exactly by the enumeration's branch and bound; windows grow after a
 pass that improves nothing (a work limit, ``lns_plans`` simulated plans). (3c) The timing
 bound (:func:`~slackopt.solvers.milp.timing_bound.timing_bound`; model and validity
-argument in solvers/milp/timing_bound.py): memory at every op with a keep-all excess,
-where a swap is absent only once its D2H has ended in time on the serial FIFO engine
-(backward ops too), H2D windows from the op to the next reader, rebuilt recipe inputs
-resident; its LP relaxation (certified; solved in (3a')), the MILP with binary decisions solved by SCIP
+argument in solvers/milp/timing_bound.py): memory at every op with a keep-all excess, where
+a swap is absent only once its D2H has ended in time on the serial FIFO engine (backward
+ops too), H2D windows from the op to the next reader, rebuilt recipe inputs resident; its
+LP relaxation (certified; solved in (3a')), the MILP with binary decisions solved by SCIP
 (one thread, the seed, cut off at U) for candidate plans and an uncertified bound, then the
 certified branch and bound with the time left. On instances with more than ``MAX_UNITS``
 (tensor, op) pairs only the ops with the largest excess are timed. (3) The time-indexed
 model: its LP relaxation (exact/aggregated tiers; certified; its rounding is a candidate)
 and the MILP warm-started with U: a cutoff row keeps the MILP to plans whose model value
 beats U, after each solve a *no-good cut* excludes every simulated decision vector, each
-MILP solution (SCIP's pool too) is simulated and followed by a local search. The loop
-stops when the plan meets the bound (certified or the MILP's own), when the cut model is
-reported infeasible, or at the time or iteration limit.
+MILP solution (SCIP's pool too) is simulated and followed by a local search. The loop stops
+when the plan meets the bound (certified or the MILP's own), when the cut model is reported
+infeasible, or at the time or iteration limit.
 
 Status "optimal": the plan is within OPTIMAL_REL_TOL (1e-4) of a certified bound, so
 proven optimal for the evaluator; "bounded": a plan and a certified bound with a larger gap
