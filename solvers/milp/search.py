@@ -579,9 +579,10 @@ def _seeds(solver: MILP, st: _Search) -> bool | None:
 
 
 def _local_search(solver: MILP, st: _Search) -> bool | None:
-    """(2) Local search around the incumbent (fixed work, deterministic). No phase gets a
-    share of the time left: each runs to its own work limit, and the deadline only ends
-    the last one, so a longer limit replays the same phases and adds to them."""
+    """(2) Local search around the incumbent (fixed work, deterministic). The searches
+    that yield plans run to their own work limits and the deadline only cuts them short,
+    so a longer limit replays the same steps and adds to them; the bound phases before
+    it (the LPs) take wall time, not plans."""
     if not solver.local_search or st.inc.dec is None:
         return False
     improve(st.inc, solver.search_calls, st.seed, st.deadline)
