@@ -197,7 +197,11 @@ deficit bound (:func:`~slackopt.solvers.milp.enumerate.deficit_bound`, valid for
 plan, its argument in its docstring): at each op the keep-all bytes above M must be absent,
 which only recomp tensors not yet rebuilt and swapped tensors whose D2H has ended can be;
 what the D2H engine (at most W_d2h bytes/s) cannot have copied by the op's ideal start
-costs stall or rebuild time, priced by a fractional knapsack. (2b) On instances with at
+costs stall or rebuild time, priced by a fractional knapsack; then its Lagrangian form
+with copy times (:func:`~slackopt.solvers.milp.deficit_lagrange.lagrangian_deficit_bound`):
+each offload also pays the copy latency, each absent swap counted on the serial D2H
+engine, multipliers for memory and D2H time searched per op and the value re-summed with
+a rounding margin (certified). (2b) On instances with at
 most ``ENUM_MAX_SAVED`` (24) saved tensors, the exact enumeration
 (solvers/milp/enumerate.py): a branch and bound over the decision vectors with the compiled
 evaluator at the leaves, pruning a subtree only by a bound valid for every completion of
@@ -212,7 +216,9 @@ checkpoint LP bound (:func:`~slackopt.solvers.milp.checkpoint.checkpoint_bound`;
 the argument why it is a relaxation are in solvers/milp/checkpoint.py): a few thousand
 variables over the decisions, the forward and backward stalls and the recompute time, with
 D2H timing at forward and backward checkpoints and the rebuild time before each backward
-op; on the paper workloads it is the tighter bound on GPT-2 XL and Llama-7B. (3a') The
+op; on the paper workloads it is the tighter bound on GPT-2 XL and Llama-7B; within
+``CHECKPOINT_SHARE`` of the time left, since on the largest instances its LP does not end
+in time and would leave the phases after it none. (3a') The
 timing model's LP relaxation ((3c) below; certified), within ``TIMING_LP_SHARE`` of the
 time left: it does not depend on U, so it runs before the search that may use the rest of
 the limit. (3b) A large-neighbourhood search (:func:`~slackopt.solvers.milp.lns.lns`; Shaw

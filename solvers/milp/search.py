@@ -29,6 +29,7 @@ from slackopt.solvers.milp.backends import _BACKEND_CLASSES, BACKENDS, lp_relaxa
 from slackopt.solvers.milp.certify import seconds_below
 from slackopt.solvers.milp.checkpoint import checkpoint_bound
 from slackopt.solvers.milp.cpsat_seed import recompute_only_incumbent
+from slackopt.solvers.milp.deficit_lagrange import lagrangian_deficit_bound
 from slackopt.solvers.milp.enumerate import deficit_bound, enumerate_optimum
 from slackopt.solvers.milp.incumbent import Incumbent, improve
 from slackopt.solvers.milp.lin import _INF, ModelTimeout
@@ -61,6 +62,11 @@ SEED_SHARE = 0.2
 not started when it is spent is skipped, unless no plan was found yet."""
 SEED_LIMIT_S = 10.0
 """Time limit (s) passed to each cheap seed solver."""
+CHECKPOINT_SHARE = 0.4
+"""Share of the time left that the checkpoint LP (phase "checkpoint_bound" of
+:data:`PHASES`) may use: on the benchmark suite's largest instances its LP does not end
+in any time the row has (T5-large on H100 at 0.3 P: 229 of 300 s, no bound), and with the
+whole time left it starved the timing LP and the large-neighbourhood search after it."""
 TIMING_LP_SHARE = 0.5
 """Share of the time left that the timing model's LP relaxation (phase "timing_lp" of
 :data:`PHASES`, before the large-neighbourhood search) may use: a certified bound that on
@@ -592,8 +598,14 @@ def _local_search(solver: MILP, st: _Search) -> bool | None:
 def _deficit(solver: MILP, st: _Search) -> bool | None:
     """(2a) The deficit bound: the cheapest way to make room at each op (closed form,
     valid for every plan; solvers/milp/enumerate.py). Certified: it is computed in
-    floating point from the instance's data and lowered by a relative 1e-12."""
+    floating point from the instance's data and lowered by a relative 1e-12. Then its
+    Lagrangian form with the offloads' copy times (solvers/milp/deficit_lagrange.py;
+    certified: the multipliers' value re-summed exactly and lowered by a margin that
+    covers its rounding)."""
     st.bound("deficit", deficit_bound(st.inst, st.M) * (1.0 - 1e-12))
+    lb, linfo = lagrangian_deficit_bound(st.inst, st.M, deadline=st.deadline - 0.3)
+    st.info["deficit_lagrange"] = linfo
+    st.bound("deficit_lagrange", lb)
 
 
 def _enumeration(solver: MILP, st: _Search) -> bool | None:
@@ -621,10 +633,11 @@ def _enumeration(solver: MILP, st: _Search) -> bool | None:
 
 def _checkpoint(solver: MILP, st: _Search) -> bool | None:
     """(3a) The checkpoint LP bound (solvers/milp/checkpoint.py): a small LP over the
-    decisions, valid for every plan; its value is a safe dual bound (certified)."""
+    decisions, valid for every plan; its value is a safe dual bound (certified). Within
+    ``CHECKPOINT_SHARE`` of the time left."""
     tc = time.perf_counter()
-    cb = checkpoint_bound(st.inst, st.M, max(0.05, st.left() - 0.3),
-                          deadline=st.deadline - 0.3)
+    share = max(0.05, CHECKPOINT_SHARE * (st.left() - 0.3))
+    cb = checkpoint_bound(st.inst, st.M, share, deadline=min(st.deadline - 0.3, tc + share))
     st.info["checkpoint_bound"] = {"bound_s": cb, "seconds": round(time.perf_counter() - tc, 4)}
     st.bound("checkpoint_lp", cb)
 
