@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -110,7 +111,9 @@ def test_references_cover_the_suite_with_certified_bounds_below_their_plans() ->
         if res.evaluation.feasible:
             assert res.evaluation.step_time_s >= lb, r
         closed += best / lb - 1 <= 0.005
-    assert closed >= 80  # 82 of 93 rows (instances/bench/README.md, "Reference values")
+    # at least 90% of the rows above the floor within 0.5% (84 of 93 today:
+    # instances/bench/README.md, "Reference values")
+    assert closed >= math.ceil(0.9 * sum(not r["below_floor"] for r in rows))
 
 
 def test_suite_readme_lists_the_rows_above_half_a_percent() -> None:
