@@ -7,8 +7,8 @@ r0 the earliest ready time of a saved tensor; W the D2H bandwidth; L the copy la
 ``w_t = L + s_t / W``, the shortest a D2H of t can last; D_k = keep-all(k) - M):
 
 - At the real start of op k a plan holds keep-all(k) minus the saved tensors absent
-  then, and at most M (the premise of the deficit bound: ../shared/spec/semantics.md,
-  "keep", "swap", "recomp", "Out of memory"). A recomp tensor is absent at k only while
+  then, and at most M (the premise of the deficit bound; docs/model.md, "keep", "swap",
+  "recomp", "Out of memory"). A recomp tensor is absent at k only while
   not yet rebuilt, so only if ``lastf_t < k < firstb_t`` (set A_k); a swap only once its
   device copy is freed, which needs its forward readers ended and its one D2H ended, and
   before its last backward reader: ``lastf_t < k < lastb_t`` (set B_k; evictions
@@ -39,10 +39,14 @@ The search for good multipliers (:func:`_best_mu` for mu given lam; lam on a gri
 op, then a golden-section search at the best ops, :func:`_coarse`, :func:`_refine`) is
 heuristic and only picks (k, mu, lam); the bound is g at that point, evaluated again with
 ``math.fsum`` and lowered by a margin that covers the rounding of its terms
-(:func:`_certified_value`). With ``L = 0`` and lam = 1 the swap items cost 1 / W per byte,
-as stall does in the deficit bound, and the bound is at least close to it; with latency it
-is larger where offloads are many and small (T5-large on H100 at 0.1 P: 162.500 ms
-against the deficit bound's 162.162 ms).
+(:func:`_certified_value`).
+
+It never needs to lose to the deficit bound: with y that bound's price of a byte at op k
+(its LP dual, at most 1 / W), g_k at ``mu = y, lam = y W`` is that bound's value at k,
+latency or not (a swap term is then ``y W L >= 0``, so 0; a recomp term is the dual's
+``-(y s_t - c_t)+`` in the forward pass and ``-(y (s_t + W c_t) - c_t)+`` in the backward
+pass). With latency it is larger where offloads are many and small (T5-large on H100 at
+0.1 P, about 600 offloads of 4 MB at 10 us each: 162.500 ms against 162.162 ms).
 """
 
 from __future__ import annotations
@@ -202,7 +206,7 @@ def lagrangian_deficit_bound(inst: Instance, M: int, *, deadline: float | None =
         ``lam``, ``ops`` (ops with a keep-all excess), ``ops_searched``).
 
     Source: the deficit bound's premises (solvers/milp/enumerate.py, ``deficit_bound``)
-    with the copy latency of ../shared/spec/semantics.md ("Copy cost"), dualised as in
+    with the copy latency of docs/model.md ("Copy cost"), dualised as in
     Geoffrion, "Lagrangean relaxation for integer programming", Math. Programming Study 2
     (1974).
     """

@@ -378,7 +378,8 @@ class MILP(BaseSolver):
             ``settings``, ``tier``, ``solve_time_s``, ``model`` (size, options, build
             time), ``evaluations``, ``phases`` (U and L after each phase), ``seeds``,
             ``iterations`` and their ``log``, ``enumeration``, ``lns``,
-            ``checkpoint_bound``, ``timing_bound``.
+            ``deficit_lagrange`` (its op and multipliers), ``checkpoint_bound``,
+            ``timing_bound``.
         """
         st = self._start(instance, int(budget_bytes), run)
         for name, phase in PHASES:
@@ -600,8 +601,8 @@ def _deficit(solver: MILP, st: _Search) -> bool | None:
     valid for every plan; solvers/milp/enumerate.py). Certified: it is computed in
     floating point from the instance's data and lowered by a relative 1e-12. Then its
     Lagrangian form with the offloads' copy times (solvers/milp/deficit_lagrange.py;
-    certified: the multipliers' value re-summed exactly and lowered by a margin that
-    covers its rounding)."""
+    certified: its value at the multipliers found, re-summed with ``math.fsum`` and
+    lowered by a margin that covers its rounding)."""
     st.bound("deficit", deficit_bound(st.inst, st.M) * (1.0 - 1e-12))
     lb, linfo = lagrangian_deficit_bound(st.inst, st.M, deadline=st.deadline - 0.3)
     st.info["deficit_lagrange"] = linfo
