@@ -166,25 +166,18 @@ def _refine(ops, D, tau, nf, s, c, w, lastf, firstb, lastb, steps):
 def _certified_value(k: int, mu: float, lam: float, D: float, tau: float, bwd: bool,
                      s: np.ndarray, c: np.ndarray, w: np.ndarray, lastf: np.ndarray,
                      firstb: np.ndarray, lastb: np.ndarray) -> float:
-    """g_k(mu, lam) (s; module docstring), at most its exact value: the terms are summed
-    with ``math.fsum`` (correctly rounded) and the sum is lowered by ``1e-12`` times the
-    sum of the magnitudes of every operand that enters a term (each term is a few
-    floating-point operations, so its rounding error is under 1e-15 of those magnitudes,
-    cancellation included; w_t and tau carry one rounding each, counted the same way)."""
-    terms = [mu * D, -lam * tau]
-    scale = abs(mu * D) + abs(lam * tau)
-    for t in range(s.shape[0]):
-        if s[t] <= 0 or lastf[t] >= k:
-            continue
-        best = 0.0
-        if k < firstb[t] and math.isfinite(c[t]):
-            cr = c[t] * (1.0 - lam) if bwd else c[t]
-            best = min(best, cr - mu * s[t])
-            scale += cr + mu * s[t]
-        if k < lastb[t]:
-            best = min(best, lam * w[t] - mu * s[t])
-            scale += lam * w[t] + mu * s[t]
-        terms.append(best)
+    """g_k(mu, lam) (s; module docstring), at most its exact value: the items of
+    :func:`_units` give the terms ``min(0, (u_t - mu) s_t)``, summed with ``math.fsum``
+    (correctly rounded), and the sum is lowered by ``1e-12`` times the magnitudes of every
+    operand (``(u_t + mu) s_t``, mu D, lam tau): each term is a few floating-point
+    operations, so its rounding error is under 1e-15 of those magnitudes, cancellation
+    included (w_t and tau carry one rounding each, counted the same way)."""
+    u = np.empty(s.shape[0])
+    b = np.empty(s.shape[0])
+    m = _units(k, lam, bwd, s, c, w, lastf, firstb, lastb, u, b)
+    u, b = u[:m], b[:m]
+    terms = [mu * D, -lam * tau, *np.minimum(0.0, (u - mu) * b).tolist()]
+    scale = abs(mu * D) + abs(lam * tau) + math.fsum(((u + mu) * b).tolist())
     return math.fsum(terms) - 1e-12 * scale
 
 
