@@ -732,7 +732,7 @@ def _split_list(text: str, what: str, opt: str) -> list[str]:
 
 def _solver_specs(text: str) -> list[Any]:
     """--solvers: 'a,b', 'all', a suite name (slackopt.compare.SUITES), or a JSON list of
-    names and [name, {params}] pairs."""
+    names and [name, {params}] pairs; a suite name in either list stands for its solvers."""
     from slackopt.compare import SUITES
     from slackopt.solver import registered_solvers
 
@@ -752,7 +752,7 @@ def _solver_specs(text: str) -> list[Any]:
         out: list[Any] = []
         for x in doc if isinstance(doc, list) else [None]:
             if isinstance(x, str):
-                out.append(x)
+                out.extend(SUITES.get(x, (x,)))
             elif isinstance(x, list) and len(x) == 2 and isinstance(x[0], str) \
                     and isinstance(x[1], dict):
                 out.append((x[0], x[1]))
@@ -826,8 +826,8 @@ def compare_cmd(
     instances: Annotated[list[Path], typer.Argument(help="Instance files.")],
     solvers: Annotated[str, typer.Option(
         "--solvers", help="Comma-separated solver names (or file.py:Class), 'all' for every "
-        "registered solver, a suite ('production'), or a JSON list of names and [name, "
-        "{params}] pairs.")],
+        "registered solver, a suite ('production'), or a JSON list of names (suites "
+        "included) and [name, {params}] pairs.")],
     budgets: Annotated[str, typer.Option(
         "--budgets", help="Comma-separated budgets, each a fraction of P <= 1 (0.9,0.5), a "
         "percentage (50%), a multiple of P (1.2P) or a size (11.5GB).")],

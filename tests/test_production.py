@@ -367,7 +367,8 @@ def test_knapsack_ilp_needs_scipy(inst4):
 
 
 def test_production_suite_from_the_cli_and_in_compare():
-    """--solvers production expands to the suite; compare runs it on the tiny
+    """--solvers production expands to the suite (also inside a JSON list, beside a
+    solver with parameters); compare runs it on the tiny
     transformer: one row per planner, every status a shared word, and no feasible row
     over M."""
     pytest.importorskip("torch", reason="torch-knapsack calls PyTorch (the [torch] extra)")
@@ -376,6 +377,8 @@ def test_production_suite_from_the_cli_and_in_compare():
 
     assert _solver_specs("production") == list(SUITES["production"])
     assert _solver_specs("production,slackswap") == [*SUITES["production"], "slackswap"]
+    assert _solver_specs('["production", ["genetic", {"generations": null}]]') == \
+        [*SUITES["production"], ("genetic", {"generations": None})]
     df = compare([make("tiny")], list(SUITES["production"]), [0.7], progress=False)
     assert len(df) == len(SUITES["production"])
     assert set(df["solver"]) == set(PRODUCTION) | {"slackswap"}
