@@ -744,17 +744,27 @@ def _solver_specs(text: str) -> list[Any]:
         if not names:
             raise typer.BadParameter("no solvers are registered", param_hint="'--solvers'")
         return names
-    if t.startswith("["):
+    if t.startswith(("[", "{")):
         try:
             doc = json.loads(t)
         except json.JSONDecodeError as e:
             raise typer.BadParameter(json_problem(e), param_hint="'--solvers'") from None
+        if not isinstance(doc, list) or not doc:
+            raise typer.BadParameter(
+                f"{t}: the JSON form is a non-empty list of solver names and [name, "
+                '{params}] pairs, e.g. \'["slackswap", ["genetic", {"generations": null}]]\'',
+                param_hint="'--solvers'")
         out: list[Any] = []
-        for x in doc if isinstance(doc, list) else [None]:
+        for x in doc:
             if isinstance(x, str):
                 out.extend(SUITES.get(x, (x,)))
             elif isinstance(x, list) and len(x) == 2 and isinstance(x[0], str) \
                     and isinstance(x[1], dict):
+                if x[0] in SUITES:
+                    raise typer.BadParameter(
+                        f"{x!r}: {x[0]!r} is a suite, which takes no parameters; list it "
+                        "by name and give parameters to its solvers one by one",
+                        param_hint="'--solvers'")
                 out.append((x[0], x[1]))
             else:
                 raise typer.BadParameter(
