@@ -5,12 +5,18 @@ Run: python benchmarks/bench_references.py [--suite bench|PATH] [--references FI
          [--budgets 0.1,0.3,0.5,0.7] [--time-limit 300] [--only FILTER]
          [--solvers milp,checkpoint,production] [--store FILE]
          [--workers N | --scheduler tcp://HOST:PORT] [--from-store FILE]
+         [--start-from-references]
 
 - The sweep is :func:`slackopt.compare.compare` over the suite (the manifest's instances,
   each checked against its sha256 first) x the budgets x the solvers, kept in ``--store``
   (default benchmarks/results/bench_references.sqlite) as runs finish, with their plans:
   an interrupted run resumes where it stopped; ``--workers`` or ``--scheduler`` run it in
   local processes or on a Dask cluster.
+- ``--start-from-references`` starts each run from its row's best plan
+  (:func:`slackopt.solve`'s ``start_plan``: milp takes it as its first incumbent, so its
+  large-neighbourhood search polishes it; genetic seeds generation 0 with it): a run
+  never returns a slower plan than the one recorded, and the store keys differ from
+  runs started cold.
 - ``--from-store FILE`` runs nothing: it takes the candidate plans and bounds of the
   suite's instances and budgets from a store (``slackopt bench --store FILE`` wrote it
   and printed this command for a new best known plan).
@@ -58,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
         load_manifest,
         resolve_suite,
     )
-    from slackopt.compare.benchrefs import rows_from_store, update_references
+    from slackopt.compare.benchrefs import reference_plans, rows_from_store, update_references
     from slackopt.errors import SlackoptError
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -77,6 +83,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--scheduler", default=None)
     ap.add_argument("--from-store", type=Path, default=None,
                     help="take the plans and bounds from this store; run nothing")
+    ap.add_argument("--start-from-references", action="store_true",
+                    help="start each run from its row's best plan (milp and genetic "
+                    "search from it)")
     ap.add_argument("--quiet", action="store_true", help="no progress bar")
     args = ap.parse_args(argv)
     try:
@@ -91,11 +100,12 @@ def main(argv: list[str] | None = None) -> int:
             df, source = rows_from_store(args.from_store), f"store {args.from_store}"
         else:
             args.store.parent.mkdir(parents=True, exist_ok=True)
+            starts = reference_plans(suite, refs) if args.start_from_references else None
             df = compare([e.path for e in suite.instances], _solvers(args.solvers), budgets,
                          time_limit_s=args.time_limit, store=args.store,
                          workers=args.workers, scheduler=args.scheduler,
-                         progress=not args.quiet, plans=True)
-            source = "run"
+                         progress=not args.quiet, plans=True, start_plans=starts)
+            source = "run (started from the references' best plans)" if starts else "run"
         upd = update_references(suite, df, budgets, refs, source=source,
                                 order=[e.file for e in full.instances])
     except SlackoptError as e:

@@ -516,8 +516,9 @@ def solve(
                                                 help="Plan file to write.")] = None,
     param: ParamOpt = None,
     start_plan: Annotated[Path | None, typer.Option(
-        "--start-plan", help="Plan file to beat, e.g. one that solve -o wrote at a smaller "
-        "budget: the plan returned is never slower than it under this budget.")] = None,
+        "--start-plan", help="Plan file to start from and beat, e.g. one that solve -o "
+        "wrote at a smaller budget: the plan returned is never slower than it under this "
+        "budget; milp and genetic search from it.")] = None,
     force: ForceOpt = False,
     json_output: JsonOpt = False,
 ) -> dict[str, Any] | None:

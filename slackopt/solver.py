@@ -341,8 +341,12 @@ def solve(
         budget: fraction of P (0.5), bytes (int), or a size string ("11.5GB").
         time_limit_s: passed to the solver.
         seed: passed to the solver.
-        start_plan: a plan of `instance` to beat (e.g. the plan found at a smaller budget,
-            :func:`solve_budgets`), or None. The rule: the result is never slower than
+        start_plan: a plan of `instance` to start from and to beat (e.g. the plan found
+            at a smaller budget, :func:`solve_budgets`), or None. A solver whose class
+            sets ``warm_starts`` (milp, genetic) gets its decisions as ``run.start`` and
+            searches from it (milp: its first incumbent, so the large-neighbourhood
+            search starts there when nothing faster turns up first; genetic: a seed of
+            generation 0); its policy is not passed on. The rule: the result is never slower than
             `start_plan` simulated under this budget. When that plan runs and the solver's
             plan does not, or runs slower, the result takes `start_plan` (with its
             evaluation; ``objective_s`` its step) and keeps the solver's lower bound, which
@@ -378,8 +382,11 @@ def solve(
     m = budget_bytes(instance, budget)
     warm_up()  # load the compiled evaluator outside the planning-time clock
     low = instance.lowered
+    kw: dict[str, Any] = {}
+    if start_plan is not None and getattr(solver, "warm_starts", False):
+        kw["start"] = start_plan.lowered(instance).decisions
     t0 = time.perf_counter()
-    res = solver.solve(low, m, time_limit_s=time_limit_s, seed=seed)
+    res = solver.solve(low, m, time_limit_s=time_limit_s, seed=seed, **kw)
     elapsed = time.perf_counter() - t0
     if not isinstance(res, SolveResult):
         raise SolverError(f"solver '{solver_name(solver)}': solve() returned "

@@ -39,6 +39,10 @@ Rules for ``plan(instance, budget_bytes, run)``:
   the default used): the same seed gives the same plan (checked with no time limit). The
   seed has one source, the call's; a ``seed`` hyperparameter is deprecated
   (:data:`DEPRECATED_SEED_PARAM`).
+- ``run.start`` (int8 [n_saved] or None): the decisions of a plan to start from, given
+  only to a solver whose class sets ``warm_starts = True`` (:func:`slackopt.solve`'s
+  ``start_plan``). Such a solver scores it like any plan it finds and searches from it
+  when it is the best (milp: its first incumbent; genetic: a seed of generation 0).
 - ``run.time_limit_s`` (s, or None): a search polls ``run.expired()`` /
   ``run.remaining()`` and returns its best plan so far; the whole call must end within
   1.5 x limit + 1 s (:func:`hard_deadline_s`). Report "timeout" only
@@ -72,11 +76,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+import numpy as np
+
 from slackopt._source import module_digest
 from slackopt.bisection import smallest_true
 from slackopt.errors import SolverError
 from slackopt.instance import Instance
-from slackopt.plan import Plan
+from slackopt.plan import KEEP, RECOMP, Plan
 from slackopt.result import PLAN_STATUSES, STATUSES, SolveResult, proven_status
 from slackopt.simulate import Evaluation, simulate
 
@@ -297,6 +303,9 @@ class BaseSolver:
         param_specs: ``{hyperparameter: Param}``, one per ``__init__`` keyword.
         min_budget_search: False to never run the minimum-budget bisection (default True;
             a hyperparameter of the same name overrides it per instance).
+        warm_starts: True when :meth:`plan` reads ``run.start``, a plan to start from
+            (default False: the start plan of :func:`slackopt.solve` is then only a plan
+            to beat).
 
     What a subclass writes: ``__init__`` (store the keywords) and :meth:`plan`.
     Optionally :meth:`feasible_at` (a cheaper feasibility test for the bisection).
@@ -308,6 +317,7 @@ class BaseSolver:
     name: ClassVar[str] = ""
     param_specs: ClassVar[dict[str, Param]] = {}
     min_budget_search: ClassVar[bool] = True
+    warm_starts: ClassVar[bool] = False
 
     @_checked_init
     def __init__(self) -> None:
@@ -440,7 +450,7 @@ class BaseSolver:
         return status
 
     def solve(self, instance: Instance, budget_bytes: int, *, time_limit_s: float | None = None,
-              seed: int | None = None) -> SolveResult:
+              seed: int | None = None, start: np.ndarray | None = None) -> SolveResult:
         """Plan, judge and time one instance under one budget; the result of :meth:`plan`
         assembled into a :class:`~slackopt.result.SolveResult`.
 
@@ -467,14 +477,24 @@ class BaseSolver:
                 plan was found in time.
             seed: the seed (None: the solver's fixed default); the same seed gives the
                 same plan.
+            start: decisions of a plan to start from (int, one per saved tensor of
+                `instance`: 0 keep, 1 swap, 2 recomp), or None; passed to :meth:`plan` as
+                ``run.start`` when the class sets ``warm_starts`` (else ignored). The
+                same seed and start give the same plan.
 
         Raises:
             SolverError: a time limit that is not None or a finite number >= 0
-                (:func:`check_time_limit`).
+                (:func:`check_time_limit`); a `start` that is not one decision per saved
+                tensor, each in {0, 1, 2}.
         """
         time_limit_s = check_time_limit(time_limit_s)
+        if start is not None and self.warm_starts:
+            start = check_start(instance, start)
+        else:
+            start = None
         warm_up(self)
-        run = Run(time_limit_s=time_limit_s, seed=seed, started=time.perf_counter())
+        run = Run(time_limit_s=time_limit_s, seed=seed, started=time.perf_counter(),
+                  start=start)
         M = int(budget_bytes)
         out = _as_outcome(self.plan(instance, M, run))
         info = dict(out.info)
@@ -508,6 +528,29 @@ class BaseSolver:
             plan=out.plan, solver=self.name, params=self.params, status=status,
             objective_s=objective, lower_bound_s=out.lower_bound_s,
             planning_time_s=time.perf_counter() - run.started, seed=run.seed, info=info)
+
+
+def check_start(instance: Instance, start: Any) -> np.ndarray:
+    """A start plan's decisions as :meth:`BaseSolver.solve` passes them on: int8, one per
+    saved tensor of `instance`, each KEEP, SWAP or RECOMP (recomp only where c_t is
+    finite); a copy, so the solver may change it.
+
+    Raises:
+        SolverError: another length, or a value outside those, naming the tensor.
+    """
+    d = np.asarray(start)
+    n = int(instance.n_saved)
+    if d.shape != (n,) or (d.size and not np.issubdtype(d.dtype, np.integer)):
+        raise SolverError(f"start plan: expected {n} integer decisions (one per saved tensor "
+                          f"of {instance.name}), got shape {d.shape} of {d.dtype}")
+    c = np.asarray(instance.c, dtype=np.float64)
+    bad = np.flatnonzero((d < KEEP) | (d > RECOMP) | ((d == RECOMP) & ~np.isfinite(c)))
+    if bad.size:
+        t = int(bad[0])
+        raise SolverError(f"start plan: decision {int(d[t])} of saved tensor "
+                          f"'{instance.saved_names[t]}' is not keep (0), swap (1) or, for a "
+                          "rebuildable tensor, recomp (2)")
+    return d.astype(np.int8).copy()
 
 
 def check_time_limit(time_limit_s: Any) -> float | None:
@@ -581,11 +624,14 @@ class Run:
             :meth:`seed_or`). A solver that substitutes its default sets ``run.seed`` to
             the seed it used; the SolveResult reports ``run.seed``.
         started: ``time.perf_counter()`` at the start of the call.
+        start: the decisions of a plan to start from (int8 [n_saved]), or None; set only
+            for a solver whose class has ``warm_starts = True``.
     """
 
     time_limit_s: float | None
     seed: int | None
     started: float
+    start: np.ndarray | None = None
 
     def elapsed(self) -> float:
         """Seconds since the call started."""

@@ -290,12 +290,15 @@ class Genetic(BaseSolver):
 
     One run (:meth:`solve`):
 
-    1. Generation 0. With ``seeding="slackswap+baselines"``: the plans of the seed solvers
-       (by default every registered solver except this one and exact MILP solvers, at
-       least ``slackswap``, ``keep-all`` and ``checkpoint``; each asked with the run's seed
-       and a time limit of ``seed_time_limit_s``), duplicates removed, then mutated copies
-       of the seeds (round robin) up to ``population`` individuals. With
-       ``seeding="random"``: ``population`` uniformly random vectors (SwapAdvisor's start).
+    1. Generation 0. A start plan (``run.start``, :func:`slackopt.solve`'s
+       ``start_plan``) is its first individual, a seed like the others. With
+       ``seeding="slackswap+baselines"``: the plans of the seed solvers (by default every
+       registered solver except this one and exact MILP solvers, at least ``slackswap``,
+       ``keep-all`` and ``checkpoint``; each asked with the run's seed and a time limit
+       of ``seed_time_limit_s``), duplicates removed, then mutated copies of the seeds
+       (round robin) up to ``population`` individuals. With ``seeding="random"``:
+       ``population`` uniformly random vectors (SwapAdvisor's start; the start plan, if
+       any, and random vectors for the rest).
        A seed contributes its decisions only: like every plan of the search it is scored
        under the barrier-free runtime, whatever runtime policy its solver chose.
     2. Each later generation: the ``elites`` best individuals survive unchanged; the other
@@ -375,6 +378,7 @@ class Genetic(BaseSolver):
     """
 
     name = "genetic"
+    warm_starts = True  # run.start is an individual of generation 0
     param_specs = {
         "population": Param(int, min=2), "tournament_size": Param(int, min=1),
         "crossover_rate": Param(float, min=0.0, max=1.0),
@@ -494,7 +498,7 @@ class Genetic(BaseSolver):
         ev = _Evaluator(inst, M, self.workers, self.mp_start_method)
         try:
             pop, seed_keys, seed_log = self._generation0(inst, M, seed, deadline, tb,
-                                                         rebuildable, ev)
+                                                         rebuildable, ev, run.start)
             hof = tools.HallOfFame(1)
             hof.update(pop)
             g, stopped_by, history = self._evolve(pop, hof, tb, ev, float(inst.ideal_time_s),
@@ -505,23 +509,28 @@ class Genetic(BaseSolver):
             "history": history, "generations": g, "stopped_by": stopped_by})
 
     def _generation0(self, inst: Instance, M: int, seed: int, deadline: float | None,
-                     tb: base.Toolbox, rebuildable: list[bool], ev: _Evaluator
+                     tb: base.Toolbox, rebuildable: list[bool], ev: _Evaluator,
+                     start: np.ndarray | None = None
                      ) -> tuple[list[Individual], dict[bytes, str], list[dict[str, Any]]]:
-        """Generation 0: the seed plans (``seeding="slackswap+baselines"``), each once,
-        then mutants of them (random plans without seeds) up to the population, scored;
-        returns the population, the seed plans' keys (key -> solver name) and the seed
-        log with each seed's score."""
+        """Generation 0: the start plan (`start`, ``run.start``) if any, the seed plans
+        (``seeding="slackswap+baselines"``), each once, then mutants of them (random
+        plans with ``seeding="random"``) up to the population, scored; returns the
+        population, the seed plans' keys (key -> solver name, "start_plan" for the start
+        plan) and the seed log with each seed's score."""
         seed_log: list[dict[str, Any]] = []
         seeds: list[tuple[str, bytes]] = []
+        if start is not None:
+            seeds.append(("start_plan", np.asarray(start, dtype=np.int8).tobytes()))
         if self.seeding == "slackswap+baselines":
-            seeds, seed_log = self._seed_plans(inst, M, seed, deadline)
+            more, seed_log = self._seed_plans(inst, M, seed, deadline)
+            seeds += more
         pop: list[Individual] = []
         seed_keys: dict[bytes, str] = {}
         for nm, k in seeds:
             if k not in seed_keys:
                 seed_keys[k] = nm
                 pop.append(Individual(np.frombuffer(k, dtype=np.int8).tolist()))
-        bases = list(pop)
+        bases = list(pop) if self.seeding == "slackswap+baselines" else []
         while len(pop) < self.population:
             if bases:
                 child = Individual(bases[len(pop) % len(bases)])

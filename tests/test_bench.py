@@ -161,6 +161,39 @@ def test_rerun_and_worse_candidates_never_make_a_row_worse(refsuite: Path,
     assert [r["best_step_s"] for r in again["rows"]] == [r["best_step_s"] for r in old["rows"]]
 
 
+def test_runs_start_from_the_references_best_plans(refsuite: Path, tmp_path: Path) -> None:
+    """--start-from-references: each run gets its row's best plan (reference_plans reads
+    them back to the recorded steps); a milp that, cold, only has its floor plans (every
+    plan search off, 0.01 s) then returns the recorded best on every row, under store
+    keys of their own."""
+    from slackopt.compare.bench import load_manifest
+    from slackopt.compare.benchrefs import reference_plans
+
+    d = _copy(refsuite, tmp_path / "suite")
+    refs = json.loads((d / "references.json").read_text())
+    inst = load_instance(d / TINY.name)
+    plans = reference_plans(load_manifest(d / "manifest.json"), d / "references.json")
+    assert sorted(plans) == sorted((inst.name, r["budget_bytes"]) for r in refs["rows"])
+    for r in refs["rows"]:
+        ev = simulate(inst, plans[(inst.name, r["budget_bytes"])], r["budget_bytes"])
+        assert ev.step_time_s == r["best_step_s"]
+    cold = '[["milp", {"enum_plans": 0, "lns_plans": 0, "local_search": false, ' \
+           '"warm_start": false}]]'
+    args = ["--suite", str(d), "--budgets", "0.5,0.7", "--time-limit", "0.01", "--quiet",
+            "--solvers", cold, "--store", str(d / "cold.sqlite")]
+    assert _script().main(args) == 0
+    assert _script().main([*args, "--start-from-references"]) == 0
+    with ResultStore(d / "cold.sqlite") as st:
+        rows = st.rows()
+    assert len(rows) == 4
+    best = {r["budget_bytes"]: r["best_step_s"] for r in refs["rows"]}
+    steps = [(int(r["budget_bytes"]), r["step_time_s"]) for r in rows.to_dict("records")]
+    assert sorted(t for m, t in steps if t == best[m]) == sorted(best.values())
+    assert any(t > best[m] for m, t in steps)      # the cold runs: the floor plans only
+    after = json.loads((d / "references.json").read_text())
+    assert [r["best_step_s"] for r in after["rows"]] == [r["best_step_s"] for r in refs["rows"]]
+
+
 def test_a_certified_bound_above_a_plan_is_a_bug_not_recorded(refsuite: Path,
                                                                 tmp_path: Path) -> None:
     """A milp row whose certified bound lies above its own re-simulated plan (made so on

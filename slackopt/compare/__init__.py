@@ -13,19 +13,19 @@ plans: a solver's own objective is reported, never used for the gaps.
   returns. A solver class that workers cannot import, e.g. one defined in a notebook, is
   refused before any process starts, with the fix; a run that could not reach a worker
   for another reason is an ``"error"`` row that is not stored, so a rerun retries it.)
-- **Resumable.** With ``store=PATH`` every row is written to an SQLite file the moment
-  it finishes, keyed by (instance name, instance content hash, budget bytes, solver,
+- **Resumable.** With ``store=PATH`` every row is written to an SQLite file the moment it
+  finishes, keyed by (instance name, instance content hash, budget bytes, solver,
   parameters, seed, time limit, the solver's code identity:
-  :func:`slackopt.compare.code_id.solver_code_id`, so edited solver code never returns stale
-  rows), with the run's plan beside it (:meth:`ResultStore.plans`; ``compare(...,
-  plans=True)`` returns them). Running the same sweep again skips the finished runs
-  and only adds the missing ones; a key is never written twice and a stored row is never
-  replaced, except ``"error"`` rows, which every rerun runs again (``"timeout"`` rows
-  count as finished). A run stopped by Ctrl-C is not a row: the interrupt ends the sweep
-  and the rerun does that run. A file that is not a slackopt store is never touched (a
-  0-byte file or an SQLite file without tables, as a kill during creation leaves, holds
-  no data and becomes the store). The time limit is part of the key: the same solver
-  under another limit is another experiment.
+  :func:`slackopt.compare.code_id.solver_code_id`, so edited solver code never returns
+  stale rows, and the digest of the plan a run started from, if any), with the run's plan
+  beside it (:meth:`ResultStore.plans`; ``compare(..., plans=True)`` returns them).
+  Running the same sweep again skips the finished runs and only adds the missing ones; a
+  key is never written twice and a stored row is never replaced, except ``"error"`` rows,
+  which every rerun runs again (``"timeout"`` rows count as finished). A run stopped by
+  Ctrl-C is not a row: the interrupt ends the sweep and the rerun does that run. A file
+  that is not a slackopt store is never touched (a 0-byte file or an SQLite file without
+  tables, as a kill during creation leaves, holds no data and becomes the store). The time
+  limit is part of the key: the same solver under another limit is another experiment.
 - **Parallel.** ``workers=N`` runs in N local processes; ``scheduler="tcp://HOST:PORT"``
   (or a ``distributed.Client``) runs on a Dask cluster (the ``[dist]`` extra). Rows come
   back in the grid's order whatever the worker count, and for solvers that are
@@ -75,6 +75,7 @@ from slackopt.compare.grid import (
     instance_hash,
     key_text,
     load_instances,
+    plan_digest,
     requested_fraction,
     resolve_solvers,
     run_key,
@@ -86,6 +87,7 @@ from slackopt.compare.store import STORE_FORMAT, STORE_SCHEMA_VERSION, ResultSto
 from slackopt.compare.table import COLUMNS, GAP_COLUMNS, SCHEMA, coerce
 from slackopt.errors import SlackoptError
 from slackopt.instance import Instance, budget_bytes
+from slackopt.plan import Plan
 from slackopt.solver import check_worker_importable
 from slackopt.solverbase import (
     HARD_TIMEOUT_FACTOR,
@@ -111,6 +113,7 @@ def compare(
     progress: bool = True,
     references: str | os.PathLike | Mapping[str, Any] | list | None = None,
     plans: bool = False,
+    start_plans: Mapping[tuple[str, int], Plan] | None = None,
 ) -> pd.DataFrame:
     """Run every solver on every instance under every budget and seed; one row per run.
 
@@ -138,6 +141,11 @@ def compare(
             for a run without a plan or one read from a store that kept none. A store
             keeps the plans whether or not they are asked for here
             (:meth:`ResultStore.plans`).
+        start_plans: plans to start from, by (instance name, M in bytes): each run of that
+            instance and budget gets it as :func:`slackopt.solve`'s ``start_plan`` (a
+            plan to beat; milp and genetic search from it). A run started from a plan is
+            another experiment: the plan's digest is part of its store key
+            (:func:`~slackopt.compare.grid.plan_digest`).
 
     Returns:
         A DataFrame with the columns :data:`COLUMNS`, one row per (instance, budget,
@@ -153,6 +161,7 @@ def compare(
         FileFormatError: an unreadable instance or references file, or a store file that
             is not a slackopt store.
         SlackoptError: no instances, bad `workers`, or an unreachable Dask scheduler.
+        PlanError: a start plan whose tensors are not those of its instance.
         KeyboardInterrupt: passed on (finished runs are already in the store).
     """
     import pandas as pd
@@ -198,12 +207,16 @@ def compare(
         for b in budgets:
             m = budget_bytes(inst, b)
             frac = requested_fraction(b, m, inst.P)
+            start = (start_plans or {}).get((inst.name, int(m)))
+            if start is not None:
+                start.check(inst)
+            digest = plan_digest(start) if start is not None else None
             for name, params, obj in specs:
                 pj = canon_json(params)
                 code = solver_code_id(type(obj))
                 for seed in seeds:
                     key = key_text(inst.name, d["instance_hash"], m, name, pj, seed,
-                                   time_limit_s, code)
+                                   time_limit_s, code, digest)
                     if key in meta:
                         continue
                     meta[key] = {**d, "budget_fraction": frac, "budget_bytes": int(m),
@@ -211,7 +224,7 @@ def compare(
                                  "time_limit_s": math.nan if time_limit_s is None
                                  else time_limit_s}
                     tasks.append(Task(len(tasks), key, d["instance_hash"], m, name, params,
-                                      pj, obj, seed, time_limit_s))
+                                      pj, obj, seed, time_limit_s, start))
 
     rows: dict[str, dict[str, Any]] = {}
     plan_texts: dict[str, str] = {}

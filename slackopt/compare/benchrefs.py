@@ -27,7 +27,8 @@ The rules (:func:`update_references`), per instance of the suite and budget frac
 Each row's ``provenance`` has two parts, ``lower_bound`` and ``best_plan``, each with
 solver, settings, time_limit_s, seed, slackopt (version), code_id (the solver's code
 identity when it ran in this process; None for rows taken from a store), date (UTC),
-machine and source ("run", "store PATH" or "T*").
+machine and source ("run", "run (started from the references' best plans)", "store
+PATH" or "T*").
 """
 
 from __future__ import annotations
@@ -108,6 +109,32 @@ def rows_from_store(store: str | os.PathLike) -> pd.DataFrame:
     return df
 
 
+def reference_plans(suite: Suite, path: str | os.PathLike) -> dict[tuple[str, int], Plan]:
+    """The best plans of the references file at `path` for `suite`'s instances, keyed as
+    :func:`slackopt.compare.compare`'s ``start_plans`` takes them: (instance name, M in
+    bytes) -> Plan. Rows without a plan are left out; no file gives {}.
+
+    Raises:
+        FileFormatError: a malformed references file, or a plan file that does not read
+            for its instance.
+    """
+    from slackopt.io import load_instance, load_plan
+
+    p = Path(path)
+    if not p.is_file():
+        return {}
+    doc = read_document(p)
+    out: dict[tuple[str, int], Plan] = {}
+    for e in suite.instances:
+        rows = [r for r in doc["rows"] if r.get("instance_name") == e.name and r.get("best_plan")]
+        if not rows:
+            continue
+        inst = load_instance(e.path)
+        for r in rows:
+            out[(inst.name, int(r["budget_bytes"]))] = load_plan(p.parent / r["best_plan"], inst)
+    return out
+
+
 def _machine() -> str:
     return f"{platform.node()} ({platform.machine()}, {os.cpu_count()} CPUs, " \
            f"Python {platform.python_version()})"
@@ -123,7 +150,7 @@ def _provenance(r: Mapping[str, Any] | None, source: str, when: str) -> dict[str
                 "code_id": None, **base, "source": "T*"}
     params = json.loads(r["params"]) if isinstance(r["params"], str) and r["params"] else {}
     code = None
-    if source == "run":
+    if source.startswith("run"):
         from slackopt.compare.code_id import solver_code_id
         from slackopt.solver import get_solver
 
@@ -192,8 +219,9 @@ def update_references(suite: Suite, df: pd.DataFrame, budgets: Sequence[float],
         df: compare rows with a ``plan`` column (plan documents as JSON text).
         budgets: budget fractions.
         path: the references file (created if missing).
-        source: "run" (the rows ran now) or "store PATH" (taken from a store); recorded
-            in the provenance.
+        source: "run" (the rows ran now; "run (...)" with a note, e.g. that the runs
+            started from the references' best plans) or "store PATH" (taken from a
+            store); recorded in the provenance.
         order: instance files in the order the rows are written (default: `suite`'s).
 
     Returns:

@@ -16,6 +16,7 @@ import numpy as np
 from slackopt.compare.code_id import solver_code_id
 from slackopt.errors import SlackoptError, SolverError
 from slackopt.instance import Bytes, Instance, parse_budget
+from slackopt.plan import Plan
 from slackopt.solver import canonical_name, get_solver, registered_solvers, solver_name
 from slackopt.solverbase import BaseSolver
 
@@ -48,6 +49,7 @@ class Task:
     solver_obj: Any
     seed: int | None
     time_limit_s: float | None
+    start_plan: Any = None  # a Plan to start from (slackopt.solve's start_plan), or None
 
 
 def canon_json(x: Any) -> str:
@@ -88,10 +90,22 @@ def instance_hash(instance: Instance) -> str:
 
 
 def key_text(name: str, ihash: str, m: int, solver: str, params_json: str,
-             seed: int | None, time_limit_s: float | None, code: str) -> str:
-    """The store key (64 hex digits) from its parts, as :func:`run_key` documents."""
-    text = json.dumps([name, ihash, int(m), solver, params_json, seed, time_limit_s, code],
-                      separators=(",", ":"))
+             seed: int | None, time_limit_s: float | None, code: str,
+             start: str | None = None) -> str:
+    """The store key (64 hex digits) from its parts, as :func:`run_key` documents; a run
+    started from a plan adds that plan's :func:`plan_digest` (`start`) as a last part."""
+    parts: list[Any] = [name, ihash, int(m), solver, params_json, seed, time_limit_s, code]
+    if start is not None:
+        parts.append(start)
+    text = json.dumps(parts, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def plan_digest(plan: Plan) -> str:
+    """sha256 (64 hex digits) of a plan's decisions, runtime policy and parameters: what
+    a run started from it depends on."""
+    text = json.dumps([plan.decisions.tolist(), plan.policy, plan.resolved_runtime_params()],
+                      sort_keys=True, separators=(",", ":"), default=_json_default)
     return hashlib.sha256(text.encode()).hexdigest()
 
 

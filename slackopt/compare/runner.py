@@ -107,7 +107,8 @@ def execute(instance: Instance, task: Task) -> dict[str, Any]:
     try:
         with _deadline(hard):
             res = solve(instance, task.solver_obj, task.budget_bytes,
-                        time_limit_s=task.time_limit_s, seed=task.seed)
+                        time_limit_s=task.time_limit_s, seed=task.seed,
+                        start_plan=task.start_plan)
     except (_HardTimeout, Exception) as e:
         cause = e if isinstance(e, _HardTimeout) else interrupt_cause(e)
         if cause is not None and not isinstance(cause, _HardTimeout):

@@ -211,6 +211,7 @@ class MILP(BaseSolver):
     """
 
     name = "milp"
+    warm_starts = True  # run.start is the first incumbent (phase "seeds")
     min_budget_search = False  # an infeasible answer states the minimum budget itself
     certified_bounds = True  # lower_bound_s is the best certified bound (package docstring);
     # compare marks its bounds "certified" (slackopt.compare.gaps.bound_source)
@@ -376,7 +377,9 @@ class MILP(BaseSolver):
             step of a plan the search simulated: a proven error), ``plan_proven_optimal``,
             ``model_optimal`` (a MILP solve proved the model's optimum), ``backend``,
             ``settings``, ``tier``, ``solve_time_s``, ``model`` (size, options, build
-            time), ``evaluations``, ``phases`` (U and L after each phase), ``seeds``,
+            time), ``evaluations``, ``phases`` (U and L after each phase),
+            ``start_plan_s`` (the start plan's simulated step, None if it does not run;
+            only with a start plan), ``seeds``,
             ``iterations`` and their ``log``, ``enumeration``, ``lns``,
             ``deficit_lagrange`` (its op and multipliers), ``checkpoint_bound``,
             ``timing_bound``.
@@ -406,7 +409,8 @@ class MILP(BaseSolver):
         st = _Search(inst=inst, M=M, seed=seed, tier=tier, t0=run.started,
                      deadline=run.started + limit, prog=prog,
                      inc=Incumbent(inst, M, on_improve=lambda v, src: prog.update(v, None, src)),
-                     info={"backend": self.backend, "tier": tier, "settings": settings})
+                     info={"backend": self.backend, "tier": tier, "settings": settings},
+                     start=run.start)
         if M >= int(inst.P):
             st.model_optimal = True
             st.objective = st.T_star
@@ -455,6 +459,8 @@ class _Search:
     """The timing model's certified LP bound (model units) once phase "timing_lp" ended."""
     end: tuple[str, str] | None = None
     """(status, reason) once a phase has settled the answer."""
+    start: np.ndarray | None = None
+    """The decisions of the plan to start from (``run.start``), or None."""
 
     @property
     def T_star(self) -> float:
@@ -557,7 +563,8 @@ class _Search:
 
 # --------------------------------------------------------------------------- phases
 def _seeds(solver: MILP, st: _Search) -> bool | None:
-    """(1) Seeds, the anytime floor: the plans of :func:`_floor_plans` (all-swap, and
+    """(1) Seeds, the anytime floor: the start plan (``run.start``, when
+    :func:`slackopt.solve` got one), the plans of :func:`_floor_plans` (all-swap, and
     recompute what can be rebuilt with the rest swapped or kept); with ``warm_start``,
     the plans of the cheap registered solvers
     (:func:`~slackopt.solvers.seeds.cheap_solver_names`: SlackSwap, the baselines, the
@@ -565,6 +572,9 @@ def _seeds(solver: MILP, st: _Search) -> bool | None:
     sharing at most ``SEED_SHARE`` of the limit, then CP-SAT's best recompute-only plan (a
     work limit, :data:`CPSAT_WORK`). The incumbent is never slower than any of them."""
     inst, M = st.inst, st.M
+    if st.start is not None:
+        v = st.inc.consider(st.start, "start_plan")
+        st.info["start_plan_s"] = v if math.isfinite(v) else None  # None: it does not run
     for source, dec in _floor_plans(inst).items():
         st.inc.consider(dec, source)
     if not solver.warm_start:
