@@ -96,18 +96,25 @@ def main(argv: list[str] | None = None) -> int:
         if not budgets or any(not 0 < b <= 1 for b in budgets):
             raise SlackoptError(f"--budgets '{args.budgets}': give fractions of P in (0, 1]")
         refs = args.references or full.references
+        starts = None
         if args.from_store is not None:
             df, source = rows_from_store(args.from_store), f"store {args.from_store}"
         else:
             args.store.parent.mkdir(parents=True, exist_ok=True)
-            starts = reference_plans(suite, refs) if args.start_from_references else None
+            if args.start_from_references:
+                if not Path(refs).is_file():
+                    raise SlackoptError(f"--start-from-references: no references file {refs} "
+                                        "to start from; run once without the option, or give "
+                                        "--references")
+                starts = reference_plans(suite, refs)
             df = compare([e.path for e in suite.instances], _solvers(args.solvers), budgets,
                          time_limit_s=args.time_limit, store=args.store,
                          workers=args.workers, scheduler=args.scheduler,
                          progress=not args.quiet, plans=True, start_plans=starts)
-            source = "run (started from the references' best plans)" if starts else "run"
+            source = "run"
         upd = update_references(suite, df, budgets, refs, source=source,
-                                order=[e.file for e in full.instances])
+                                order=[e.file for e in full.instances],
+                                started=set(starts) if starts else None)
     except SlackoptError as e:
         print(f"bench_references: error: {e}", file=sys.stderr)
         return 2

@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from importlib.metadata import entry_points
 from typing import Any, Protocol, runtime_checkable
 
-from slackopt.errors import SolverError
+from slackopt.errors import PlanError, SolverError
 from slackopt.instance import Instance, budget_bytes
 from slackopt.plan import Plan
 from slackopt.result import (  # noqa: F401  (re-exported: slackopt.solver.STATUSES, ...)
@@ -368,9 +368,13 @@ def solve(
     Raises:
         SolverError: unknown solver or bad parameters, or a solver whose ``solve`` returns
             something else than a SolveResult. BudgetError: unparseable budget.
-        PlanError: a `start_plan` whose tensors are not those of `instance`.
+        PlanError: a `start_plan` that is not a Plan, or whose tensors are not those of
+            `instance`.
     """
     if start_plan is not None:
+        if not isinstance(start_plan, Plan):
+            raise PlanError(f"start_plan is a {type(start_plan).__name__}, not a Plan (read a "
+                            "plan file with slackopt.io.load_plan)")
         start_plan.check(instance)
     if isinstance(solver, str):
         solver = get_solver(solver, **params)

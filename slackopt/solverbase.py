@@ -538,8 +538,11 @@ def check_start(instance: Instance, start: Any) -> np.ndarray:
     Raises:
         SolverError: another length, or a value outside those, naming the tensor.
     """
-    d = np.asarray(start)
     n = int(instance.n_saved)
+    try:
+        d = np.asarray(start)
+    except ValueError:      # a ragged sequence
+        d = np.asarray(start, dtype=object)
     if d.shape != (n,) or (d.size and not np.issubdtype(d.dtype, np.integer)):
         raise SolverError(f"start plan: expected {n} integer decisions (one per saved tensor "
                           f"of {instance.name}), got shape {d.shape} of {d.dtype}")

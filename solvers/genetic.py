@@ -335,7 +335,8 @@ class Genetic(BaseSolver):
     ``simulations`` (evaluator runs: two for an infeasible plan), ``cache_hits``,
     ``generations`` (completed after generation 0), ``stopped_by`` ("generations",
     "max_evaluations", "time_limit", "ideal"), ``seeds`` (per seed solver: status,
-    planning time, feasibility, throughput, step time, bytes over, or error),
+    planning time, feasibility, throughput, step time, bytes over, or error; the start
+    plan first, as solver "start_plan", when there is one),
     ``best_seed``, ``best_seed_throughput``, ``improvement_over_best_seed`` (relative
     throughput gain), ``elapsed_s``, ``evaluations_per_s``, ``workers``, ``counts``.
     When no feasible plan is found the status is "infeasible" and
@@ -520,10 +521,13 @@ class Genetic(BaseSolver):
         seed_log: list[dict[str, Any]] = []
         seeds: list[tuple[str, bytes]] = []
         if start is not None:
-            seeds.append(("start_plan", np.asarray(start, dtype=np.int8).tobytes()))
+            k = np.asarray(start, dtype=np.int8).tobytes()
+            seeds.append(("start_plan", k))
+            seed_log.append({"solver": "start_plan", "planning_time_s": 0.0, "_key": k})
         if self.seeding == "slackswap+baselines":
-            more, seed_log = self._seed_plans(inst, M, seed, deadline)
+            more, more_log = self._seed_plans(inst, M, seed, deadline)
             seeds += more
+            seed_log += more_log
         pop: list[Individual] = []
         seed_keys: dict[bytes, str] = {}
         for nm, k in seeds:

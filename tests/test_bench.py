@@ -192,6 +192,32 @@ def test_runs_start_from_the_references_best_plans(refsuite: Path, tmp_path: Pat
     assert any(t > best[m] for m, t in steps)      # the cold runs: the floor plans only
     after = json.loads((d / "references.json").read_text())
     assert [r["best_step_s"] for r in after["rows"]] == [r["best_step_s"] for r in refs["rows"]]
+    # without a references file there is nothing to start from: refused, exit 2
+    rc = _script().main(["--suite", str(d), "--budgets", "0.5", "--quiet", "--solvers",
+                         "checkpoint", "--references", str(d / "missing.json"),
+                         "--store", str(d / "x.sqlite"), "--start-from-references"])
+    assert rc == 2 and not (d / "missing.json").exists()
+
+
+def test_only_rows_that_started_from_a_plan_say_so(refsuite: Path, tmp_path: Path) -> None:
+    """update_references' `started`: the provenance note goes to those rows only."""
+    from slackopt.compare.bench import load_manifest
+    from slackopt.compare.benchrefs import STARTED_NOTE
+
+    d = _copy(refsuite, tmp_path / "suite")
+    inst = load_instance(d / TINY.name)
+    refs = json.loads((d / "references.json").read_text())
+    for r in refs["rows"]:      # make both rows improvable: a bound of T*, no plan
+        r.update(lower_bound_s=inst.ideal_time_s, best_step_s=None, best_plan=None)
+    (d / "references.json").write_text(json.dumps(refs))
+    df = compare([d / TINY.name], ["milp"], list(BUDGETS), time_limit_s=30.0,
+                 progress=False, plans=True)
+    m5 = budget_bytes(inst, 0.5)
+    update_references(load_manifest(d / "manifest.json"), df, BUDGETS, d / "references.json",
+                      started={(inst.name, m5)})
+    rows = json.loads((d / "references.json").read_text())["rows"]
+    src = {r["budget_bytes"]: r["provenance"]["best_plan"]["source"] for r in rows}
+    assert src == {m5: "run" + STARTED_NOTE, budget_bytes(inst, 0.7): "run"}
 
 
 def test_a_certified_bound_above_a_plan_is_a_bug_not_recorded(refsuite: Path,

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 import slackopt
 from slackopt import BaseSolver, Plan
 from slackopt.compare import ResultStore, compare
-from slackopt.errors import SolverError
+from slackopt.errors import PlanError, SlackoptError, SolverError
 from slackopt.simulate import simulate
 from slackopt.workloads.synthetic import chain
 from tests.strategies import budgets, instances
@@ -65,6 +65,12 @@ def test_genetic_puts_the_start_plan_in_generation_0(chain12):
     warm = slackopt.solve(inst, "genetic", M, start_plan=best, **kw)
     assert warm.info["start_plan"] == {"step_s": T, "solver_step_s": T, "taken": False}
     assert warm.info["best_seed"] == "start_plan"
+    assert warm.info["seeds"][0] == {"solver": "start_plan", "planning_time_s": 0.0,
+                                     "feasible": True, "throughput": inst.ideal_time_s / T,
+                                     "step_time_s": T, "over_bytes": 0}
+    assert warm.info["seeds"][0] == {"solver": "start_plan", "planning_time_s": 0.0,
+                                     "feasible": True, "throughput": inst.ideal_time_s / T,
+                                     "step_time_s": T, "over_bytes": 0}
     # the same seed and start give the same plan
     again = slackopt.solve(inst, "genetic", M, start_plan=best, **kw)
     assert again.plan == warm.plan and again.info["history"] == warm.info["history"]
@@ -113,6 +119,10 @@ def test_start_decisions_are_checked(chain12):
     bad[4] = 7
     with pytest.raises(SolverError, match="decision 7 of saved tensor"):
         _Echo().solve(inst, M, start=bad)
+    with pytest.raises(SolverError, match="expected 13 integer decisions"):
+        _Echo().solve(inst, M, start=[[0], [1, 2]])          # ragged
+    with pytest.raises(PlanError, match="start_plan is a str, not a Plan"):
+        slackopt.solve(inst, "milp", M, start_plan="plan.json")
     assert _Echo().solve(inst, M, start=best.decisions).plan == Plan(best.decisions,
                                                                      inst.saved_names)
 
@@ -142,3 +152,18 @@ def test_compare_passes_start_plans_and_keys_them_apart(chain12, tmp_path):
     again = compare([inst], [_Echo()], [M], store=store, progress=False,
                     start_plans={(inst.name, M): best})
     assert again.attrs["runs_from_store"] == 1 and again["step_time_s"].iloc[0] == T
+
+
+@pytest.mark.parametrize("starts, message", [
+    ("KEY", r"match no \(instance name, budget in bytes\) of the sweep"),
+    ("FRACTION", r"give \(instance name, budget in bytes as an int\)"),
+    ("FILE", "is a str, not a Plan"),
+    ([], r"must map \(instance name, budget in bytes\) to a Plan"),
+])
+def test_compare_refuses_start_plans_it_cannot_use(chain12, starts, message):
+    inst, M, best, _ = chain12
+    if isinstance(starts, str):
+        starts = {"KEY": {(inst.name, M + 1): best}, "FRACTION": {(inst.name, 0.5): best},
+                  "FILE": {(inst.name, M): "plan.json"}}[starts]
+    with pytest.raises(SlackoptError, match=message):
+        compare([inst], [_Echo()], [M], progress=False, start_plans=starts)

@@ -61,6 +61,8 @@ import os
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from slackopt.compare.cluster import SCHEDULER_TIMEOUT_S, check_scheduler_address, run_dask
 from slackopt.compare.code_id import solver_code_id
 from slackopt.compare.files import RESULT_SUFFIXES, RESULTS_FORMAT, read_results, write_results
@@ -98,6 +100,31 @@ from slackopt.solverbase import (
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
+
+
+def _check_start_plans(start_plans: Any) -> dict[tuple[str, int], Plan]:
+    """`start_plans` as a dict {(instance name, M in bytes): Plan} ({} for None).
+
+    Raises:
+        SlackoptError: not a mapping, a key that is not (name, bytes), or a value that is
+            not a Plan.
+    """
+    if start_plans is None:
+        return {}
+    if not isinstance(start_plans, Mapping):
+        raise SlackoptError(f"start_plans must map (instance name, budget in bytes) to a Plan, "
+                            f"got {type(start_plans).__name__}")
+    out: dict[tuple[str, int], Plan] = {}
+    for k, v in start_plans.items():
+        if not (isinstance(k, tuple) and len(k) == 2 and isinstance(k[0], str)
+                and isinstance(k[1], (int, np.integer)) and not isinstance(k[1], bool)):
+            raise SlackoptError(f"start_plans key {k!r}: give (instance name, budget in bytes "
+                                "as an int), e.g. (inst.name, budget_bytes(inst, 0.5))")
+        if not isinstance(v, Plan):
+            raise SlackoptError(f"start_plans[{k!r}] is a {type(v).__name__}, not a Plan "
+                                "(read a plan file with slackopt.io.load_plan)")
+        out[(k[0], int(k[1]))] = v
+    return out
 
 
 def compare(
@@ -160,7 +187,8 @@ def compare(
         BudgetError: a budget that cannot be parsed.
         FileFormatError: an unreadable instance or references file, or a store file that
             is not a slackopt store.
-        SlackoptError: no instances, bad `workers`, or an unreachable Dask scheduler.
+        SlackoptError: no instances, bad `workers`, an unreachable Dask scheduler, or
+            `start_plans` that is not such a mapping or has a key no run of the sweep has.
         PlanError: a start plan whose tensors are not those of its instance.
         KeyboardInterrupt: passed on (finished runs are already in the store).
     """
@@ -200,6 +228,8 @@ def compare(
                           "P_bytes": int(inst.P), "ideal_time_s": float(inst.ideal_time_s),
                           "forward_time_s": float(inst.forward_time_s),
                           "hideable_fraction": float(hideable_fraction(inst))}
+    starts = _check_start_plans(start_plans)
+    used: set[tuple[str, int]] = set()
     tasks: list[Task] = []
     meta: dict[str, dict[str, Any]] = {}  # key -> descriptor + budget columns
     for inst in insts:
@@ -207,9 +237,10 @@ def compare(
         for b in budgets:
             m = budget_bytes(inst, b)
             frac = requested_fraction(b, m, inst.P)
-            start = (start_plans or {}).get((inst.name, int(m)))
+            start = starts.get((inst.name, int(m)))
             if start is not None:
                 start.check(inst)
+                used.add((inst.name, int(m)))
             digest = plan_digest(start) if start is not None else None
             for name, params, obj in specs:
                 pj = canon_json(params)
@@ -226,6 +257,11 @@ def compare(
                     tasks.append(Task(len(tasks), key, d["instance_hash"], m, name, params,
                                       pj, obj, seed, time_limit_s, start))
 
+    if len(used) < len(starts):
+        grid = sorted({(inst.name, int(budget_bytes(inst, b))) for inst in insts for b in budgets})
+        raise SlackoptError(
+            f"start_plans: {sorted(set(starts) - used)} match no (instance name, budget in "
+            f"bytes) of the sweep; its pairs are {grid}")
     rows: dict[str, dict[str, Any]] = {}
     plan_texts: dict[str, str] = {}
     st = ResultStore(store) if store is not None else None

@@ -27,8 +27,8 @@ The rules (:func:`update_references`), per instance of the suite and budget frac
 Each row's ``provenance`` has two parts, ``lower_bound`` and ``best_plan``, each with
 solver, settings, time_limit_s, seed, slackopt (version), code_id (the solver's code
 identity when it ran in this process; None for rows taken from a store), date (UTC),
-machine and source ("run", "run (started from the references' best plans)", "store
-PATH" or "T*").
+machine and source ("run", "run (started from the references' best plan)" for a run
+started from the row's best plan, "store PATH" or "T*").
 """
 
 from __future__ import annotations
@@ -54,6 +54,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from slackopt.plan import Plan
 
 PLANS_FOLDER = "plans"
+STARTED_NOTE = " (started from the references' best plan)"
+"""Added to the provenance source of a row whose run started from its recorded best plan."""
 """Folder of the best plans, beside the references file."""
 _RESIM_RTOL = 1e-12
 """Two simulations of one plan under one budget agree within this (relative)."""
@@ -150,7 +152,7 @@ def _provenance(r: Mapping[str, Any] | None, source: str, when: str) -> dict[str
                 "code_id": None, **base, "source": "T*"}
     params = json.loads(r["params"]) if isinstance(r["params"], str) and r["params"] else {}
     code = None
-    if source.startswith("run"):
+    if source.startswith("run"):  # "run", or "run" + STARTED_NOTE
         from slackopt.compare.code_id import solver_code_id
         from slackopt.solver import get_solver
 
@@ -209,7 +211,8 @@ def write_plan(plan: Plan, instance: Instance, budget_bytes: int, step_s: float,
 
 def update_references(suite: Suite, df: pd.DataFrame, budgets: Sequence[float],
                       path: str | os.PathLike, *, source: str = "run",
-                      order: Sequence[str] | None = None) -> Update:
+                      order: Sequence[str] | None = None,
+                      started: set[tuple[str, int]] | None = None) -> Update:
     """Update the references file at `path` from the table `df` (rules in the module
     docstring), for `suite`'s instances under `budgets` (fractions of P); write it
     atomically, with the new best plans under ``plans/`` beside it.
@@ -219,9 +222,11 @@ def update_references(suite: Suite, df: pd.DataFrame, budgets: Sequence[float],
         df: compare rows with a ``plan`` column (plan documents as JSON text).
         budgets: budget fractions.
         path: the references file (created if missing).
-        source: "run" (the rows ran now; "run (...)" with a note, e.g. that the runs
-            started from the references' best plans) or "store PATH" (taken from a
-            store); recorded in the provenance.
+        source: "run" (the rows ran now) or "store PATH" (taken from a store);
+            recorded in the provenance.
+        started: the (instance name, M in bytes) whose runs started from the row's best
+            plan (``compare``'s ``start_plans``): their provenance source gets " (started
+            from the references' best plan)".
         order: instance files in the order the rows are written (default: `suite`'s).
 
     Returns:
@@ -253,6 +258,7 @@ def update_references(suite: Suite, df: pd.DataFrame, budgets: Sequence[float],
             where = f"{e.file} at {float(frac):g} P (M = {m} bytes)"
             n_bugs, n_changes = len(upd.bugs), len(upd.changes)
             g = df[(df["instance_hash"] == h) & (df["budget_bytes"] == m)]
+            src = source + STARTED_NOTE if started and (inst.name, m) in started else source
             k = index.get((e.name, m))
             old = rows[k] if k is not None else None
             row: dict[str, Any] = dict(old) if old else {
@@ -260,7 +266,7 @@ def update_references(suite: Suite, df: pd.DataFrame, budgets: Sequence[float],
                 "budget_bytes": m, "lower_bound_s": t_star, "bound_source": TRIVIAL,
                 "best_step_s": None, "best_plan": None, "status": "unsolved",
                 "below_floor": False, "min_budget_bytes": None,
-                "provenance": {"lower_bound": _provenance(None, source, when),
+                "provenance": {"lower_bound": _provenance(None, src, when),
                                "best_plan": None}}
             if old is None:
                 upd.changes.append(f"{where}: new row, bound T* = {t_star!r} s")
@@ -301,7 +307,7 @@ def update_references(suite: Suite, df: pd.DataFrame, budgets: Sequence[float],
                 mb = floor[0]["min_budget_bytes"]
                 row.update(below_floor=True, lower_bound_s=None, bound_source=None,
                            min_budget_bytes=None if mb is None or mb != mb else int(mb))
-                row["provenance"] = {"lower_bound": _provenance(floor[0], source, when),
+                row["provenance"] = {"lower_bound": _provenance(floor[0], src, when),
                                      "best_plan": None}
                 upd.changes.append(f"{where}: below the floor (smallest budget "
                                    f"{row['min_budget_bytes']} bytes)")
@@ -321,7 +327,7 @@ def update_references(suite: Suite, df: pd.DataFrame, budgets: Sequence[float],
                 row.update(lower_bound_s=lb, bound_source=CERTIFIED if lb > t_star * (
                     1 + 1e-9) else TRIVIAL)
                 row["provenance"] = {**row["provenance"],
-                                     "lower_bound": _provenance(top, source, when)}
+                                     "lower_bound": _provenance(top, src, when)}
                 upd.changes.append(f"{where}: lower bound {old_lb!r} -> {lb!r} s "
                                    f"({top['solver']}, {row['bound_source']})")
 
@@ -340,7 +346,7 @@ def update_references(suite: Suite, df: pd.DataFrame, budgets: Sequence[float],
                                 "solver": r["solver"], "params": r["params"]})
                     row.update(best_step_s=step, best_plan=rel)
                     row["provenance"] = {**row["provenance"],
-                                         "best_plan": _provenance(r, source, when)}
+                                         "best_plan": _provenance(r, src, when)}
                     upd.changes.append(f"{where}: best step {old_best!r} -> {step!r} s "
                                        f"({r['solver']})")
             row["status"] = _status(row)
@@ -351,7 +357,7 @@ def update_references(suite: Suite, df: pd.DataFrame, budgets: Sequence[float],
                 row = {**row, "lower_bound_s": t_star, "bound_source": TRIVIAL,
                        "best_step_s": None, "best_plan": None, "status": "unsolved",
                        "below_floor": False, "min_budget_bytes": None,
-                       "provenance": {"lower_bound": _provenance(None, source, when),
+                       "provenance": {"lower_bound": _provenance(None, src, when),
                                       "best_plan": None}}
             if k is None:
                 index[(e.name, m)] = len(rows)
