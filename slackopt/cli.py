@@ -266,6 +266,26 @@ def _fmt_bytes(b: float | None) -> str:
     return f"{int(b)} B"
 
 
+def _min_budget_line(info: dict, min_b: float | None, frac: float | None) -> str:
+    """The line an infeasible answer prints about the smallest budget, in the words its
+    ``info["min_budget_basis"]`` allows (slackopt.result.MIN_BUDGET_BASES)."""
+    if not isinstance(min_b, (int, float)):
+        return "smallest budget this solver reaches: unknown"
+    at = _fmt_bytes(min_b) + (f" ({frac:.3f} of P)" if frac is not None else "")
+    basis = info.get("min_budget_basis", "solver")
+    if basis == "best_plan_peak":
+        return (f"the best plan found runs at {at}, its peak; smaller budgets were not "
+                "searched")
+    if basis == "proven":
+        return f"smallest budget any plan runs at: {at} (proven: none runs below it)"
+    if basis == "found":
+        low = info.get("min_budget_lower_bytes")
+        return (f"smallest budget found where a plan runs: {at}"
+                + (f"; none runs below {_fmt_bytes(low)} (proven)"
+                   if isinstance(low, (int, float)) else ""))
+    return f"smallest budget this solver reaches: {at}"
+
+
 def _fmt_time(t: float | None) -> str:
     if t is None:
         return "-"
@@ -573,17 +593,12 @@ def solve(
     if plan is not None:
         con.print(_decision_table(plan.counts(), plan.bytes_by_decision(inst), inst.A))
     if res.status == "infeasible":
-        if isinstance(min_b, (int, float)):
-            frac = doc["min_budget_fraction"]
-            con.print(f"smallest budget this solver reaches: {_fmt_bytes(min_b)}"
-                      + (f" ({frac:.3f} of P)" if frac is not None else ""))
-        else:
-            con.print("smallest budget this solver reaches: unknown")
+        con.print(_min_budget_line(res.info, min_b, doc["min_budget_fraction"]))
     note = res.info.get("note")
     if isinstance(note, str) and note:
         con.print(f"note: {note}")
     info = {str(k): _brief(v) for k, v in res.info.items()
-            if k not in ("min_budget_bytes", "note")}
+            if k not in ("min_budget_bytes", "min_budget_basis", "note")}
     if info:
         con.print(_kv_table("Solver info", info))
     if plan_file:

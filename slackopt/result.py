@@ -23,6 +23,19 @@ tolerances (1e-6 absolute, on step times of a few hundred model units) make proo
 1e-6 relative slow or unreliable."""
 PLAN_STATUSES = ("optimal", "bounded", "feasible")
 """Statuses that come with a plan the solver believes runs under the budget."""
+MIN_BUDGET_BASES = {
+    "solver": "the smallest budget at which this solver returns a plan that runs (found by "
+              "bisection, or the peak of a plan the solver makes whatever the budget)",
+    "best_plan_peak": "the peak of the best plan found under the budget asked for: that plan "
+                      "runs at it; the solver did not search smaller budgets, and may reach one",
+    "proven": "the smallest budget at which any plan runs: a plan runs at it and no plan "
+              "runs below it",
+    "found": "the smallest budget found at which a plan runs; below "
+             "info['min_budget_lower_bytes'] no plan runs (proven), between the two it is "
+             "not known",
+}
+"""What ``info["min_budget_bytes"]`` of an infeasible answer means, by
+``info["min_budget_basis"]`` (absent: "solver")."""
 
 
 @dataclass
@@ -40,7 +53,8 @@ class SolveResult:
             (``info["gap"]`` = (step - bound) / bound when the solver reports it);
             "feasible": a plan, no bound;
             "infeasible": no plan fits the budget (``info["min_budget_bytes"]``: the
-            smallest budget the solver can reach, or None);
+            smallest budget the solver can reach, or None; ``info["min_budget_basis"]``
+            says what that number is, :data:`MIN_BUDGET_BASES`);
             "timeout": the time limit ended the search with no plan and no proof;
             "error": the solver failed.
         objective_s: the solver's own model value (s), reported, never used to rank.

@@ -465,6 +465,8 @@ class BaseSolver:
         :func:`min_budget_by_bisection` over :meth:`feasible_at` (when the
         ``min_budget_search`` hyperparameter or class attribute is true; else None); the
         search stops at the time limit, leaving None and ``info["min_budget_note"]``.
+        A known minimum budget comes with ``info["min_budget_basis"]``, what it means
+        (:data:`slackopt.result.MIN_BUDGET_BASES`; "solver" unless the solver set another).
         ``planning_time_s`` covers all of it (perf_counter); ``seed`` is ``run.seed``.
         When :meth:`plan` returns no plan, ``info["note"]`` says so (unless the solver set
         a note of its own): the reason an "infeasible" without a plan is shown.
@@ -512,6 +514,8 @@ class BaseSolver:
             status = self._proven(instance, M, out, info)
         if out.min_budget_bytes is not _UNSET:
             info["min_budget_bytes"] = out.min_budget_bytes
+            if out.min_budget_bytes is not None:
+                info.setdefault("min_budget_basis", "solver")
         elif status == "infeasible" and "min_budget_bytes" not in info:
             info["min_budget_bytes"] = None
             if getattr(self, "min_budget_search", True):
@@ -521,6 +525,7 @@ class BaseSolver:
                     return self.feasible_at(instance, m, run)
                 try:
                     info["min_budget_bytes"] = min_budget_by_bisection(instance, pred, M)
+                    info["min_budget_basis"] = "solver"
                 except _OutOfTime:
                     info["min_budget_note"] = ("the minimum-budget search stopped at the time "
                                                f"limit ({run.time_limit_s:g} s)")
@@ -666,7 +671,9 @@ class Outcome:
         lower_bound_s: a lower bound on the step time valid for every plan (s), or None.
         min_budget_bytes: the smallest budget (bytes) this solver reaches, when the solver
             knows it (e.g. a budget-oblivious plan's peak); left unset, an infeasible
-            answer triggers the bisection; None means unknown.
+            answer triggers the bisection; None means unknown. A number that means
+            something else sets ``info["min_budget_basis"]``
+            (:data:`slackopt.result.MIN_BUDGET_BASES`).
         evaluation: the plan's evaluation under M when already computed (saves one
             simulation).
         info: solver-specific details (JSON-ready values).

@@ -341,7 +341,8 @@ class Genetic(BaseSolver):
     throughput gain), ``elapsed_s``, ``evaluations_per_s``, ``workers``, ``counts``.
     When no feasible plan is found the status is "infeasible" and
     ``info["min_budget_bytes"]`` is the best plan's unconstrained peak if the plan is
-    feasible under it, else None.
+    feasible under it, else None (``info["min_budget_basis"]`` "best_plan_peak": the
+    search tried no smaller budget, and may find a plan below that peak).
 
     Args:
         population: individuals per generation (>= 2).
@@ -664,6 +665,7 @@ class Genetic(BaseSolver):
             return Outcome(plan, status=status, objective_s=best.step_time_s,
                            lower_bound_s=ideal, info=info)
         m_un = best.peak_bytes
+        info["min_budget_basis"] = "best_plan_peak"
         return Outcome(plan, status="infeasible", lower_bound_s=ideal, info=info,
                        min_budget_bytes=(int(m_un) if simulate(inst, plan, int(m_un)).feasible
                                          else None))

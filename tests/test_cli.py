@@ -691,3 +691,37 @@ def test_a_json_error_names_its_place_once(capsys: pytest.CaptureFixture[str],
     with pytest.raises(ValueError) as e:
         gpu_from_file(str(bad))
     assert str(e.value) == f"{bad}: {said}"
+
+
+@pytest.mark.parametrize("info, line", [
+    ({"min_budget_basis": "best_plan_peak"},
+     "the best plan found runs at 1.5 MB (0.500 of P), its peak; smaller budgets were not "
+     "searched"),
+    ({"min_budget_basis": "proven"},
+     "smallest budget any plan runs at: 1.5 MB (0.500 of P) (proven: none runs below it)"),
+    ({"min_budget_basis": "found", "min_budget_lower_bytes": 1_200_000},
+     "smallest budget found where a plan runs: 1.5 MB (0.500 of P); none runs below 1.2 MB "
+     "(proven)"),
+    ({"min_budget_basis": "solver"}, "smallest budget this solver reaches: 1.5 MB (0.500 of P)"),
+    ({}, "smallest budget this solver reaches: 1.5 MB (0.500 of P)"),
+])
+def test_min_budget_line_says_what_the_number_is(info: dict, line: str) -> None:
+    from slackopt.cli import _min_budget_line
+    assert _min_budget_line({"min_budget_bytes": 1_500_000, **info}, 1_500_000, 0.5) == line
+    assert _min_budget_line(info, None, None) == "smallest budget this solver reaches: unknown"
+
+
+def test_solve_genetic_infeasible_names_its_plans_peak(capsys: pytest.CaptureFixture[str],
+                                                       tmp_path: Path) -> None:
+    from slackopt.workloads.synthetic import unet
+    path = tmp_path / "unet2.json"
+    io.save_instance(unet(2), path)
+    rc, out, err = run(capsys, "solve", str(path), "-s", "genetic", "-b", "0.3", "--seed", "0",
+                       "-p", "generations=3", "-p", "population=8", "--json")
+    assert rc == 0, err
+    doc = json.loads(out)
+    assert doc["status"] == "infeasible" and doc["info"]["min_budget_basis"] == "best_plan_peak"
+    rc, out, err = run(capsys, "solve", str(path), "-s", "genetic", "-b", "0.3", "--seed", "0",
+                       "-p", "generations=3", "-p", "population=8")
+    assert rc == 0, err
+    assert "the best plan found runs at" in out and "smallest budget this solver" not in out

@@ -24,7 +24,9 @@ from slackopt.solvers.genetic import (
     random_individual,
     score,
 )
+from slackopt.solvers.milp import MILP
 from slackopt.workloads import make
+from slackopt.workloads.synthetic import unet
 from tests.planner_instances import blocks
 from tests.planner_instances import chain as hand_chain
 
@@ -204,6 +206,22 @@ def test_infeasible_only_population_descends_bytes_over(tiny):
     assert all(h["population_feasible"] == 0 for h in res.info["history"])
     mb = res.info["min_budget_bytes"]
     assert mb is None or simulate(tiny, res.plan, mb).feasible
+
+
+def test_infeasible_answer_states_its_best_plans_peak_as_such():
+    """An infeasible genetic answer states its best plan's peak, marked
+    "best_plan_peak": not the smallest budget the search reaches (on unet(2) at 0.3 P the
+    exact tier proves a smaller budget where a plan runs)."""
+    inst = unet(2).lowered
+    M = int(0.3 * inst.P)
+    res = Genetic(population=16, generations=5).solve(inst, M, seed=0)
+    assert res.status == "infeasible"
+    mb = res.info["min_budget_bytes"]
+    assert res.info["min_budget_basis"] == "best_plan_peak"
+    assert mb == simulate(inst, res.plan, inst.P).peak_bytes
+    assert simulate(inst, res.plan, mb).feasible
+    witness, _, _ = MILP.min_budget(inst)  # a budget where some plan runs
+    assert witness < mb  # so "the smallest budget this solver reaches" would overstate it
 
 
 def test_mutation_never_proposes_recomp_where_c_is_inf(tiny):

@@ -121,6 +121,7 @@ def test_infeasible_below_floor_reports_the_floor(key):
     r = MILP().solve(inst, floor - 1)
     assert r.status == "infeasible"
     assert r.info["min_budget_bytes"] == floor and r.info["min_budget_exact"]
+    assert r.info["min_budget_basis"] == "proven"
     # exact: nothing runs below the floor, the all-swap plan runs at it
     times = enumerate_plans(inst, floor - 1)
     assert all(not np.isfinite(t) for t in times.values())

@@ -532,7 +532,8 @@ class _Search:
             lower = None
             mb, fl, exact = solver.min_budget(inst)
             self.info.update({"min_budget_bytes": mb, "min_budget_lower_bytes": fl,
-                              "min_budget_exact": exact})
+                              "min_budget_exact": exact,
+                              "min_budget_basis": "proven" if exact else "found"})
         U = self.inc.step_s if self.inc.dec is not None else None
         gap = None
         if U is not None and lower is not None and lower > 0:
