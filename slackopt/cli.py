@@ -74,6 +74,42 @@ def _time_limit_opt(help_text: str) -> Any:
                         help=f"{help_text} Finite; leave out for no limit.")
 
 
+def _time_limits(values: list[str] | None) -> dict[str, float | None] | None:
+    """--time-limit-for NAME=S (repeatable) as {solver name: seconds}; "none" for no limit.
+
+    Raises:
+        typer.BadParameter: a value that is not NAME=SECONDS, or a bad limit.
+    """
+    from slackopt.solverbase import check_time_limit
+
+    if not values:
+        return None
+    out: dict[str, float | None] = {}
+    for v in values:
+        name, eq, sec = v.partition("=")
+        name, sec = name.strip(), sec.strip()
+        try:
+            if not eq or not name:
+                raise ValueError
+            lim = None if sec.lower() == "none" else float(sec)
+        except ValueError:
+            raise typer.BadParameter(f"'{v}' is not NAME=SECONDS (e.g. milp=300, or "
+                                     "milp=none for no limit)",
+                                     param_hint="'--time-limit-for'") from None
+        try:
+            out[name] = check_time_limit(lim)
+        except SlackoptError as e:
+            raise typer.BadParameter(f"{name}: {e}", param_hint="'--time-limit-for'") from None
+    return out
+
+
+def _time_limits_opt() -> Any:
+    return typer.Option(
+        "--time-limit-for",
+        help="NAME=SECONDS: a time limit for the runs of one solver (by its name), replacing "
+        "--time-limit for them; repeat it for more solvers ('none': no limit).")
+
+
 HOST_MEMORY_FORMS = ("a size with a unit (480GB, 240GiB; at most 2**62 B) or 'gpu' (the "
                      "GPU's own host memory: Grace's on gh200, gb200)")
 
@@ -874,6 +910,7 @@ def compare_cmd(
         "extra).")] = None,
     time_limit: Annotated[float | None, _time_limit_opt(
         "Time limit per solver run (s).")] = None,
+    time_limits: Annotated[list[str] | None, _time_limits_opt()] = None,
     references: Annotated[Path | None, typer.Option(
         "--references", help="references.json with best known bounds and steps.")] = None,
     force: ForceOpt = False,
@@ -897,8 +934,8 @@ def compare_cmd(
     new_dir = store.parent if store is not None and not store.parent.exists() else None
     try:
         df = compare(instances, specs, budget_list, seeds=seed_list, time_limit_s=time_limit,
-                     store=store, workers=workers, scheduler=scheduler, progress=True,
-                     references=references)
+                     time_limits=_time_limits(time_limits), store=store, workers=workers,
+                     scheduler=scheduler, progress=True, references=references)
     except KeyboardInterrupt:
         raise _sweep_interrupted(store) from None
     finally:
@@ -973,6 +1010,7 @@ def bench_cmd(
     ] = None,
     time_limit: Annotated[float | None, _time_limit_opt(
         "Time limit per solver run (s).")] = None,
+    time_limits: Annotated[list[str] | None, _time_limits_opt()] = None,
     store: Annotated[Path | None, typer.Option(
         "--store", help="SQLite store of finished runs and their plans: a rerun resumes; "
         "a new best known plan is recorded from it.")] = None,
@@ -1012,8 +1050,9 @@ def bench_cmd(
     new_dir = store.parent if store is not None and not store.parent.exists() else None
     try:
         res = run_bench(suite, specs, budgets=budget_list, time_limit_s=time_limit,
-                        store=store, workers=workers, scheduler=scheduler,
-                        references=references, only=only, progress=True)
+                        time_limits=_time_limits(time_limits), store=store, workers=workers,
+                        scheduler=scheduler, references=references, only=only,
+                        progress=True)
     except KeyboardInterrupt:
         raise _sweep_interrupted(store) from None
     finally:

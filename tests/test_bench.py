@@ -269,10 +269,12 @@ def test_bench_command_end_to_end(refsuite: Path, tmp_path: Path,
     d = _copy(refsuite, tmp_path / "suite")
     out = tmp_path / "res" / "b.csv"
     rc, text, err = run(capsys, "bench", "--solvers", "slackswap,checkpoint", "--suite", d,
-                        "--out", out, "--store", tmp_path / "b.sqlite")
+                        "--out", out, "--store", tmp_path / "b.sqlite", "--time-limit", "60",
+                        "--time-limit-for", "checkpoint=5")
     assert rc == 0, err
     df = read_results(out)
     assert len(df) == 4 and set(df["budget_fraction"]) == set(BUDGETS)  # the references'
+    assert dict(zip(df["solver"], df["time_limit_s"])) == {"slackswap": 60.0, "checkpoint": 5.0}
     refs = {r["budget_bytes"]: r for r in json.loads((d / "references.json").read_text())
             ["rows"]}
     ok = df[df["feasible"]]

@@ -152,6 +152,31 @@ def test_a_solver_past_its_deadline_becomes_a_timeout_row() -> None:
     assert (df["time_limit_s"] == 0.01).all()
 
 
+def test_a_solver_gets_its_own_time_limit(tmp_path: Path) -> None:
+    """time_limits replaces time_limit_s for the solvers it names: their rows, their calls
+    and their store keys; the other solvers' runs keep theirs and come from the store."""
+    store = tmp_path / "runs.sqlite"
+    CALLS.clear()
+    INTERRUPT_AT.clear()
+    df = compare([TINY], [Sleepy(), "keep-all"], [1.0], time_limit_s=5.0,
+                 time_limits={"sleepy": 0.01}, store=store, progress=False)
+    by = df.set_index("solver")
+    assert by.loc["sleepy", "status"] == "timeout" and by.loc["sleepy", "time_limit_s"] == 0.01
+    assert "limit 0.01 s" in by.loc["sleepy", "message"]
+    assert by.loc["keep-all", "time_limit_s"] == 5.0
+    again = compare([TINY], [Counting(), "keep-all"], [1.0], time_limit_s=5.0,
+                    time_limits={"counting": None}, store=store, progress=False)
+    assert again.attrs == {"runs_from_store": 1, "runs_now": 1} and len(CALLS) == 1
+    assert np.isnan(again.set_index("solver").loc["counting", "time_limit_s"])
+    with pytest.raises(SlackoptError, match="time_limits names 'milp', which this sweep does "
+                                            "not run; its solvers are keep-all"):
+        compare([TINY], ["keep-all"], [1.0], time_limits={"milp": 300}, progress=False)
+    with pytest.raises(SlackoptError, match="must map solver names to seconds"):
+        compare([TINY], ["keep-all"], [1.0], time_limits=300, progress=False)
+    with pytest.raises(SolverError, match="finite number >= 0"):
+        compare([TINY], ["keep-all"], [1.0], time_limits={"keep-all": -1}, progress=False)
+
+
 def test_bad_input_is_refused_before_running() -> None:
     with pytest.raises(SolverError, match="unknown solver 'nope'"):
         compare([TINY], ["nope"], [0.5], progress=False)
@@ -391,6 +416,12 @@ def test_cli_compare(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
                "--store", str(store)])
     o, e = capsys.readouterr()
     assert rc == 0 and "4 runs: 0 run now, 4 from the store" in o
+    rc = main(["compare", str(TINY), "--solvers", "keep-all,slackswap", "--budgets", "1.0,0.5",
+               "--store", str(store), "--time-limit-for", "slackswap=30", "--json"])
+    o, e = capsys.readouterr()
+    doc = json.loads(o)
+    assert rc == 0 and doc["runs_now"] == 2  # slackswap's runs have another key now
+    assert [r["time_limit_s"] for r in doc["rows"]] == [None, 30.0] * 2
     assert "tiny_a100-pcie4" in o and "slackswap" in o
     for args, words in [
         (["--solvers", "nope", "--budgets", "0.5"], ["unknown solver 'nope'"]),
@@ -400,6 +431,12 @@ def test_cli_compare(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
          ["unknown results format"]),
         (["--solvers", "keep-all", "--budgets", "0.5", "--store", str(out)],
          ["not a slackopt compare store"]),
+        (["--solvers", "keep-all", "--budgets", "0.5", "--time-limit-for", "keep-all"],
+         ["--time-limit-for", "is not NAME=SECONDS"]),
+        (["--solvers", "keep-all", "--budgets", "0.5", "--time-limit-for", "keep-all=-3"],
+         ["--time-limit-for", "keep-all: time limit -3.0 must be a finite number >= 0"]),
+        (["--solvers", "keep-all", "--budgets", "0.5", "--time-limit-for", "milp=30"],
+         ["time_limits names 'milp'"]),
     ]:
         rc = main(["compare", str(TINY), *args])
         o, e = capsys.readouterr()

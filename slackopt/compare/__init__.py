@@ -127,6 +127,27 @@ def _check_start_plans(start_plans: Any) -> dict[tuple[str, int], Plan]:
     return out
 
 
+def _check_time_limits(time_limits: Any, names: set[str]) -> dict[str, float | None]:
+    """`time_limits` as a dict {solver name: seconds or None} ({} for None).
+
+    Raises:
+        SlackoptError: not a mapping, or a key that is not the name of a solver in `names`.
+        SolverError: a limit that is not None or a finite number >= 0.
+    """
+    if time_limits is None:
+        return {}
+    if not isinstance(time_limits, Mapping):
+        raise SlackoptError("time_limits must map solver names to seconds, e.g. "
+                            f"{{'milp': 300}}; got {type(time_limits).__name__}")
+    out: dict[str, float | None] = {}
+    for k, v in time_limits.items():
+        if k not in names:
+            raise SlackoptError(f"time_limits names {k!r}, which this sweep does not run; "
+                                f"its solvers are {', '.join(sorted(names))}")
+        out[k] = check_time_limit(v)
+    return out
+
+
 def compare(
     instances: Iterable[InstanceLike] | InstanceLike,
     solvers: Iterable[SolverSpec] | str,
@@ -134,6 +155,7 @@ def compare(
     *,
     seeds: Iterable[int | None] = (None,),
     time_limit_s: float | None = None,
+    time_limits: Mapping[str, float | None] | None = None,
     store: str | os.PathLike | None = None,
     workers: int = 1,
     scheduler: Any = None,
@@ -155,6 +177,10 @@ def compare(
         time_limit_s: passed to every solver (s); a run still going at
             ``1.5 * time_limit_s + 1`` s is interrupted and becomes a "timeout" row (in
             local runs; on Dask workers a late run is flagged "timeout" when it returns).
+        time_limits: per solver name, a time limit (s, or None for none) that replaces
+            `time_limit_s` for that solver's runs (``{"milp": 300}`` with
+            ``time_limit_s=60``: every other solver at 60 s). The limit is part of each
+            run's store key and of its row.
         store: SQLite file that keeps finished runs (created if missing): runs already in
             it are not redone, new ones are added as they finish.
         workers: local processes (1: run here, in this process; 0: one per CPU).
@@ -184,6 +210,8 @@ def compare(
     Raises:
         SolverError: an unknown solver name or parameters it rejects, or a time limit
             that is not a finite number >= 0 (:func:`slackopt.solverbase.check_time_limit`).
+        SlackoptError: `time_limits` that is not a mapping of names to time limits, or
+            names a solver the sweep does not run.
         BudgetError: a budget that cannot be parsed.
         FileFormatError: an unreadable instance or references file, or a store file that
             is not a slackopt store.
@@ -203,6 +231,7 @@ def compare(
         raise SlackoptError("no budgets given")
     seeds = [None if s is None else int(s) for s in seeds] or [None]
     time_limit_s = check_time_limit(time_limit_s)
+    limits = _check_time_limits(time_limits, {name for name, _, _ in specs})
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
         raise SlackoptError(f"workers must be an integer >= 0, got {workers!r}")
     if workers == 0:
@@ -245,17 +274,17 @@ def compare(
             for name, params, obj in specs:
                 pj = canon_json(params)
                 code = solver_code_id(type(obj))
+                tl = limits.get(name, time_limit_s)
                 for seed in seeds:
-                    key = key_text(inst.name, d["instance_hash"], m, name, pj, seed,
-                                   time_limit_s, code, digest)
+                    key = key_text(inst.name, d["instance_hash"], m, name, pj, seed, tl, code,
+                                   digest)
                     if key in meta:
                         continue
                     meta[key] = {**d, "budget_fraction": frac, "budget_bytes": int(m),
                                  "solver": name, "params": pj, "seed": seed,
-                                 "time_limit_s": math.nan if time_limit_s is None
-                                 else time_limit_s}
+                                 "time_limit_s": math.nan if tl is None else tl}
                     tasks.append(Task(len(tasks), key, d["instance_hash"], m, name, params,
-                                      pj, obj, seed, time_limit_s, start))
+                                      pj, obj, seed, tl, start))
 
     if len(used) < len(starts):
         grid = sorted({(inst.name, int(budget_bytes(inst, b))) for inst in insts for b in budgets})

@@ -429,6 +429,7 @@ class BenchResult:
 
 def run_bench(suite: str | os.PathLike, solvers: Any, *,
               budgets: Sequence[float | str] | None = None, time_limit_s: float | None = None,
+              time_limits: Mapping[str, float | None] | None = None,
               store: str | os.PathLike | None = None, workers: int = 1, scheduler: Any = None,
               references: str | os.PathLike | None = None, only: str | None = None,
               progress: bool = True) -> BenchResult:
@@ -440,6 +441,8 @@ def run_bench(suite: str | os.PathLike, solvers: Any, *,
         budgets: budgets as compare takes them; default those of the references rows
             (:func:`reference_budgets`).
         time_limit_s: per run (s); None for none.
+        time_limits: per solver name, a limit replacing `time_limit_s` for its runs
+            (``{"milp": 300}``), as for compare.
         store: SQLite store (resumable; keeps the plans for ``--from-store``).
         workers, scheduler: local processes or a Dask scheduler, as for compare.
         references: a references file; default the suite's ``references.json`` if present.
@@ -464,8 +467,8 @@ def run_bench(suite: str | os.PathLike, solvers: Any, *,
     if budgets is None:
         budgets = reference_budgets(refs, s)
     df = compare([e.path for e in s.instances], solvers, list(budgets),
-                 time_limit_s=time_limit_s, store=store, workers=workers,
-                 scheduler=scheduler, progress=progress, references=refs)
+                 time_limit_s=time_limit_s, time_limits=time_limits, store=store,
+                 workers=workers, scheduler=scheduler, progress=progress, references=refs)
     return BenchResult(s, ref_path, df, leaderboard(df),
                        new_bests(df, refs, s, store=store, references=references),
                        bound_violations(df, refs))
