@@ -96,10 +96,14 @@ def _time_limits(values: list[str] | None) -> dict[str, float | None] | None:
             raise typer.BadParameter(f"'{v}' is not NAME=SECONDS (e.g. milp=300, or "
                                      "milp=none for no limit)",
                                      param_hint="'--time-limit-for'") from None
-        try:
-            out[name] = check_time_limit(lim)
-        except SlackoptError as e:
-            raise typer.BadParameter(f"{name}: {e}", param_hint="'--time-limit-for'") from None
+        if name in out:
+            raise typer.BadParameter(f"'{name}' is given twice; give each solver one limit",
+                                     param_hint="'--time-limit-for'")
+        if lim is not None and not (math.isfinite(lim) and lim >= 0):
+            raise typer.BadParameter(f"'{v}': the limit must be a finite number of seconds "
+                                     f">= 0, or none for no limit (e.g. {name}=300)",
+                                     param_hint="'--time-limit-for'")
+        out[name] = check_time_limit(lim)
     return out
 
 
@@ -309,6 +313,9 @@ def _min_budget_line(info: dict, min_b: float | None, frac: float | None) -> str
         return "smallest budget this solver reaches: unknown"
     at = _fmt_bytes(min_b) + (f" ({frac:.3f} of P)" if frac is not None else "")
     basis = info.get("min_budget_basis", "solver")
+    if basis == "bisection":
+        return (f"this solver returns a plan that runs at {at} (bisection between the budget "
+                "asked for and P; it may also reach smaller budgets)")
     if basis == "best_plan_peak":
         return (f"the best plan found runs at {at}, its peak; smaller budgets were not "
                 "searched")

@@ -24,8 +24,11 @@ tolerances (1e-6 absolute, on step times of a few hundred model units) make proo
 PLAN_STATUSES = ("optimal", "bounded", "feasible")
 """Statuses that come with a plan the solver believes runs under the budget."""
 MIN_BUDGET_BASES = {
-    "solver": "the smallest budget at which this solver returns a plan that runs (found by "
-              "bisection, or the peak of a plan the solver makes whatever the budget)",
+    "solver": "the smallest budget at which this solver returns a plan that runs (the peak "
+              "of a plan the solver makes whatever the budget)",
+    "bisection": "a budget at which this solver returns a plan that runs, found by bisection "
+                 "between the budget asked for and P (to 0.5% of P); a solver's success need "
+                 "not be monotone in the budget, so it may also reach smaller ones",
     "best_plan_peak": "the peak of the best plan found under the budget asked for: that plan "
                       "runs at it; the solver did not search smaller budgets, and may reach one",
     "proven": "the smallest budget at which any plan runs: a plan runs at it and no plan "

@@ -525,7 +525,7 @@ class BaseSolver:
                     return self.feasible_at(instance, m, run)
                 try:
                     info["min_budget_bytes"] = min_budget_by_bisection(instance, pred, M)
-                    info["min_budget_basis"] = "solver"
+                    info["min_budget_basis"] = "bisection"
                 except _OutOfTime:
                     info["min_budget_note"] = ("the minimum-budget search stopped at the time "
                                                f"limit ({run.time_limit_s:g} s)")

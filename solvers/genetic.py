@@ -665,10 +665,11 @@ class Genetic(BaseSolver):
             return Outcome(plan, status=status, objective_s=best.step_time_s,
                            lower_bound_s=ideal, info=info)
         m_un = best.peak_bytes
-        info["min_budget_basis"] = "best_plan_peak"
+        runs = simulate(inst, plan, int(m_un)).feasible
+        if runs:
+            info["min_budget_basis"] = "best_plan_peak"
         return Outcome(plan, status="infeasible", lower_bound_s=ideal, info=info,
-                       min_budget_bytes=(int(m_un) if simulate(inst, plan, int(m_un)).feasible
-                                         else None))
+                       min_budget_bytes=int(m_un) if runs else None)
 
 
 class _Evaluator:

@@ -274,7 +274,8 @@ def test_bench_command_end_to_end(refsuite: Path, tmp_path: Path,
     assert rc == 0, err
     df = read_results(out)
     assert len(df) == 4 and set(df["budget_fraction"]) == set(BUDGETS)  # the references'
-    assert dict(zip(df["solver"], df["time_limit_s"])) == {"slackswap": 60.0, "checkpoint": 5.0}
+    limits = dict(zip(df["solver"], df["time_limit_s"], strict=True))
+    assert limits == {"slackswap": 60.0, "checkpoint": 5.0}
     refs = {r["budget_bytes"]: r for r in json.loads((d / "references.json").read_text())
             ["rows"]}
     ok = df[df["feasible"]]

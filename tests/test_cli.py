@@ -702,6 +702,9 @@ def test_a_json_error_names_its_place_once(capsys: pytest.CaptureFixture[str],
     ({"min_budget_basis": "found", "min_budget_lower_bytes": 1_200_000},
      "smallest budget found where a plan runs: 1.5 MB (0.500 of P); none runs below 1.2 MB "
      "(proven)"),
+    ({"min_budget_basis": "bisection"},
+     "this solver returns a plan that runs at 1.5 MB (0.500 of P) (bisection between the "
+     "budget asked for and P; it may also reach smaller budgets)"),
     ({"min_budget_basis": "solver"}, "smallest budget this solver reaches: 1.5 MB (0.500 of P)"),
     ({}, "smallest budget this solver reaches: 1.5 MB (0.500 of P)"),
 ])
@@ -725,3 +728,16 @@ def test_solve_genetic_infeasible_names_its_plans_peak(capsys: pytest.CaptureFix
                        "-p", "generations=3", "-p", "population=8")
     assert rc == 0, err
     assert "the best plan found runs at" in out and "smallest budget this solver" not in out
+
+
+def test_a_bisected_min_budget_is_not_called_the_smallest() -> None:
+    """SlackSwap is not monotone in M on unet(2): the bisection from 0.3 P answers about
+    6.3 MB, yet SlackSwap plans a plan that runs at 5.52 MB; so the answer is marked
+    "bisection", whose words do not claim a smallest budget."""
+    from slackopt import solve
+    from slackopt.workloads.synthetic import unet
+    inst = unet(2)
+    res = solve(inst, "slackswap", int(0.3 * inst.P))
+    assert res.status == "infeasible" and res.info["min_budget_basis"] == "bisection"
+    assert res.info["min_budget_bytes"] > 5_520_000
+    assert solve(inst, "slackswap", 5_520_000).evaluation.feasible

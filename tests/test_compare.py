@@ -168,8 +168,9 @@ def test_a_solver_gets_its_own_time_limit(tmp_path: Path) -> None:
                     time_limits={"counting": None}, store=store, progress=False)
     assert again.attrs == {"runs_from_store": 1, "runs_now": 1} and len(CALLS) == 1
     assert np.isnan(again.set_index("solver").loc["counting", "time_limit_s"])
-    with pytest.raises(SlackoptError, match="time_limits names 'milp', which this sweep does "
-                                            "not run; its solvers are keep-all"):
+    with pytest.raises(SlackoptError, match=r"time limit for 'milp' \(--time-limit-for, "
+                                            r"time_limits\): this sweep does not run that "
+                                            "solver; its solvers are keep-all"):
         compare([TINY], ["keep-all"], [1.0], time_limits={"milp": 300}, progress=False)
     with pytest.raises(SlackoptError, match="must map solver names to seconds"):
         compare([TINY], ["keep-all"], [1.0], time_limits=300, progress=False)
@@ -434,9 +435,13 @@ def test_cli_compare(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
         (["--solvers", "keep-all", "--budgets", "0.5", "--time-limit-for", "keep-all"],
          ["--time-limit-for", "is not NAME=SECONDS"]),
         (["--solvers", "keep-all", "--budgets", "0.5", "--time-limit-for", "keep-all=-3"],
-         ["--time-limit-for", "keep-all: time limit -3.0 must be a finite number >= 0"]),
+         ["--time-limit-for", "finite number of seconds >= 0, or none"]),
+        (["--solvers", "keep-all", "--budgets", "0.5", "--time-limit-for", "keep-all=inf"],
+         ["--time-limit-for", "finite number of seconds >= 0, or none"]),
+        (["--solvers", "keep-all", "--budgets", "0.5", "--time-limit-for", "keep-all=5",
+          "--time-limit-for", "keep-all=6"], ["--time-limit-for", "given twice"]),
         (["--solvers", "keep-all", "--budgets", "0.5", "--time-limit-for", "milp=30"],
-         ["time_limits names 'milp'"]),
+         ["time limit for 'milp' (--time-limit-for"]),
     ]:
         rc = main(["compare", str(TINY), *args])
         o, e = capsys.readouterr()

@@ -142,8 +142,9 @@ def _check_time_limits(time_limits: Any, names: set[str]) -> dict[str, float | N
     out: dict[str, float | None] = {}
     for k, v in time_limits.items():
         if k not in names:
-            raise SlackoptError(f"time_limits names {k!r}, which this sweep does not run; "
-                                f"its solvers are {', '.join(sorted(names))}")
+            raise SlackoptError(f"time limit for {k!r} (--time-limit-for, time_limits): this "
+                                "sweep does not run that solver; its solvers are "
+                                f"{', '.join(sorted(names))}")
         out[k] = check_time_limit(v)
     return out
 
