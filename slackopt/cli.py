@@ -80,8 +80,6 @@ def _time_limits(values: list[str] | None) -> dict[str, float | None] | None:
     Raises:
         typer.BadParameter: a value that is not NAME=SECONDS, or a bad limit.
     """
-    from slackopt.solverbase import check_time_limit
-
     if not values:
         return None
     out: dict[str, float | None] = {}
@@ -103,7 +101,7 @@ def _time_limits(values: list[str] | None) -> dict[str, float | None] | None:
             raise typer.BadParameter(f"'{v}': the limit must be a finite number of seconds "
                                      f">= 0, or none for no limit (e.g. {name}=300)",
                                      param_hint="'--time-limit-for'")
-        out[name] = check_time_limit(lim)
+        out[name] = lim
     return out
 
 

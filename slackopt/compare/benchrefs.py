@@ -54,9 +54,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from slackopt.plan import Plan
 
 PLANS_FOLDER = "plans"
+"""Folder of the best plans, beside the references file."""
 STARTED_NOTE = " (started from the references' best plan)"
 """Added to the provenance source of a row whose run started from its recorded best plan."""
-"""Folder of the best plans, beside the references file."""
 _RESIM_RTOL = 1e-12
 """Two simulations of one plan under one budget agree within this (relative)."""
 
