@@ -80,6 +80,8 @@ def _time_limits(values: list[str] | None) -> dict[str, float | None] | None:
     Raises:
         typer.BadParameter: a value that is not NAME=SECONDS, or a bad limit.
     """
+    from slackopt.solverbase import check_time_limit
+
     if not values:
         return None
     out: dict[str, float | None] = {}
@@ -97,11 +99,12 @@ def _time_limits(values: list[str] | None) -> dict[str, float | None] | None:
         if name in out:
             raise typer.BadParameter(f"'{name}' is given twice; give each solver one limit",
                                      param_hint="'--time-limit-for'")
-        if lim is not None and not (math.isfinite(lim) and lim >= 0):
+        try:
+            out[name] = check_time_limit(lim)
+        except SlackoptError:
             raise typer.BadParameter(f"'{v}': the limit must be a finite number of seconds "
                                      f">= 0, or none for no limit (e.g. {name}=300)",
-                                     param_hint="'--time-limit-for'")
-        out[name] = lim
+                                     param_hint="'--time-limit-for'") from None
     return out
 
 
