@@ -202,16 +202,21 @@ with copy times (:func:`~slackopt.solvers.milp.deficit_lagrange.lagrangian_defic
 each offload also pays the copy latency, each absent swap counted on the serial D2H
 engine, multipliers for memory and D2H time searched per op and the value re-summed with
 a rounding margin (certified). (2b) On instances with at
-most ``ENUM_MAX_SAVED`` (24) saved tensors, the exact enumeration
+most ``ENUM_MAX_SAVED`` (27) saved tensors, the exact enumeration
 (solvers/milp/enumerate.py): a branch and bound over the decision vectors with the compiled
 evaluator at the leaves, pruning a subtree only by a bound valid for every completion of
 its fixed decisions (the deficit bound with the fixed decisions, which includes T* plus the
 rebuild time of the tensors fixed to recomp, each rebuilt once on the compute stream; a
-per-op memory floor with the fixed keep and recomp footprints). When it ends within its
-work limit (``enum_plans`` simulated plans), every decision vector was simulated or lies in
-a subtree where none runs or none beats U, so U is the minimum over all plans of the
-evaluator: status "optimal" with L = U (or "infeasible" when no vector runs, with the
-smallest budget); cut short, it proves nothing and only its plans count. (3a) The
+per-op memory floor with the fixed keep and recomp footprints; on small instances the
+admission bound of solvers/milp/admission.py: forward stall forced by the D2H queue, and
+prefetches the admission test holds back until their tensor is needed). It runs in
+passes of decreasing gap (``ENUM_GAPS``: 0.8%, 0.4%, 0.1%, then 0): a pass with gap g
+skips what cannot beat U / (1 + g), and when it ends within its limits every plan runs
+at least U / (1 + g), a certified bound. When the last pass ends within its work limit
+(``enum_plans`` simulated plans over all passes), every decision vector was simulated or
+lies in a subtree where none runs or none beats U, so U is the minimum over all plans of
+the evaluator: status "optimal" with L = U (or "infeasible" when no vector runs, with the
+smallest budget); a pass cut short proves nothing and only its plans count. (3a) The
 checkpoint LP bound (:func:`~slackopt.solvers.milp.checkpoint.checkpoint_bound`; its LP and
 the argument why it is a relaxation are in solvers/milp/checkpoint.py): a few thousand
 variables over the decisions, the forward and backward stalls and the recompute time, with

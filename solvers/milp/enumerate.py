@@ -31,13 +31,28 @@ in it can run faster than the incumbent U or run at all:
   a lower bound for every completion; when it exceeds M at some op, no completion runs
   (memory never exceeds M in the evaluator).
 
+- Admission (small instances, :mod:`~slackopt.solvers.milp.admission`): the forward
+  stall the D2H queue forces and the H2D copies that the runtime's admission test holds
+  back until their tensor is needed, each a whole copy of stall; valid for every
+  completion faster than the cutoff, which is what a skip needs.
+
 Nothing else is pruned (swap and recomp are not monotone in memory or time, and no
-dominance rule is assumed). Proof of optimality: when the search ends without hitting its
-work limit, every decision vector was either simulated (the incumbent is the fastest of
-them, or faster: it only ever changes to a faster simulated plan) or lies in a skipped
-subtree, where none runs or none is faster than the incumbent at the moment of the skip
-(U only decreases afterwards). So U is the minimum over all decision vectors: the bound
-is U itself, and when no vector runs, none exists (the budget is infeasible).
+dominance rule is assumed). The bounds are checked at every node, the nodes above the
+subtrees of the search's chunks (below) included, so a pruned prefix skips every chunk
+under it.
+
+Gap (``gap`` of :meth:`BranchAndBound.run`): with a cutoff of U / (1 + gap) instead of
+U, a complete search proves that no plan runs faster than U / (1 + gap), U the final
+incumbent (every skipped plan is at least the cutoff of its moment, and cutoffs only
+decrease); a coarse gap prunes far more, so the solver runs passes of decreasing gap
+(:data:`~slackopt.solvers.milp.search.ENUM_GAPS`).
+
+Proof of optimality (gap 0): when the search ends without hitting its work limit, every
+decision vector was either simulated (the incumbent is the fastest of them, or faster:
+it only ever changes to a faster simulated plan) or lies in a skipped subtree, where
+none runs or none is faster than the incumbent at the moment of the skip (U only
+decreases afterwards). So U is the minimum over all decision vectors: the bound is U
+itself, and when no vector runs, none exists (the budget is infeasible).
 
 Windows (:meth:`BranchAndBound.run` with ``free``, for
 :mod:`~slackopt.solvers.milp.lns`): the same search over the tensors of a window, every
@@ -59,7 +74,6 @@ and then it proves nothing).
 
 from __future__ import annotations
 
-import itertools
 import math
 import time
 from collections.abc import Iterator
@@ -69,9 +83,10 @@ import numpy as np
 from numba import njit
 
 from slackopt.instance import Instance
-from slackopt.plan import KEEP, RECOMP, SWAP
+from slackopt.plan import KEEP, RECOMP
 from slackopt.simulate import _kernel as fast
 from slackopt.simulate import kernel_inputs
+from slackopt.solvers.milp.admission import ADMISSION_MAX_WORK, admission_arrays, admission_bound
 from slackopt.solvers.milp.incumbent import Incumbent
 from slackopt.solvers.milp.model import floor_profile
 
@@ -95,6 +110,10 @@ class EnumResult:
         pruned_time: subtrees skipped by the time bound (the deficit bound).
         pruned_memory: subtrees skipped by the memory bound.
         space: the number of decision vectors (product of options).
+        pruned_admission: subtrees skipped by the admission bound
+            (:mod:`~slackopt.solvers.milp.admission`).
+        gap: the relative gap the search closed: a complete search proves that no plan
+            runs faster than ``incumbent / (1 + gap)`` (0: the optimum).
     """
 
     complete: bool
@@ -103,6 +122,8 @@ class EnumResult:
     pruned_time: int
     pruned_memory: int
     space: int
+    pruned_admission: int = 0
+    gap: float = 0.0
 
 
 def search_space(inst: Instance) -> int:
@@ -290,13 +311,42 @@ def deficit_bound(inst: Instance, M: int) -> float:
 
 
 @njit(cache=True)
+def _node_check(inp, M, order, d0, dec, base, keep_x, rec_x, t_star, cut, nf, ops, kprof,
+                cap0, lastf, firstb, rho_free, W_, adm, adm_on):
+    """Whether the node that fixes ``order[:d0]`` to `dec` can hold a plan that runs
+    faster than `cut` (s): 0 if it can, else the bound that rules it out (1 time, 2
+    memory, 3 admission). Arguments as for :func:`_subtree`."""
+    c = inp.c
+    prof = base.copy()
+    fixed = np.zeros(order.shape[0], dtype=np.bool_)
+    cost = 0.0
+    for i in range(d0):
+        cost += _apply(prof, keep_x, rec_x, c, order[i], dec[order[i]], 1)
+        fixed[order[i]] = True
+    deficits = _fixed_deficits(dec, fixed, inp.s, c, nf, ops, kprof, cap0, M, lastf,
+                               firstb, W_)
+    if (t_star + cost + _cover(deficits, ops, dec, fixed, order[:0], inp.s, c, nf, lastf,
+                               firstb, rho_free, W_)) * (1.0 - SLACK) >= cut:
+        return 1
+    if prof.max() > M:
+        return 2
+    if adm_on and (t_star + cost + admission_bound(dec, fixed, prof, keep_x, M,
+                                                   cut - t_star, adm)) * (1.0 - SLACK) >= cut:
+        return 3
+    return 0
+
+
+@njit(cache=True)
 def _subtree(inp, M, order, nopt, base, keep_x, rec_x, dec0, d0, t_star, U, max_leaves,
-             nf, ops, kprof, cap0, lastf, firstb, rho_free, W_):
+             nf, ops, kprof, cap0, lastf, firstb, rho_free, W_, adm, adm_on, gf):
     """Depth-first search below the prefix ``order[:d0]`` fixed in `dec0` (d0 < len(order);
     `inp` the kernel's inputs (:func:`slackopt.simulate.kernel_inputs`), `M` the budget;
     `base` the floor profile; `ops` from :func:`_deficit_ops`; `rho_free` the rebuildable
-    tensors of ``order[d0:]`` by c_t / s_t). Returns (best value, best decisions, leaves,
-    pruned by time, pruned by memory, finished, found a plan faster than U)."""
+    tensors of ``order[d0:]`` by c_t / s_t; `adm` from
+    :func:`~slackopt.solvers.milp.admission.admission_arrays`, used when `adm_on`; a
+    subtree is skipped when no plan in it runs faster than the cutoff ``gf * best``).
+    Returns (best value, best decisions, leaves, pruned by time, pruned by memory,
+    pruned by admission, finished, found a plan faster than U)."""
     s, c = inp.s, inp.c
     n = order.shape[0]
     dec = dec0.copy()
@@ -310,17 +360,17 @@ def _subtree(inp, M, order, nopt, base, keep_x, rec_x, dec0, d0, t_star, U, max_
     for i in range(d0):
         cost += _apply(prof, keep_x, rec_x, c, order[i], dec[order[i]], 1)
         fixed[order[i]] = True
+    code = _node_check(inp, M, order, d0, dec, base, keep_x, rec_x, t_star, best * gf, nf,
+                       ops, kprof, cap0, lastf, firstb, rho_free, W_, adm, adm_on)
+    if code != 0:
+        return (best, best_dec, 0, int(code == 1), int(code == 2), int(code == 3), True,
+                found)
     # the prefix's share of the deficit bound, once; each node adds its own decisions
     deficits = _fixed_deficits(dec, fixed, s, c, nf, ops, kprof, cap0, M, lastf, firstb, W_)
-    none = order[:0]
-    if (t_star + cost + _cover(deficits, ops, dec, fixed, none, s, c, nf, lastf, firstb,
-                               rho_free, W_)) * (1.0 - SLACK) >= best:
-        return best, best_dec, 0, 1, 0, True, found
-    if prof.max() > M:
-        return best, best_dec, 0, 0, 1, True, found
     leaves = 0
     p_time = 0
     p_mem = 0
+    p_adm = 0
     depth = d0
     while depth >= d0:
         t = order[depth]
@@ -334,7 +384,7 @@ def _subtree(inp, M, order, nopt, base, keep_x, rec_x, dec0, d0, t_star, U, max_
             depth -= 1
             continue
         if leaves >= max_leaves:
-            return best, best_dec, leaves, p_time, p_mem, False, found
+            return best, best_dec, leaves, p_time, p_mem, p_adm, False, found
         choice[depth] = d
         dec[t] = d
         fixed[t] = True
@@ -342,9 +392,14 @@ def _subtree(inp, M, order, nopt, base, keep_x, rec_x, dec0, d0, t_star, U, max_
         if prof.max() > M:
             p_mem += 1
             continue
+        cut = best * gf
         if (t_star + cost + _cover(deficits, ops, dec, fixed, order[d0:depth + 1], s, c, nf,
-                                   lastf, firstb, rho_free, W_)) * (1.0 - SLACK) >= best:
+                                   lastf, firstb, rho_free, W_)) * (1.0 - SLACK) >= cut:
             p_time += 1
+            continue
+        if adm_on and (t_star + cost + admission_bound(
+                dec, fixed, prof, keep_x, M, cut - t_star, adm)) * (1.0 - SLACK) >= cut:
+            p_adm += 1
             continue
         if depth + 1 < n:
             depth += 1
@@ -356,7 +411,7 @@ def _subtree(inp, M, order, nopt, base, keep_x, rec_x, dec0, d0, t_star, U, max_
             best = r[1]
             best_dec[:] = dec
             found = True
-    return best, best_dec, leaves, p_time, p_mem, True, found
+    return best, best_dec, leaves, p_time, p_mem, p_adm, True, found
 
 
 class BranchAndBound:
@@ -370,12 +425,18 @@ class BranchAndBound:
         inst: the (lowered) instance.
         M: the budget (bytes).
 
+    The admission bound (:mod:`~slackopt.solvers.milp.admission`) joins the deficit
+    bound when ``n_saved^2 x n_ops <= ADMISSION_MAX_WORK`` (its cost per node).
+
     Memory: two int64 arrays [n_saved, n_ops] (GPT-2 XL: 581 x 1355, 6.3 MB each).
     """
 
     def __init__(self, inst: Instance, M: int) -> None:
         self.inst, self.M = inst, int(M)
-        self._args = (kernel_inputs(inst), self.M)
+        inp = kernel_inputs(inst)
+        self._args = (inp, self.M)
+        self._adm = admission_arrays(inst, inp)
+        self.admission = int(inst.n_saved) ** 2 * int(inst.n_ops) <= ADMISSION_MAX_WORK
         c = np.asarray(inst.c, dtype=np.float64)
         self.nopt = np.where(np.isfinite(c), 3, 2).astype(np.int64)
         self.base, self._keep_x, self._rec_x = _footprints(inst)
@@ -384,7 +445,8 @@ class BranchAndBound:
         self._rho_order, self._W = rho_order, W
 
     def run(self, inc: Incumbent, max_plans: int, deadline: float,
-            free: np.ndarray | None = None, source: str = "enumeration") -> EnumResult:
+            free: np.ndarray | None = None, source: str = "enumeration",
+            gap: float = 0.0) -> EnumResult:
         """Search the decision vectors that agree with the incumbent outside `free`,
         improving `inc` in place.
 
@@ -397,21 +459,30 @@ class BranchAndBound:
             free: the saved tensors searched (int indices, any order, no repeats); the
                 others keep ``inc.dec``'s decisions. None: every saved tensor.
             source: the incumbent's source for the plans found.
+            gap: relative gap (>= 0): a subtree is skipped when none of its plans runs
+                faster than ``U / (1 + gap)`` (U the incumbent's step at that moment),
+                so a complete search proves every plan at least ``U_end / (1 + gap)``
+                instead of U_end itself; 0 (default) searches for the optimum.
 
         Returns:
             The :class:`EnumResult` over the searched space (``space``: the decision
             vectors of the free tensors). ``complete`` means every one was simulated or
-            pruned; ``bound_s`` (U) is set only when `free` is None (then it proves
-            the optimum), as a window's optimum proves nothing about other plans.
+            pruned; ``bound_s`` (``U / (1 + gap)``, U the incumbent's step at the end)
+            is set only when `free` is None, as a window's optimum proves nothing about
+            other plans. With ``gap`` 0 it is U: the incumbent is the optimum.
 
         Raises:
             ValueError: `inc` is of another instance or budget, `free` is given without
-                an incumbent, or names a tensor out of range or twice.
+                an incumbent, or names a tensor out of range or twice; `gap` is negative
+                or not finite.
         """
         inst = self.inst
         if inc.inst is not inst or inc.M != self.M:
             raise ValueError("BranchAndBound.run: the incumbent is of another instance or "
                              "budget than the search was prepared for")
+        if not (math.isfinite(gap) and gap >= 0.0):
+            raise ValueError(f"BranchAndBound.run: gap must be a finite number >= 0, got {gap}")
+        gf = 1.0 / (1.0 + gap)
         nS = int(inst.n_saved)
         s = np.asarray(inst.s, dtype=np.int64)
         nopt = self.nopt
@@ -436,7 +507,7 @@ class BranchAndBound:
         free_sorted = sorted(free.tolist(), key=lambda t: (-int(s[t]), t))
         order = np.concatenate([fixed_part, np.array(free_sorted, dtype=np.int64)])
         space = math.prod(int(nopt[t]) for t in free_sorted)
-        out = EnumResult(False, None, 0, 0, 0, space)
+        out = EnumResult(False, None, 0, 0, 0, space, 0, float(gap))
         if max_plans <= 0:
             return out
         if len(free_sorted) == 0:
@@ -456,29 +527,70 @@ class BranchAndBound:
         depth = fixed_part.size
         while depth < nS and math.prod(int(nopt[t]) for t in order[depth:]) > CHUNK_PLANS:
             depth += 1
-        for pre in _prefixes(order[fixed_part.size:depth], nopt):
-            if time.perf_counter() >= deadline:
+        for d in self._prefixes(order, fixed_part.size, depth, dec, t_star, inc, gf,
+                                rho_free, deadline, out):
+            if d is None:   # the deadline
                 return out
-            d = dec.copy()
-            d[order[fixed_part.size:depth]] = pre
-            best, best_dec, leaves, pt, pm, done, found = _subtree(
+            best, best_dec, leaves, pt, pm, pa, done, found = _subtree(
                 *self._args, order, nopt, self.base, self._keep_x, self._rec_x, d, depth,
                 t_star, inc.step_s, max_plans - out.simulated, *self._dq, rho_free,
-                self._W)
+                self._W, self._adm, self.admission, gf)
             out.simulated += int(leaves)
             out.pruned_time += int(pt)
             out.pruned_memory += int(pm)
+            out.pruned_admission += int(pa)
             inc.evaluations += int(leaves)
             if found:
                 inc.consider(best_dec.astype(np.int8), source)
             if not done:
                 return out
         out.complete = True
-        out.bound_s = inc.step_s if whole and inc.dec is not None else None
+        out.bound_s = inc.step_s * gf if whole and inc.dec is not None else None
         return out
 
+    def _prefixes(self, order: np.ndarray, lo: int, depth: int, dec: np.ndarray,
+                  t_star: float, inc: Incumbent, gf: float, rho_free: np.ndarray,
+                  deadline: float, out: EnumResult) -> Iterator[np.ndarray | None]:
+        """The decision vectors fixing ``order[:depth]`` (``order[:lo]`` as in `dec`, the
+        rest every option, in the search's order), skipping every shorter prefix that
+        the bounds rule out at the incumbent's cutoff of the moment (counted in `out`).
+        Yields the vector (reused: copy it to keep it), or None once the deadline has
+        passed."""
+        if depth == lo:
+            yield None if time.perf_counter() >= deadline else dec.copy()
+            return
+        d = dec.copy()
+        choice = [-1] * (depth - lo)
+        level = 0
+        while level >= 0:
+            t = int(order[lo + level])
+            choice[level] += 1
+            if choice[level] >= int(self.nopt[t]):
+                choice[level] = -1
+                level -= 1
+                continue
+            if time.perf_counter() >= deadline:
+                yield None
+                return
+            d[t] = choice[level]
+            if lo + level + 1 == depth:
+                yield d
+                continue
+            code = _node_check(*self._args, order, lo + level + 1, d, self.base,
+                               self._keep_x, self._rec_x, t_star, inc.step_s * gf,
+                               *self._dq, rho_free, self._W, self._adm, self.admission)
+            if code == 0:
+                level += 1
+            elif code == 1:
+                out.pruned_time += 1
+            elif code == 2:
+                out.pruned_memory += 1
+            else:
+                out.pruned_admission += 1
 
-def enumerate_optimum(inc: Incumbent, max_plans: int, deadline: float) -> EnumResult:
+
+def enumerate_optimum(inc: Incumbent, max_plans: int, deadline: float,
+                      gap: float = 0.0) -> EnumResult:
     """Branch and bound over every decision vector of ``inc.inst`` at ``inc.M`` (module
     docstring), starting from the incumbent `inc` and improving it in place.
 
@@ -488,15 +600,11 @@ def enumerate_optimum(inc: Incumbent, max_plans: int, deadline: float) -> EnumRe
         max_plans: most plans simulated (a work limit); the search stops, incomplete,
             when the next one would exceed it.
         deadline: ``time.perf_counter()`` time after which no new subtree is started.
+        gap: relative gap (:meth:`BranchAndBound.run`); 0 searches for the optimum.
 
     Returns:
-        The :class:`EnumResult`; ``complete`` proves that the incumbent (if any) is the
-        optimum of the evaluator's semantics, and that no plan runs if there is none.
+        The :class:`EnumResult`; ``complete`` proves that no plan runs faster than
+        ``bound_s`` (with ``gap`` 0: the incumbent, if any, is the optimum of the
+        evaluator's semantics), and that no plan runs if there is none.
     """
-    return BranchAndBound(inc.inst, inc.M).run(inc, max_plans, deadline)
-
-
-def _prefixes(order: np.ndarray, nopt: np.ndarray) -> Iterator[tuple[int, ...]]:
-    """Every decision tuple of the tensors in `order`, in the search's order (lazily)."""
-    opts = [(KEEP, SWAP, RECOMP)[: int(nopt[t])] for t in order.tolist()]
-    return itertools.product(*opts)
+    return BranchAndBound(inc.inst, inc.M).run(inc, max_plans, deadline, gap=gap)
