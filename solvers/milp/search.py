@@ -201,10 +201,11 @@ class MILP(BaseSolver):
             each new MILP incumbent, in every tier.
         search_calls: most candidate plans one local search considers (a work limit,
             not a time limit, so results do not depend on machine speed).
-        enum_plans: most plans the exact enumeration simulates
-            (:func:`~slackopt.solvers.milp.enumerate.enumerate_optimum`; instances with
-            at most ``ENUM_MAX_SAVED`` saved tensors); a search that ends within it
-            proves the optimum and the model is not built. 0 turns it off.
+        enum_plans: most plans the exact enumeration simulates, over all its passes
+            (:class:`~slackopt.solvers.milp.enumerate.BranchAndBound`, gaps
+            ``ENUM_GAPS``; instances with at most ``ENUM_MAX_SAVED`` saved tensors);
+            each pass that ends within it proves a bound, the last one the optimum,
+            and then the model is not built. 0 turns it off.
         lns_plans: most plans the large-neighbourhood search simulates
             (:func:`~slackopt.solvers.milp.lns.lns`, after the bounds, before the
             model; every tier). 0 turns it off.
