@@ -236,3 +236,26 @@ def test_blocked_prefetch_by_hand(M, stall):
     fixed = np.ones(inst.n_saved, dtype=np.bool_)
     assert ck.check(dec, fixed, ev.step_time_s, 0.0, "blocked") == pytest.approx(stall, abs=1e-12)
     assert ck.check(dec, ~fixed, ev.step_time_s, 0.0, "blocked, free") == 0.0
+
+
+CASES = Path(__file__).parent / "data" / "admission"
+
+
+@pytest.mark.parametrize("name,M,dec", [
+    ("r4_dropped_offload", 254_261_056, [0, 2, 1, 1]),
+    ("lagging_then_evicted", 106_413_792, [1, 1, 0, 2, 2, 0, 1, 0])])
+def test_cases_of_the_independent_verifier(name, M, dec):
+    """Two plans on which a first version claimed more stall than they have, found by
+    an independent check with its own instance generator: in r4_dropped_offload, rule R4
+    took a swap whose offload was still queued for resident after its last reader had
+    ended (the runtime drops that offload and frees the tensor); in
+    lagging_then_evicted, a1's need (a2's rebuild) was served by its lagging device copy
+    and only a later re-fetch ran, overlapping other work. The plan and every plan of
+    the instance (a sample) must pass now."""
+    inst = load_instance(CASES / f"{name}.json").lowered
+    ck = Checker(inst, M)
+    d = np.array(dec, dtype=np.int8)
+    r = fast.run_barrier_free(ck.inp, d, M)
+    assert r[0] == 0
+    ck.check(d, np.ones(len(d), dtype=np.bool_), float(r[1]), float(r[2]), name)
+    assert check_instance(name, inst, [M])[0] > 100
