@@ -74,7 +74,8 @@ class Checker:
             f"{where}: plan {dec.tolist()}, fixed {fixed.astype(int).tolist()}: "
             f"T* + rebuilds + F + B = {self.T_star + cost + x} s above the step {T} s")
         a = self.adm
-        Q = _d2h_ends(dec, fixed, a[3], a[15], a[16], a[19], a[20])
+        Q = _d2h_ends(dec, fixed, a[3], a[15], a[16], a[19], a[20],
+                       np.ones(len(dec), dtype=np.bool_))
         f = fwd_stall_lb(dec, fixed, prof, self.M, a[0], a[3], a[2], a[17], Q)
         assert f <= stall_fwd * (1 + 1e-9) + 1e-15, (
             f"{where}: plan {dec.tolist()}, fixed {fixed.astype(int).tolist()}: "

@@ -160,15 +160,15 @@ def admission_arrays(inst: Instance, inp) -> tuple:
 
 
 @njit(cache=True)
-def _d2h_ends(dec, fixed, s, fifo, rel, lat, wd2h):
-    """Q[t]: the earliest end of each fixed swap's D2H (the fixed swaps alone through
-    the FIFO queue at rate `wd2h`, from ideal ready times), -1 for the other tensors and
-    for 0-byte swaps (done at once, never queued)."""
+def _d2h_ends(dec, fixed, s, fifo, rel, lat, wd2h, sel):
+    """Q[t]: the earliest end of each fixed swap's D2H, the fixed swaps with ``sel[t]``
+    alone through the FIFO queue at rate `wd2h`, from ideal ready times; -1 for the
+    other tensors and for 0-byte swaps (done at once, never queued)."""
     Q = np.full(s.shape[0], -1.0)
     cur = 0.0
     for i in range(fifo.shape[0]):
         t = fifo[i]
-        if fixed[t] and dec[t] == SWAP and s[t] > 0:    # a 0-byte swap is never queued
+        if fixed[t] and dec[t] == SWAP and s[t] > 0 and sel[t]:
             st = cur if cur > rel[t] else rel[t]
             cur = st + lat + s[t] / wd2h
             Q[t] = cur
@@ -330,15 +330,11 @@ def _d2h_ends_read_after(dec, fixed, s, fifo, rel, lat, wd2h, rptr, ridx, nf, n)
     full rate, from ideal ready times, gives each of them such an end."""
     nS = s.shape[0]
     Qk = np.full((n, nS), -1.0)
+    read_after = np.zeros(nS, dtype=np.bool_)
     for k in range(nf, n):
-        cur = 0.0
-        for i in range(fifo.shape[0]):
-            v = fifo[i]
-            if (fixed[v] and dec[v] == SWAP and s[v] > 0 and rptr[v + 1] > rptr[v]
-                    and ridx[rptr[v + 1] - 1] > k):
-                st = cur if cur > rel[v] else rel[v]
-                cur = st + lat + s[v] / wd2h
-                Qk[k, v] = cur
+        for v in range(nS):
+            read_after[v] = rptr[v + 1] > rptr[v] and ridx[rptr[v + 1] - 1] > k
+        Qk[k] = _d2h_ends(dec, fixed, s, fifo, rel, lat, wd2h, read_after)
     return Qk
 
 
@@ -497,7 +493,7 @@ def admission_bound(dec, fixed, prof, keep_x, M, slack_u, adm):
     cannot fit."""
     (nf, firstb, lastf, s, c, cfin, rd_ptr, rd_idx, A, rbx, dptr, didx, porder, rptr,
      ridx, fifo, rel, start, endk, lat, wd2h, wslow, wh2d) = adm
-    Q = _d2h_ends(dec, fixed, s, fifo, rel, lat, wd2h)
+    Q = _d2h_ends(dec, fixed, s, fifo, rel, lat, wd2h, np.ones(s.shape[0], dtype=np.bool_))
     F = fwd_stall_lb(dec, fixed, prof, M, nf, s, lastf, start, Q)
     if F == np.inf:
         return F
