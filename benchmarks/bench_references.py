@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
                     raise SlackoptError(f"--start-from-references: no references file {refs} "
                                         "to start from; run once without the option, or give "
                                         "--references")
-                starts = reference_plans(suite, refs)
+                starts = reference_plans(suite, refs, budgets)
             df = compare([e.path for e in suite.instances], _solvers(args.solvers), budgets,
                          time_limit_s=args.time_limit, store=args.store,
                          workers=args.workers, scheduler=args.scheduler,

@@ -192,6 +192,13 @@ def test_runs_start_from_the_references_best_plans(refsuite: Path, tmp_path: Pat
     assert any(t > best[m] for m, t in steps)      # the cold runs: the floor plans only
     after = json.loads((d / "references.json").read_text())
     assert [r["best_step_s"] for r in after["rows"]] == [r["best_step_s"] for r in refs["rows"]]
+    # a sweep over some of the budgets starts from those rows' plans only (compare refuses
+    # a start plan outside its sweep: the script failed so with --budgets 0.5 alone)
+    half = reference_plans(load_manifest(d / "manifest.json"), d / "references.json", [0.5])
+    assert sorted(half) == [(inst.name, r["budget_bytes"]) for r in refs["rows"]
+                            if r["budget_fraction"] == 0.5]
+    args[args.index("0.5,0.7")] = "0.5"
+    assert _script().main([*args, "--start-from-references"]) == 0
     # without a references file there is nothing to start from: refused, exit 2
     rc = _script().main(["--suite", str(d), "--budgets", "0.5", "--quiet", "--solvers",
                          "checkpoint", "--references", str(d / "missing.json"),

@@ -111,10 +111,13 @@ def rows_from_store(store: str | os.PathLike) -> pd.DataFrame:
     return df
 
 
-def reference_plans(suite: Suite, path: str | os.PathLike) -> dict[tuple[str, int], Plan]:
+def reference_plans(suite: Suite, path: str | os.PathLike,
+                    budgets: Sequence[float] | None = None) -> dict[tuple[str, int], Plan]:
     """The best plans of the references file at `path` for `suite`'s instances, keyed as
     :func:`slackopt.compare.compare`'s ``start_plans`` takes them: (instance name, M in
-    bytes) -> Plan. Rows without a plan are left out; no file gives {}.
+    bytes) -> Plan. Rows without a plan are left out, and with `budgets` (fractions of P)
+    the rows at other budgets (compare refuses a start plan outside its sweep); no file
+    gives {}.
 
     Raises:
         FileFormatError: a malformed references file, or a plan file that does not read
@@ -128,7 +131,9 @@ def reference_plans(suite: Suite, path: str | os.PathLike) -> dict[tuple[str, in
     doc = read_document(p)
     out: dict[tuple[str, int], Plan] = {}
     for e in suite.instances:
-        rows = [r for r in doc["rows"] if r.get("instance_name") == e.name and r.get("best_plan")]
+        rows = [r for r in doc["rows"] if r.get("instance_name") == e.name and r.get("best_plan")
+                and (budgets is None or any(math.isclose(float(r["budget_fraction"]), float(b))
+                                            for b in budgets))]
         if not rows:
             continue
         inst = load_instance(e.path)
