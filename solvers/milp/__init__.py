@@ -192,7 +192,9 @@ can be rebuilt and swap or keep the rest), then with ``warm_start`` the plans of
 cheap registered solver (solvers/seeds.py: SlackSwap, the baselines, the production
 planners; their decisions re-simulated under the barrier-free runtime; 20% of the limit)
 and CP-SAT's best recompute-only plan. (2) A local search around U with the evaluator as
-judge (1-flip descent and paired moves; a work limit in candidates, not seconds). (2a) The
+judge (1-flip descent, rebuild exchanges and joint changes of 2 or 3 tensors; a work limit
+in candidates, not seconds). (2') An iterated local search (kicks of 2 to 5 tensors, each
+followed by a descent; ``kick_plans``, a work limit in plans simulated). (2a) The
 deficit bound (:func:`~slackopt.solvers.milp.enumerate.deficit_bound`, valid for every
 plan, its argument in its docstring): at each op the keep-all bytes above M must be absent,
 which only recomp tensors not yet rebuilt and swapped tensors whose D2H has ended can be;

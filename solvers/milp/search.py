@@ -31,7 +31,7 @@ from slackopt.solvers.milp.checkpoint import checkpoint_bound
 from slackopt.solvers.milp.cpsat_seed import recompute_only_incumbent
 from slackopt.solvers.milp.deficit_lagrange import lagrangian_deficit_bound
 from slackopt.solvers.milp.enumerate import BranchAndBound, deficit_bound, enumerate_optimum
-from slackopt.solvers.milp.incumbent import Incumbent, improve
+from slackopt.solvers.milp.incumbent import Incumbent, improve, kick_search
 from slackopt.solvers.milp.lin import _INF, ModelTimeout
 from slackopt.solvers.milp.lns import lns
 from slackopt.solvers.milp.model import build_model, model_floor
@@ -201,6 +201,9 @@ class MILP(BaseSolver):
             each new MILP incumbent, in every tier.
         search_calls: most candidate plans one local search considers (a work limit,
             not a time limit, so results do not depend on machine speed).
+        kick_plans: most plans the iterated local search simulates
+            (:func:`~slackopt.solvers.milp.incumbent.kick_search`, right after the first
+            local search; a work limit). 0 turns it off.
         enum_plans: most plans the exact enumeration simulates, over all its passes
             (:class:`~slackopt.solvers.milp.enumerate.BranchAndBound`, gaps
             ``ENUM_GAPS``; instances with at most ``ENUM_MAX_SAVED`` saved tensors);
@@ -236,7 +239,8 @@ class MILP(BaseSolver):
         "warm_start": Param(bool), "tier": Param(str, choices=TIERS),
         "steps": _StepsParam(int, min=1, none=True), "max_iterations": Param(int, min=1),
         "patience": Param(int, min=1, none=True), "local_search": Param(bool),
-        "search_calls": Param(int, min=0), "enum_plans": Param(int, min=0),
+        "search_calls": Param(int, min=0), "kick_plans": Param(int, min=0),
+        "enum_plans": Param(int, min=0),
         "lns_plans": Param(int, min=0),
         "seed": DEPRECATED_SEED_PARAM,
         "progress": Param(bool, none=True), "verbose": Param(bool),
@@ -250,6 +254,7 @@ class MILP(BaseSolver):
                  tier: str = "auto", steps: str | int | None = None,
                  max_iterations: int = 100, patience: int | None = None,
                  local_search: bool = True, search_calls: int = 20_000,
+                 kick_plans: int = 20_000,
                  enum_plans: int = 1_000_000, lns_plans: int = 1_000_000, seed: int = 0,
                  progress: bool | None = None, verbose: bool = False,
                  lagging: bool | None = None, binary_placement: bool | None = None,
@@ -267,6 +272,7 @@ class MILP(BaseSolver):
         self.patience = patience
         self.local_search = local_search
         self.search_calls = search_calls
+        self.kick_plans = kick_plans
         self.enum_plans = enum_plans
         self.lns_plans = lns_plans
         self.seed = seed
@@ -621,6 +627,16 @@ def _local_search(solver: MILP, st: _Search) -> bool | None:
     return True
 
 
+def _kicks(solver: MILP, st: _Search) -> bool | None:
+    """(2') Iterated local search (solvers/milp/incumbent.py, :func:`kick_search`): kicks
+    of 2 to 5 tensors from the incumbent, each followed by a descent over the 1-flips
+    and the rebuild exchanges; fixed work (``kick_plans``), deterministic."""
+    if not solver.local_search or solver.kick_plans <= 0 or st.inc.dec is None:
+        return False
+    st.info["kick_plans"] = kick_search(st.inc, solver.kick_plans, st.seed, st.deadline)
+    return True
+
+
 def _deficit(solver: MILP, st: _Search) -> bool | None:
     """(2a) The deficit bound: the cheapest way to make room at each op (closed form,
     valid for every plan; solvers/milp/enumerate.py). Certified: it is computed in
@@ -897,6 +913,7 @@ PHASES: tuple[tuple[str, Callable[[MILP, _Search], bool | None]], ...] = (
     ("checkpoint_bound", _checkpoint),
     ("timing_lp", _timing_lp),
     ("local_search", _local_search),
+    ("kicks", _kicks),
     ("enumeration", _enumeration),
     ("lns", _lns),
     ("timing_bound", _timing),
