@@ -69,10 +69,11 @@ def test_kicks_stop_when_nothing_new_is_left():
     inst = _four()
     M = int(inst.P)
     inc = Incumbent(inst, M)
-    inc.consider(np.zeros(inst.n_saved, np.int8), "keep")
+    start = inc.consider(np.array([RECOMP, RECOMP, RECOMP, KEEP], np.int8), "recompute")
+    assert start > inst.ideal_time_s    # 7 s of rebuilds
     made = kick_search(inc, 10**9, seed=0, deadline=float("inf"))
     assert made == inc.evaluations - 1 <= 3 * 3 * 3 * 2 - 1
-    assert inc.step_s == pytest.approx(inst.ideal_time_s)
+    assert inc.step_s == pytest.approx(inst.ideal_time_s)   # keep all: it fits
 
 
 def test_milp_runs_the_kicks_as_a_phase_and_kick_plans_0_turns_them_off():
