@@ -57,7 +57,8 @@ How the step is read
   alone they come with a warning (``meta["timing_note"]``).
   ``timing="roofline"``: :func:`slackopt.hardware.roofline_s` of the GPU (a preset or a
   JSON file of peaks), at the peak of the op's dtype, from the op's FLOPs
-  (``torch.utils.flop_counter``'s formulas, plus CPU flash attention) and the bytes it
+  (``torch.utils.flop_counter``'s formulas; fused attention, CPU flash included, by
+  :func:`sdpa_flops`, which also counts grouped-query attention) and the bytes it
   reads and writes. FLOPs are recorded in both modes (``Op.flops``).
 - **Tensors** are storages. Identity is the storage object (its ``StorageImpl``), held by a
   weak reference for the whole step, so an address that the allocator reuses after a free
@@ -475,22 +476,63 @@ class StepTracer(TorchDispatchMode):
         return None
 
 
+_SDPA_FWD = frozenset({
+    "_scaled_dot_product_flash_attention", "_scaled_dot_product_efficient_attention",
+    "_scaled_dot_product_cudnn_attention", "_scaled_dot_product_flash_attention_for_cpu"})
+"""Fused attention kernels whose first three arguments are q, k, v as (B, H, S, D)."""
+_SDPA_BWD = frozenset(f"{n}_backward" for n in _SDPA_FWD)
+"""Their backward kernels: the gradient of the output, then q, k, v."""
+
+
+def sdpa_flops(q: Sequence[int], k: Sequence[int], v: Sequence[int],
+               backward: bool = False) -> float:
+    """FLOPs of one fused scaled-dot-product attention kernel from the shapes of q, k, v.
+
+    The count of ``torch.utils.flop_counter`` (``sdpa_flop_count`` and
+    ``sdpa_backward_flop_count``: two and five batched matrix products, the backward
+    recomputing the scores), extended to grouped-query attention: k and v may have fewer
+    heads than q (Llama-3, Mistral), each shared by a group of query heads, which PyTorch's
+    formulas refuse in some releases (2.11: an assertion, so the op was priced as if it
+    did no arithmetic). The causal mask is not discounted, as in PyTorch's count.
+
+    Args:
+        q: (B, Hq, Sq, Dq). k: (B, Hkv, Sk, Dq). v: (B, Hkv, Sk, Dv); Hq a multiple of Hkv.
+        backward: the backward kernel (gradients of q, k and v).
+
+    Returns:
+        The FLOPs (multiply and add counted as two): 2 B Hq Sq Sk (Dq + Dv) forward,
+        2 B Hq Sq Sk (3 Dq + 2 Dv) backward.
+
+    Raises:
+        ValueError: shapes that are not 4-D or do not fit one attention.
+    """
+    if not (len(q) == len(k) == len(v) == 4):
+        raise ValueError(f"q, k, v must be 4-D (B, H, S, D), got {q}, {k}, {v}")
+    b, hq, sq, dq = q
+    if k[0] != b or v[0] != b or k[3] != dq or v[2] != k[2] or k[1] != v[1] \
+            or k[1] < 1 or hq % k[1]:
+        raise ValueError(f"q {tuple(q)}, k {tuple(k)}, v {tuple(v)} are not one attention")
+    sk, dv = k[2], v[3]
+    per = 2.0 * b * hq * sq * sk
+    return per * (3 * dq + 2 * dv) if backward else per * (dq + dv)
+
+
 def _flops(func: Any, args: Sequence[Any], kwargs: Mapping[str, Any], out: Any) -> float:
-    """FLOPs of one call from ``torch.utils.flop_counter`` (0 where it has no formula)."""
+    """FLOPs of one call: :func:`sdpa_flops` for fused attention, :func:`grouped_mm_flops`,
+    else ``torch.utils.flop_counter``'s formula (0 where it has none)."""
     from torch.utils import flop_counter as fc
 
-    fn = fc.flop_registry.get(func._overloadpacket)
+    name = _packet(func)
     try:
-        if fn is not None:
-            return float(fn(*args, **kwargs, out_val=out))
-        name = _packet(func)
-        if name == "_scaled_dot_product_flash_attention_for_cpu":
-            return float(fc.sdpa_flop_count(args[0].shape, args[1].shape, args[2].shape))
-        if name == "_scaled_dot_product_flash_attention_for_cpu_backward":
-            return float(fc.sdpa_backward_flop_count(args[0].shape, args[1].shape,
-                                                     args[2].shape, args[3].shape))
+        if name in _SDPA_FWD:
+            return sdpa_flops(args[0].shape, args[1].shape, args[2].shape)
+        if name in _SDPA_BWD:
+            return sdpa_flops(args[1].shape, args[2].shape, args[3].shape, backward=True)
         if name == "_grouped_mm":
             return grouped_mm_flops(args[0].shape, args[1].shape)
+        fn = fc.flop_registry.get(func._overloadpacket)
+        if fn is not None:
+            return float(fn(*args, **kwargs, out_val=out))
     except Exception:  # a formula that does not fit these arguments: unknown, not fatal
         return 0.0
     return 0.0
@@ -1745,5 +1787,5 @@ __all__ = [
     "build_from_factory", "build_instance", "default_loss", "fake_mode_of", "grouped_mm_flops",
     "is_never_recompute", "is_random_op", "is_view_op", "load_factory", "make_inputs",
     "op_kind", "op_label", "parse_dtype", "parse_shape", "profile_factory", "profile_step",
-    "resolve_factory", "run_loss", "storage_of", "vocab_size", "written_tensors",
+    "resolve_factory", "run_loss", "sdpa_flops", "storage_of", "vocab_size", "written_tensors",
 ]
