@@ -34,7 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _models(torch, small: bool):
+def _models(torch, small: bool, large: bool = False):
     sys.path.insert(0, str(ROOT))  # the tests package
     from tests.torch_models import TinyGPT, TinyResNet, lm_loss
 
@@ -42,6 +42,10 @@ def _models(torch, small: bool):
     if small:  # --dry-run on the CPU: the same flow on test-sized models
         return [("gpt-2x32", TinyGPT(layers=2), (torch.randint(0, 64, (2, 16)),), lm_loss),
                 ("resnet-w8", TinyResNet(8), (torch.randn(2, 3, 16, 16),), None)]
+    if large:  # kernels long enough for the runtime's per-op cost to be small beside them
+        gpt = TinyGPT(vocab=32768, block=1024, d=2048, heads=16, layers=8, dropout=0.1)
+        idx = torch.randint(0, 32768, (8, 1024))
+        return [("gpt-8x2048", gpt, (idx,), lm_loss)]
     gpt = TinyGPT(vocab=8192, block=512, d=512, heads=8, layers=6, dropout=0.1)
     idx = torch.randint(0, 8192, (8, 512))
     cnn = TinyResNet(width=64, classes=100)
@@ -58,26 +62,38 @@ def _grads(model):
     return [p.grad.detach().clone() for p in model.parameters() if p.grad is not None]
 
 
+def cuda_torch(script: str, dry_run: bool):
+    """The ``torch`` module, or None after a message on stderr naming `script` where
+    PyTorch is missing or (unless `dry_run`) sees no CUDA device."""
+    try:
+        import torch
+    except ImportError:
+        print(f"{script}: PyTorch is not installed (pip install 'slackopt[torch]')",
+              file=sys.stderr)
+        return None
+    if not torch.cuda.is_available() and not dry_run:
+        print(f"{script}: no CUDA device here (torch.cuda.is_available() is False; this "
+              f"PyTorch is {torch.__version__}). Run it on a machine with an NVIDIA GPU and "
+              "a CUDA build of PyTorch.", file=sys.stderr)
+        return None
+    return torch
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--steps", type=int, default=3, help="measured steps per plan")
     ap.add_argument("--repeat", type=int, default=5, help="profiled steps (median)")
     ap.add_argument("--link", default=None, help="host-link preset (default from the GPU)")
     ap.add_argument("--json", default=None, help="also write the rows to this JSON file")
+    ap.add_argument("--large", action="store_true",
+                    help="one larger model instead (GPT, 8 layers of width 2048, 8 x 1024 "
+                    "tokens): kernels long beside the runtime's per-op cost")
     ap.add_argument("--dry-run", action="store_true",
                     help="run the same flow on the CPU with test-sized models and roofline "
                     "A100 timing (checks the script, measures nothing about a GPU)")
     a = ap.parse_args(argv)
-    try:
-        import torch
-    except ImportError:
-        print("gpu_check: PyTorch is not installed (pip install 'slackopt[torch]')",
-              file=sys.stderr)
-        return 2
-    if not torch.cuda.is_available() and not a.dry_run:
-        print("gpu_check: no CUDA device here (torch.cuda.is_available() is False; this "
-              f"PyTorch is {torch.__version__}). Run it on a machine with an NVIDIA GPU and "
-              "a CUDA build of PyTorch.", file=sys.stderr)
+    torch = cuda_torch("gpu_check", a.dry_run)
+    if torch is None:
         return 2
 
     import time
@@ -98,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     hdr = (f"{'model':<11} {'M/P':>4} {'sim ms':>8} {'meas ms':>8} {'unpl ms':>8} "
            f"{'sim peak MB':>11} {'cuda peak MB':>12} {'match':>5} {'max |dgrad|':>11}")
     print(hdr)
-    for name, model, inputs, loss_fn in _models(torch, a.dry_run):
+    for name, model, inputs, loss_fn in _models(torch, a.dry_run, a.large):
         model = model.to(dev).train()
         inputs = tuple(x.to(dev) for x in inputs)
         inst = profile_step(model, inputs, loss_fn, link=link, repeat=a.repeat,
