@@ -71,7 +71,8 @@ def measure_link(torch, mib: int, reps: int = 5) -> dict:
     def h2d():
         dev_dst.copy_(host_in, non_blocking=True)
 
-    _event_time(torch, s_d2h, d2h), _event_time(torch, s_h2d, h2d)  # warm-up
+    for stream, fn in ((s_d2h, d2h), (s_h2d, h2d)):  # warm-up
+        _event_time(torch, stream, fn)
     alone_d2h = statistics.median(n / _event_time(torch, s_d2h, d2h) for _ in range(reps))
     alone_h2d = statistics.median(n / _event_time(torch, s_h2d, h2d) for _ in range(reps))
     both_d2h, both_h2d = [], []
