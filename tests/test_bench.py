@@ -382,3 +382,29 @@ def test_the_store_keeps_the_plans(tmp_path: Path) -> None:
     for r in b.itertuples():
         ev = simulate(inst, plan_from_dict(json.loads(r.plan), inst), int(r.budget_bytes))
         assert ev.feasible and ev.step_time_s == r.step_time_s
+
+
+def test_rounding_alone_changes_no_row(refsuite: Path, tmp_path: Path) -> None:
+    """A row's best step lowered and its bound raised by 1e-12 (relative) on purpose: the
+    same plans and bounds again differ from them by float rounding only (below
+    VIOLATION_RTOL) and change nothing; by 1e-6 they replace them."""
+    from slackopt.compare.bench import load_manifest
+
+    d = _copy(refsuite, tmp_path / "suite")
+    path = d / "references.json"
+    doc = json.loads(path.read_text())
+    r05 = next(r for r in doc["rows"] if r["budget_fraction"] == 0.5)
+    best, lb = r05["best_step_s"], r05["lower_bound_s"]
+    df = compare([d / TINY.name], ["milp"], [0.5], time_limit_s=30.0,
+                 store=d / "store.sqlite", progress=False, plans=True)
+    assert df["step_time_s"].iloc[0] == best and df["lower_bound_s"].iloc[0] == lb
+    for rel, changed in ((1e-12, False), (1e-6, True)):
+        r05.update(best_step_s=best * (1 + rel), lower_bound_s=lb * (1 - rel))
+        path.write_text(json.dumps(doc))
+        upd = update_references(load_manifest(d / "manifest.json"), df, [0.5], path)
+        assert upd.bugs == []
+        row = next(r for r in json.loads(path.read_text())["rows"]
+                   if r["budget_fraction"] == 0.5)
+        assert len(upd.changes) == (2 if changed else 0), upd.changes
+        assert (row["best_step_s"], row["lower_bound_s"]) == (
+            (best, lb) if changed else (best * (1 + rel), lb * (1 - rel)))

@@ -58,7 +58,8 @@ BENCH_MANIFEST = Path(__file__).resolve().parents[2] / "instances" / "bench" / M
 REFERENCES_SCRIPT = "benchmarks/bench_references.py"
 VIOLATION_RTOL = 1e-9
 """A bound more than this (relative) above a simulated step violates it; a step more than
-this below the reference best is a new best (float rounding of one sum is not news)."""
+this below the reference best is a new best, and only a plan or a bound better than the
+reference by more than this replaces it (float rounding of one sum is not news)."""
 LEADERBOARD_COLUMNS = ("solver", "rows", "feasible", "gap_to_bound_geomean", "gap_to_bound_max",
                        "gap_to_best_geomean", "gap_to_best_max", "planning_time_median_s",
                        "planning_time_max_s")

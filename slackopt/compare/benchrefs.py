@@ -16,9 +16,10 @@ The rules (:func:`update_references`), per instance of the suite and budget frac
   ``bound_source`` is "certified" (a solver with ``certified_bounds``: milp), and the
   ideal step T*. A higher bound replaces the old one only if it is at most every
   re-simulated plan's step (the candidates' and the row's recorded best).
-- **Rows never get worse**: the best step only falls, the bound only rises, a budget below
-  the floor (a certified solver's "infeasible", with the smallest budget at which a plan
-  runs) stays so.
+- **Rows never get worse**: the best step only falls, the bound only rises, each by more
+  than ``VIOLATION_RTOL`` (1e-9, relative; a plan or bound that differs from the row's by
+  float rounding alone changes nothing), a budget below the floor (a certified solver's
+  "infeasible", with the smallest budget at which a plan runs) stays so.
 - **Contradictions are bugs**, collected in :attr:`Update.bugs` (the command prints them
   and exits 1), never clamped: a certified bound above a simulated plan, a plan that runs
   under a budget said to be below the floor, a re-simulation that disagrees with the
@@ -327,7 +328,7 @@ def update_references(suite: Suite, df: pd.DataFrame, budgets: Sequence[float],
                                 f"{top['lower_bound_s']!r} s is above a re-simulated plan's "
                                 f"step {lowest!r} s (not recorded)")
             elif top is not None and not row["below_floor"] and (
-                    old_lb is None or top["lower_bound_s"] > old_lb):
+                    old_lb is None or top["lower_bound_s"] > old_lb * (1 + VIOLATION_RTOL)):
                 lb = float(top["lower_bound_s"])
                 row.update(lower_bound_s=lb, bound_source=CERTIFIED if lb > t_star * (
                     1 + 1e-9) else TRIVIAL)
@@ -343,7 +344,7 @@ def update_references(suite: Suite, df: pd.DataFrame, budgets: Sequence[float],
                 if lb is not None and lb > step * (1 + VIOLATION_RTOL):
                     upd.bugs.append(f"{where}: {r['solver']}'s plan runs in {step!r} s, below "
                                     f"the recorded bound {lb!r} s (not recorded)")
-                elif old_best is None or step < old_best:
+                elif old_best is None or step < old_best * (1 - VIOLATION_RTOL):
                     rel = f"{PLANS_FOLDER}/{_stem(e.file)}_M{m}.json"
                     write_plan(plan, inst, m, step, p.parent / rel,
                                {"instance_file": e.file, "budget_bytes": m,
