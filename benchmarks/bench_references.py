@@ -27,7 +27,8 @@ Run: python benchmarks/bench_references.py [--suite bench|PATH] [--references FI
 
 Exit status: 0; 1 when a contradiction was found (a certified bound above a simulated
 plan, a plan under a budget said to be below the floor: a bug, printed, never clamped;
-the other rows are written); 2 for bad input.
+the other rows are written); 2 for bad input; 130 after Ctrl-C (the store keeps the
+finished runs, the references file is written only at the end).
 """
 
 from __future__ import annotations
@@ -46,13 +47,34 @@ def _solvers(text: str) -> list:
     import json
 
     from slackopt.compare import SUITES
+    from slackopt.errors import SlackoptError, json_problem
 
     if text.strip().startswith("["):
-        return [x if isinstance(x, str) else (x[0], x[1]) for x in json.loads(text)]
+        fix = ('give names or a JSON list of names and [name, {params}] pairs, e.g. '
+               '\'["milp", ["genetic", {"generations": null}]]\'')
+        try:
+            items = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise SlackoptError(f"--solvers: {json_problem(e)}; {fix}") from None
+        if not all(isinstance(x, str) or (isinstance(x, list) and len(x) == 2
+                                          and isinstance(x[0], str) and isinstance(x[1], dict))
+                   for x in items):
+            raise SlackoptError(f"--solvers: each entry must be a name or [name, {{params}}]; "
+                                f"{fix}")
+        return [x if isinstance(x, str) else (x[0], x[1]) for x in items]
     out: list = []
     for x in (s.strip() for s in text.split(",") if s.strip()):
         out.extend(SUITES.get(x, (x,)))
     return out
+
+
+def _interrupted(args: argparse.Namespace) -> int:
+    """Ctrl-C: one line on stderr saying what was kept; the exit status 130."""
+    where = ("nothing was recorded" if args.from_store is not None else
+             f"{args.store} holds the finished runs; the references were not updated")
+    print(f"bench_references: interrupted; {where}: run the same command again",
+          file=sys.stderr)
+    return 130
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -65,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         resolve_suite,
     )
     from slackopt.compare.benchrefs import reference_plans, rows_from_store, update_references
-    from slackopt.errors import SlackoptError
+    from slackopt.errors import SlackoptError, interrupt_cause
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--suite", default="bench", help="bench, a manifest.json or its folder")
@@ -92,7 +114,10 @@ def main(argv: list[str] | None = None) -> int:
         full = load_manifest(resolve_suite(args.suite))
         suite = full.select(args.only)
         check_files(suite)
-        budgets = [float(x) for x in args.budgets.split(",") if x.strip()]
+        try:
+            budgets = [float(x) for x in args.budgets.split(",") if x.strip()]
+        except ValueError:
+            budgets = []
         if not budgets or any(not 0 < b <= 1 for b in budgets):
             raise SlackoptError(f"--budgets '{args.budgets}': give fractions of P in (0, 1]")
         refs = args.references or full.references
@@ -118,6 +143,12 @@ def main(argv: list[str] | None = None) -> int:
     except SlackoptError as e:
         print(f"bench_references: error: {e}", file=sys.stderr)
         return 2
+    except Exception as e:
+        if not isinstance(interrupt_cause(e), KeyboardInterrupt):
+            raise
+        return _interrupted(args)
+    except KeyboardInterrupt:
+        return _interrupted(args)
     for line in upd.changes:
         print(line)
     print(f"{refs}: {len(upd.rows)} rows, {len(upd.changes)} changes")
