@@ -13,6 +13,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -257,10 +258,23 @@ def test_load_references_reads_the_bench_format(refsuite: Path, tmp_path: Path) 
              (1, "budget_bytes", None, "rows[1].budget_bytes"),
              (0, "lower_bound_s", 1.0, "rows[0].lower_bound_s"),  # above its best step
              (1, "best_step_s", -1.0, "rows[1].best_step_s"),
-             (0, "below_floor", "no", "rows[0].below_floor")]
+             (0, "below_floor", "no", "rows[0].below_floor"),
+             (0, "status", "great", "rows[0].status"),
+             (1, "best_plan", "../../etc/passwd", "rows[1].best_plan"),
+             (1, "best_plan", "/tmp/plan.json", "rows[1].best_plan"),
+             (0, "best_plan", None, "rows[0].best_plan"),   # beside a best_step_s
+             (1, "lower_bound_s", "MISSING", "rows[1].lower_bound_s"),
+             (0, "best_step_s", "MISSING", "rows[0].best_step_s"),
+             (0, "below_floor", "MISSING", "rows[0].below_floor"),
+             (1, "budget_bytes", "REPEAT", "rows[1]")]      # rows[0]'s instance and budget
     for k, key, value, field in cases:
         bad = json.loads(json.dumps(doc))
-        bad["rows"][k][key] = value
+        if value == "MISSING":
+            del bad["rows"][k][key]
+        elif value == "REPEAT":
+            bad["rows"][k][key] = bad["rows"][0][key]
+        else:
+            bad["rows"][k][key] = value
         f = tmp_path / "bad.json"
         f.write_text(json.dumps(bad))
         with pytest.raises(FileFormatError, match=re.escape(f"field '{field}'")):
@@ -321,15 +335,53 @@ def test_bench_suite_not_found(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
     assert_user_error(rc, out, err, "pass --suite path/to/manifest.json")
 
 
-def test_a_new_best_is_announced_and_its_command_records_it(
+def _record_all_swap(d: Path, row: dict[str, Any]) -> float:
+    """Write the every-tensor-swapped plan over `row`'s best plan file; its step (s),
+    slower than the row's best."""
+    from slackopt.compare.benchrefs import write_plan
+    from slackopt.plan import SWAP, Plan
+
+    inst = load_instance(d / TINY.name)
+    plan = Plan(np.full(inst.n_saved, SWAP, dtype=np.int8), inst.saved_names)
+    ev = simulate(inst, plan, row["budget_bytes"])
+    assert ev.feasible and ev.step_time_s > row["best_step_s"] * 1.01
+    write_plan(plan, inst, row["budget_bytes"], ev.step_time_s, d / row["best_plan"], {})
+    return float(ev.step_time_s)
+
+
+def test_a_recorded_best_that_its_plan_file_contradicts_is_a_bug(
         refsuite: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """With the reference best step at 0.7 P made worse on purpose, slackswap's plan is a
-    new best known; the command printed records it from the store (re-simulated)."""
+    """A row whose best_step_s was raised by hand (its plan file runs faster): a plan
+    between the two is not recorded over that file; the row is reported, left as is."""
     d = _copy(refsuite, tmp_path / "suite")
     path = d / "references.json"
     doc = json.loads(path.read_text())
     r07 = next(r for r in doc["rows"] if r["budget_fraction"] == 0.7)
+    plan_before = (d / r07["best_plan"]).read_bytes()
     r07["best_step_s"] *= 1.5
+    path.write_text(json.dumps(doc))
+    store = tmp_path / "b.sqlite"
+    rc, out, err = run(capsys, "bench", "--solvers", "slackswap", "--suite", d,
+                       "--store", store, "--json")
+    assert rc == 0 and len(json.loads(out)["new_bests"]) == 1, err
+    assert _script().main(["--suite", str(d), "--budgets", "0.7", "--from-store", str(store),
+                           "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert "runs in" in err and "not in its best_step_s" in err, err
+    assert (d / r07["best_plan"]).read_bytes() == plan_before
+    assert json.loads(path.read_text())["rows"] == doc["rows"]
+
+
+def test_a_new_best_is_announced_and_its_command_records_it(
+        refsuite: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """With the reference best plan at 0.7 P replaced by a slower one on purpose (every
+    tensor swapped, its file and step), slackswap's plan is a new best known; the command
+    printed records it from the store (re-simulated)."""
+    d = _copy(refsuite, tmp_path / "suite")
+    path = d / "references.json"
+    doc = json.loads(path.read_text())
+    r07 = next(r for r in doc["rows"] if r["budget_fraction"] == 0.7)
+    r07["best_step_s"] = _record_all_swap(d, r07)
     path.write_text(json.dumps(doc))
     store = tmp_path / "b.sqlite"
     rc, out, err = run(capsys, "bench", "--solvers", "slackswap", "--suite", d,
@@ -385,9 +437,10 @@ def test_the_store_keeps_the_plans(tmp_path: Path) -> None:
 
 
 def test_rounding_alone_changes_no_row(refsuite: Path, tmp_path: Path) -> None:
-    """A row's best step lowered and its bound raised by 1e-12 (relative) on purpose: the
+    """A row's best step raised and its bound lowered by 1e-12 (relative) on purpose: the
     same plans and bounds again differ from them by float rounding only (below
-    VIOLATION_RTOL) and change nothing; by 1e-6 they replace them."""
+    VIOLATION_RTOL) and change nothing. A bound lowered by 1e-6 and a slower recorded plan
+    (every tensor swapped, its file and step) are replaced."""
     from slackopt.compare.bench import load_manifest
 
     d = _copy(refsuite, tmp_path / "suite")
@@ -398,13 +451,59 @@ def test_rounding_alone_changes_no_row(refsuite: Path, tmp_path: Path) -> None:
     df = compare([d / TINY.name], ["milp"], [0.5], time_limit_s=30.0,
                  store=d / "store.sqlite", progress=False, plans=True)
     assert df["step_time_s"].iloc[0] == best and df["lower_bound_s"].iloc[0] == lb
-    for rel, changed in ((1e-12, False), (1e-6, True)):
-        r05.update(best_step_s=best * (1 + rel), lower_bound_s=lb * (1 - rel))
-        path.write_text(json.dumps(doc))
-        upd = update_references(load_manifest(d / "manifest.json"), df, [0.5], path)
-        assert upd.bugs == []
-        row = next(r for r in json.loads(path.read_text())["rows"]
-                   if r["budget_fraction"] == 0.5)
-        assert len(upd.changes) == (2 if changed else 0), upd.changes
-        assert (row["best_step_s"], row["lower_bound_s"]) == (
-            (best, lb) if changed else (best * (1 + rel), lb * (1 - rel)))
+    suite = load_manifest(d / "manifest.json")
+
+    def row() -> dict[str, Any]:
+        return next(r for r in json.loads(path.read_text())["rows"]
+                    if r["budget_fraction"] == 0.5)
+
+    r05.update(best_step_s=best * (1 + 1e-12), lower_bound_s=lb * (1 - 1e-12))
+    path.write_text(json.dumps(doc))
+    upd = update_references(suite, df, [0.5], path)
+    assert upd.bugs == [] and upd.changes == []
+    assert (row()["best_step_s"], row()["lower_bound_s"]) == (best * (1 + 1e-12),
+                                                              lb * (1 - 1e-12))
+    r05.update(best_step_s=_record_all_swap(d, {**r05, "best_step_s": best}),
+               lower_bound_s=lb * (1 - 1e-6))
+    path.write_text(json.dumps(doc))
+    upd = update_references(suite, df, [0.5], path)
+    assert upd.bugs == [] and len(upd.changes) == 2, upd.changes
+    assert (row()["best_step_s"], row()["lower_bound_s"]) == (best, lb)
+
+
+def test_bench_checks_out_before_it_runs(refsuite: Path, tmp_path: Path,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """--out that names a file the bench reads (even with --force), or whose folder is a
+    file, is refused before any run: the store stays empty and the suite unchanged."""
+    d = _copy(refsuite, tmp_path / "suite")
+    before = {f.name: f.read_bytes() for f in d.iterdir() if f.is_file()}
+    (tmp_path / "notes.txt").write_text("mine")
+    store = tmp_path / "b.sqlite"
+    for out_path, words in ((d / "references.json", ("a file this bench reads",)),
+                            (d / "manifest.json", ("a file this bench reads",)),
+                            (d / TINY.name, ("a file this bench reads",)),
+                            (tmp_path / "notes.txt" / "r.csv", ("notes.txt is a file",))):
+        rc, out, err = run(capsys, "bench", "--solvers", "slackswap", "--suite", d,
+                           "--store", store, "--out", out_path, "--force")
+        assert_user_error(rc, out, err, str(out_path), *words)
+    assert not store.exists()
+    assert {f.name: f.read_bytes() for f in d.iterdir() if f.is_file()} == before
+    assert (tmp_path / "notes.txt").read_text() == "mine"
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--budgets", "abc"], ["--budgets 'abc'", "fractions of P"]),
+    (["--solvers", '["milp",'], ["--solvers", "JSON"]),
+    (["--solvers", '[["milp"]]'], ["--solvers", "[name, {params}]"]),
+], ids=["budgets", "json", "entry"])
+def test_bench_references_bad_arguments_exit_2(refsuite: Path, tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str],
+                                               args: list[str], words: list[str]) -> None:
+    d = _copy(refsuite, tmp_path / "suite")
+    before = (d / "references.json").read_bytes()
+    rc = _script().main(["--suite", str(d), "--quiet", "--store",
+                         str(tmp_path / "s.sqlite"), *args])
+    err = capsys.readouterr().err
+    assert rc == 2 and "Traceback" not in err
+    assert err.startswith("bench_references: error: ") and all(w in err for w in words), err
+    assert (d / "references.json").read_bytes() == before

@@ -344,6 +344,10 @@ def update_references(suite: Suite, df: pd.DataFrame, budgets: Sequence[float],
                 if lb is not None and lb > step * (1 + VIOLATION_RTOL):
                     upd.bugs.append(f"{where}: {r['solver']}'s plan runs in {step!r} s, below "
                                     f"the recorded bound {lb!r} s (not recorded)")
+                elif old_best is not None and step < old_best * (1 - VIOLATION_RTOL) and (
+                        why := _recorded_plan_problem(row, p.parent, inst, m)) is not None:
+                    upd.bugs.append(f"{where}: {why} (the row is left as it is; regenerate "
+                                    "it, or restore its plan file)")
                 elif old_best is None or step < old_best * (1 - VIOLATION_RTOL):
                     rel = f"{PLANS_FOLDER}/{_stem(e.file)}_M{m}.json"
                     write_plan(plan, inst, m, step, p.parent / rel,
@@ -379,6 +383,28 @@ def update_references(suite: Suite, df: pd.DataFrame, budgets: Sequence[float],
     _write_json(p, out)
     upd.rows = rows
     return upd
+
+
+def _recorded_plan_problem(row: Mapping[str, Any], folder: Path, inst: Instance,
+                           m: int) -> str | None:
+    """Why the row's recorded best plan (``best_plan``, relative to `folder`) does not
+    stand for its ``best_step_s`` under `m` bytes: a missing or unreadable file, a plan
+    that does not run, or one that runs in another time (beyond ``_RESIM_RTOL``); None
+    when it does. Checked before a better plan overwrites it, so that a row edited by
+    hand never costs a faster plan file."""
+    from slackopt.io import load_plan
+    from slackopt.simulate import simulate
+
+    f = folder / str(row["best_plan"])
+    try:
+        ev = simulate(inst, load_plan(f, inst), m)
+    except (OSError, FileFormatError) as e:
+        return f"its best_plan {f} cannot be read ({e})"
+    best = float(row["best_step_s"])
+    if not ev.feasible or abs(ev.step_time_s - best) > _RESIM_RTOL * best:
+        now = f"{ev.step_time_s!r} s" if ev.feasible else "does not run"
+        return f"its best_plan {f} runs in {now}, not in its best_step_s {best!r} s"
+    return None
 
 
 def _status(row: Mapping[str, Any]) -> str:

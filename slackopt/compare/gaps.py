@@ -167,6 +167,12 @@ def _times(e: Mapping[str, Any], src: str, where: str, fix: str) -> dict[str, fl
     return out
 
 
+BENCH_ROW_KEYS = ("instance", "instance_name", "budget_fraction", "budget_bytes",
+                  "lower_bound_s", "bound_source", "best_step_s", "best_plan", "status",
+                  "below_floor", "min_budget_bytes", "provenance")
+"""The keys every ``slackopt-bench-references`` row has (a value may be null)."""
+BENCH_ROW_STATUSES = ("optimal", "bounded", "feasible", "unsolved", "infeasible")
+"""A bench row's ``status`` (slackopt.compare.benchrefs: what its values prove)."""
 BENCH_BOUND_SOURCES = (CERTIFIED, TRIVIAL)
 """The sources a bench references row's ``lower_bound_s`` may come from."""
 _BOUND_ABOVE_PLAN_RTOL = 1e-9
@@ -183,10 +189,15 @@ def _bench_rows(doc: Mapping[str, Any], src: str) -> list[dict[str, Any]]:
     if not isinstance(rows, list):
         raise FileFormatError(src, "rows", "is not a list", fix)
     out = []
+    seen: dict[tuple[str, int], int] = {}
     for i, r in enumerate(rows):
         where = f"rows[{i}]"
         if not isinstance(r, Mapping):
             raise FileFormatError(src, where, "is not an object", fix)
+        for k in BENCH_ROW_KEYS:
+            if k not in r:
+                raise FileFormatError(src, f"{where}.{k}", "is missing (null where a row has "
+                                      "no value)", fix)
         for k in ("instance", "instance_name"):
             if not isinstance(r.get(k), str) or not r[k]:
                 raise FileFormatError(src, f"{where}.{k}", "missing or not a name", fix)
@@ -208,10 +219,25 @@ def _bench_rows(doc: Mapping[str, Any], src: str) -> list[dict[str, Any]]:
                                   f"best_step_s {best!r} s: the bound or the plan is wrong",
                                   "report it as a bug; regenerate the row with "
                                   "benchmarks/bench_references.py")
-        for k in ("best_plan", "status"):
-            if r.get(k) is not None and not isinstance(r[k], str):
-                raise FileFormatError(src, f"{where}.{k}", "is not a string or null", fix)
-        if not isinstance(r.get("below_floor", False), bool):
+        if r["status"] not in BENCH_ROW_STATUSES:
+            raise FileFormatError(src, f"{where}.status", f"{r['status']!r} is not one of "
+                                  f"{', '.join(BENCH_ROW_STATUSES)}", fix)
+        bp = r["best_plan"]
+        if bp is not None and (not isinstance(bp, str) or not bp or Path(bp).is_absolute()
+                               or ".." in Path(bp).parts):
+            raise FileFormatError(src, f"{where}.best_plan", f"{bp!r} is not a path inside "
+                                  "the references file's folder (relative, no '..') or null",
+                                  fix)
+        if (bp is None) != (t["best_step_s"] is None):
+            raise FileFormatError(src, f"{where}.best_plan", "and best_step_s must both be "
+                                  "given or both be null", fix)
+        key = (r["instance_name"], int(r["budget_bytes"]))
+        if key in seen:
+            raise FileFormatError(src, where, f"repeats rows[{seen[key]}] (instance "
+                                  f"{key[0]}, budget_bytes {key[1]}): one row per instance "
+                                  "and budget", fix)
+        seen[key] = i
+        if not isinstance(r["below_floor"], bool):
             raise FileFormatError(src, f"{where}.below_floor", "is not true or false", fix)
         mb = r.get("min_budget_bytes")
         if mb is not None and not _is_count(mb):
