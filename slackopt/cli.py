@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib.util
 import inspect
 import json
 import math
@@ -888,6 +889,15 @@ def _check_results_out(output: Path, store: Path | None, force: bool) -> None:
     if store is not None and output.resolve() == store.resolve():
         raise FileFormatError(output, "", "is also the --store file",
                               "write the table to another file")
+    if output.suffix.lower() == ".parquet" and importlib.util.find_spec("pyarrow") is None:
+        raise FileFormatError(output, "", "Parquet needs pyarrow, which is not installed",
+                              "pip install pyarrow, or write .csv, .json or .sqlite")
+    above = output.parent
+    while not above.exists() and above != above.parent:
+        above = above.parent
+    if above.exists() and not above.is_dir():
+        raise FileFormatError(output, "", f"cannot be written: {above} is a file, not a "
+                              "folder", "choose another path for --out")
 
 
 @app.command("compare")
@@ -1040,7 +1050,14 @@ def bench_cmd(
     from slackopt import plot
     from slackopt.compare import write_results
     from slackopt.compare.bench import LEADERBOARD_HEADERS as HEADERS
-    from slackopt.compare.bench import leaderboard_cells, leaderboard_markdown, run_bench
+    from slackopt.compare.bench import (
+        leaderboard_cells,
+        leaderboard_markdown,
+        load_manifest,
+        resolve_suite,
+        run_bench,
+    )
+    from slackopt.errors import FileFormatError
     from slackopt.io import OutputExistsError
 
     specs = _solver_specs(solvers)
@@ -1055,6 +1072,14 @@ def bench_cmd(
             if f.exists() and not force:
                 raise OutputExistsError(f"{f}: file exists; pass --force to replace it, or "
                                         "choose another --out")
+        st = load_manifest(resolve_suite(suite))
+        reads = {p.resolve() for p in (st.manifest, references or st.references,
+                                       *(e.path for e in st.instances))}
+        for f in (output, *extra):
+            if f.resolve() in reads:
+                raise FileFormatError(f, "", "is a file this bench reads (the suite's "
+                                      "manifest, references or an instance)",
+                                      "write the results elsewhere with --out")
     new_dir = store.parent if store is not None and not store.parent.exists() else None
     try:
         res = run_bench(suite, specs, budgets=budget_list, time_limit_s=time_limit,
