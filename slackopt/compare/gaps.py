@@ -83,10 +83,12 @@ def load_references(references: str | os.PathLike | Mapping[str, Any] | None
     ``entries``) and ``slackopt-bench-references`` (version 1, ``rows``). A bench row
     becomes an entry whose ``instance`` is the row's ``instance_name`` (the name rows are
     matched by), with the row's ``instance`` (its file, relative to the manifest) kept as
-    ``instance_file``; its ``budget_bytes`` is required, and its ``lower_bound_s`` must
-    come from a certified source (``bound_source`` "certified" or "T* (trivial)") and lie
-    at most at its ``best_step_s`` (within 1e-9 relative: a bound above a plan's step is
-    wrong).
+    ``instance_file``; every key of :data:`BENCH_ROW_KEYS` is required (null where the
+    row has no value), one row per instance name and ``budget_bytes``, a ``status`` of
+    :data:`BENCH_ROW_STATUSES`, ``best_plan`` a relative path without ".." given exactly
+    when ``best_step_s`` is, and its ``lower_bound_s`` must come from a certified source
+    (``bound_source`` "certified" or "T* (trivial)") and lie at most at its
+    ``best_step_s`` (within 1e-9 relative: a bound above a plan's step is wrong).
 
     Args:
         references: path of a references JSON file, the parsed document, or None (no
