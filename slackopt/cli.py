@@ -1057,6 +1057,7 @@ def bench_cmd(
         resolve_suite,
         run_bench,
     )
+    from slackopt.compare.gaps import load_references
     from slackopt.errors import FileFormatError
     from slackopt.io import OutputExistsError
 
@@ -1073,12 +1074,15 @@ def bench_cmd(
                 raise OutputExistsError(f"{f}: file exists; pass --force to replace it, or "
                                         "choose another --out")
         st = load_manifest(resolve_suite(suite))
-        reads = {p.resolve() for p in (st.manifest, references or st.references,
-                                       *(e.path for e in st.instances))}
+        refs = Path(references or st.references)
+        reads = {p.resolve() for p in (st.manifest, refs, *(e.path for e in st.instances))}
+        if refs.is_file():
+            reads |= {(refs.parent / e["best_plan"]).resolve() for e in load_references(refs)
+                      if e.get("best_plan")}
         for f in (output, *extra):
             if f.resolve() in reads:
                 raise FileFormatError(f, "", "is a file this bench reads (the suite's "
-                                      "manifest, references or an instance)",
+                                      "manifest, references, their plans or an instance)",
                                       "write the results elsewhere with --out")
     new_dir = store.parent if store is not None and not store.parent.exists() else None
     try:

@@ -262,6 +262,7 @@ def test_load_references_reads_the_bench_format(refsuite: Path, tmp_path: Path) 
              (0, "status", "great", "rows[0].status"),
              (1, "best_plan", "../../etc/passwd", "rows[1].best_plan"),
              (1, "best_plan", "/tmp/plan.json", "rows[1].best_plan"),
+             (1, "best_plan", "plans/missing.json", "rows[1].best_plan"),
              (0, "best_plan", None, "rows[0].best_plan"),   # beside a best_step_s
              (1, "lower_bound_s", "MISSING", "rows[1].lower_bound_s"),
              (0, "best_step_s", "MISSING", "rows[0].best_step_s"),
@@ -275,10 +276,13 @@ def test_load_references_reads_the_bench_format(refsuite: Path, tmp_path: Path) 
             bad["rows"][k][key] = bad["rows"][0][key]
         else:
             bad["rows"][k][key] = value
-        f = tmp_path / "bad.json"
+        f = refsuite / "bad.json"  # beside the plans its rows name
         f.write_text(json.dumps(bad))
-        with pytest.raises(FileFormatError, match=re.escape(f"field '{field}'")):
-            load_references(f)
+        try:
+            with pytest.raises(FileFormatError, match=re.escape(f"field '{field}'")):
+                load_references(f)
+        finally:
+            f.unlink()
 
 
 # ----------------------------------------------------------------------------- the command
@@ -476,10 +480,12 @@ def test_bench_checks_out_before_it_runs(refsuite: Path, tmp_path: Path,
     """--out that names a file the bench reads (even with --force), or whose folder is a
     file, is refused before any run: the store stays empty and the suite unchanged."""
     d = _copy(refsuite, tmp_path / "suite")
-    before = {f.name: f.read_bytes() for f in d.iterdir() if f.is_file()}
+    before = {f.name: f.read_bytes() for f in d.rglob("*") if f.is_file()}
     (tmp_path / "notes.txt").write_text("mine")
     store = tmp_path / "b.sqlite"
+    plan = d / json.loads((d / "references.json").read_text())["rows"][0]["best_plan"]
     for out_path, words in ((d / "references.json", ("a file this bench reads",)),
+                            (plan, ("a file this bench reads",)),
                             (d / "manifest.json", ("a file this bench reads",)),
                             (d / TINY.name, ("a file this bench reads",)),
                             (tmp_path / "notes.txt" / "r.csv", ("notes.txt is a file",))):
@@ -487,7 +493,7 @@ def test_bench_checks_out_before_it_runs(refsuite: Path, tmp_path: Path,
                            "--store", store, "--out", out_path, "--force")
         assert_user_error(rc, out, err, str(out_path), *words)
     assert not store.exists()
-    assert {f.name: f.read_bytes() for f in d.iterdir() if f.is_file()} == before
+    assert {f.name: f.read_bytes() for f in d.rglob("*") if f.is_file()} == before
     assert (tmp_path / "notes.txt").read_text() == "mine"
 
 

@@ -83,12 +83,13 @@ def load_references(references: str | os.PathLike | Mapping[str, Any] | None
     ``entries``) and ``slackopt-bench-references`` (version 1, ``rows``). A bench row
     becomes an entry whose ``instance`` is the row's ``instance_name`` (the name rows are
     matched by), with the row's ``instance`` (its file, relative to the manifest) kept as
-    ``instance_file``; every key of :data:`BENCH_ROW_KEYS` is required (null where the
-    row has no value), one row per instance name and ``budget_bytes``, a ``status`` of
+    ``instance_file``; every key of :data:`BENCH_ROW_KEYS` is required (null where the row
+    has no value), one row per instance name and ``budget_bytes``, a ``status`` of
     :data:`BENCH_ROW_STATUSES`, ``best_plan`` a relative path without ".." given exactly
-    when ``best_step_s`` is, and its ``lower_bound_s`` must come from a certified source
-    (``bound_source`` "certified" or "T* (trivial)") and lie at most at its
-    ``best_step_s`` (within 1e-9 relative: a bound above a plan's step is wrong).
+    when ``best_step_s`` is (read from a file: a file beside it that exists), and its
+    ``lower_bound_s`` must come from a certified source (``bound_source`` "certified" or
+    "T* (trivial)") and lie at most at its ``best_step_s`` (within 1e-9 relative: a bound
+    above a plan's step is wrong).
 
     Args:
         references: path of a references JSON file, the parsed document, or None (no
@@ -120,7 +121,8 @@ def load_references(references: str | os.PathLike | Mapping[str, Any] | None
             raise FileFormatError(src, "", json_problem(e),
                                   "give a references.json file") from None
     if isinstance(doc, Mapping) and doc.get("format") == BENCH_REFERENCES_FORMAT:
-        return _bench_rows(doc, src)
+        return _bench_rows(doc, src, None if isinstance(references, Mapping)
+                           else Path(references).parent)
     fix = ('write {"format": "slackopt-references", "schema_version": 1, "entries": '
            '[{"instance": ..., "budget_bytes": ..., "lower_bound_s": ..., "best_step_s": ...}]}')
     if not isinstance(doc, Mapping) or doc.get("format") != REFERENCES_FORMAT:
@@ -181,8 +183,10 @@ _BOUND_ABOVE_PLAN_RTOL = 1e-9
 """A bound more than this (relative) above a plan's simulated step is wrong."""
 
 
-def _bench_rows(doc: Mapping[str, Any], src: str) -> list[dict[str, Any]]:
-    """The rows of a ``slackopt-bench-references`` document as entries (checked)."""
+def _bench_rows(doc: Mapping[str, Any], src: str, folder: Path | None = None
+                ) -> list[dict[str, Any]]:
+    """The rows of a ``slackopt-bench-references`` document as entries (checked); with
+    `folder` (the references file's), every ``best_plan`` file must exist there."""
     fix = "regenerate the file with benchmarks/bench_references.py"
     if doc.get("version") != 1:
         raise FileFormatError(src, "version", f"{doc.get('version')!r} is not 1, the version "
@@ -231,8 +235,13 @@ def _bench_rows(doc: Mapping[str, Any], src: str) -> list[dict[str, Any]]:
                                   "the references file's folder (relative, no '..') or null",
                                   fix)
         if (bp is None) != (t["best_step_s"] is None):
-            raise FileFormatError(src, f"{where}.best_plan", "and best_step_s must both be "
-                                  "given or both be null", fix)
+            raise FileFormatError(src, f"{where}.best_plan", "is null while best_step_s is "
+                                  "not, or the other way round: a row has both or neither",
+                                  fix)
+        if bp is not None and folder is not None and not (folder / bp).is_file():
+            raise FileFormatError(src, f"{where}.best_plan", f"{folder / bp} does not exist",
+                                  "restore the plan file (it ships with the references), "
+                                  "or regenerate the row")
         key = (r["instance_name"], int(r["budget_bytes"]))
         if key in seen:
             raise FileFormatError(src, where, f"repeats rows[{seen[key]}] (instance "
