@@ -41,33 +41,6 @@ ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_STORE = ROOT / "benchmarks" / "results" / "bench_references.sqlite"
 
 
-def _solvers(text: str) -> list:
-    """'a,b', a suite name (slackopt.compare.SUITES) among them, or a JSON list of names
-    and [name, {params}] pairs."""
-    import json
-
-    from slackopt.compare import SUITES
-    from slackopt.errors import SlackoptError, json_problem
-
-    if text.strip().startswith("["):
-        fix = ('give names or a JSON list of names and [name, {params}] pairs, e.g. '
-               '\'["milp", ["genetic", {"generations": null}]]\'')
-        try:
-            items = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise SlackoptError(f"--solvers: {json_problem(e)}; {fix}") from None
-        if not all(isinstance(x, str) or (isinstance(x, list) and len(x) == 2
-                                          and isinstance(x[0], str) and isinstance(x[1], dict))
-                   for x in items):
-            raise SlackoptError(f"--solvers: each entry must be a name or [name, {{params}}]; "
-                                f"{fix}")
-        return [x if isinstance(x, str) else (x[0], x[1]) for x in items]
-    out: list = []
-    for x in (s.strip() for s in text.split(",") if s.strip()):
-        out.extend(SUITES.get(x, (x,)))
-    return out
-
-
 def _interrupted(args: argparse.Namespace) -> int:
     """Ctrl-C: one line on stderr saying what was kept; the exit status 130."""
     where = ("nothing was recorded" if args.from_store is not None else
@@ -87,6 +60,7 @@ def main(argv: list[str] | None = None) -> int:
         resolve_suite,
     )
     from slackopt.compare.benchrefs import reference_plans, rows_from_store, update_references
+    from slackopt.compare.grid import parse_solvers
     from slackopt.errors import SlackoptError, interrupt_cause
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -111,6 +85,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quiet", action="store_true", help="no progress bar")
     args = ap.parse_args(argv)
     try:
+        try:
+            solvers = parse_solvers(args.solvers)
+        except SlackoptError as e:
+            raise SlackoptError(f"--solvers: {e}") from None
         full = load_manifest(resolve_suite(args.suite))
         suite = full.select(args.only)
         check_files(suite)
@@ -132,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
                                         "to start from; run once without the option, or give "
                                         "--references")
                 starts = reference_plans(suite, refs, budgets)
-            df = compare([e.path for e in suite.instances], _solvers(args.solvers), budgets,
+            df = compare([e.path for e in suite.instances], solvers, budgets,
                          time_limit_s=args.time_limit, store=args.store,
                          workers=args.workers, scheduler=args.scheduler,
                          progress=not args.quiet, plans=True, start_plans=starts)

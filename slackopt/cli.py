@@ -31,7 +31,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from slackopt.errors import SlackoptError, interrupt_cause, json_problem
+from slackopt.errors import SlackoptError, interrupt_cause
 from slackopt.hardware import GPUS, LINKS
 from slackopt.workloads._builder import MAX_LAYERS, MAX_PARAM
 
@@ -792,51 +792,13 @@ def _split_list(text: str, what: str, opt: str) -> list[str]:
 
 
 def _solver_specs(text: str) -> list[Any]:
-    """--solvers: 'a,b', 'all', a suite name (slackopt.compare.SUITES), or a JSON list of
-    names and [name, {params}] pairs; a suite name in either list stands for its solvers."""
-    from slackopt.compare import SUITES
-    from slackopt.solver import registered_solvers
+    """--solvers (:func:`slackopt.compare.grid.parse_solvers`), its errors as the option's."""
+    from slackopt.compare.grid import parse_solvers
 
-    t = text.strip()
-    if t in SUITES:
-        return list(SUITES[t])
-    if t == "all":
-        names = list(registered_solvers())
-        if not names:
-            raise typer.BadParameter("no solvers are registered", param_hint="'--solvers'")
-        return names
-    if t.startswith(("[", "{")):
-        try:
-            doc = json.loads(t)
-        except json.JSONDecodeError as e:
-            raise typer.BadParameter(json_problem(e), param_hint="'--solvers'") from None
-        if not isinstance(doc, list) or not doc:
-            raise typer.BadParameter(
-                f"{t}: the JSON form is a non-empty list of solver names and [name, "
-                '{params}] pairs, e.g. \'["slackswap", ["genetic", {"generations": null}]]\'',
-                param_hint="'--solvers'")
-        out: list[Any] = []
-        for x in doc:
-            if isinstance(x, str):
-                out.extend(SUITES.get(x, (x,)))
-            elif isinstance(x, list) and len(x) == 2 and isinstance(x[0], str) \
-                    and isinstance(x[1], dict):
-                if x[0] in SUITES:
-                    raise typer.BadParameter(
-                        f"{x!r}: {x[0]!r} is a suite, which takes no parameters; list it "
-                        "by name and give parameters to its solvers one by one",
-                        param_hint="'--solvers'")
-                out.append((x[0], x[1]))
-            else:
-                raise typer.BadParameter(
-                    f"{x!r}: each entry is a solver name or [name, {{params}}]",
-                    param_hint="'--solvers'")
-        return out
-    out = []
-    for x in _split_list(t, f"solver names (or 'all', or a suite: {', '.join(SUITES)})",
-                         "--solvers"):
-        out.extend(SUITES.get(x, (x,)))
-    return out
+    try:
+        return parse_solvers(text)
+    except SlackoptError as e:
+        raise typer.BadParameter(str(e), param_hint="'--solvers'") from None
 
 
 def _records(df: Any) -> list[dict[str, Any]]:

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from slackopt.compare.code_id import solver_code_id
-from slackopt.errors import SlackoptError, SolverError
+from slackopt.errors import SlackoptError, SolverError, json_problem
 from slackopt.instance import Bytes, Instance, parse_budget
 from slackopt.plan import Plan
 from slackopt.solver import canonical_name, get_solver, registered_solvers, solver_name
@@ -145,6 +145,64 @@ def load_instances(instances: Iterable[InstanceLike]) -> list[Instance]:
             raise SlackoptError(f"instance {x!r} is neither an Instance nor a file path")
     if not out:
         raise SlackoptError("no instances given")
+    return out
+
+
+def parse_solvers(text: str) -> list[SolverSpec]:
+    """The solvers of a ``--solvers`` option: comma-separated names, ``all`` (every
+    registered solver), a suite name of :data:`SUITES`, or a JSON list of names and
+    ``[name, {params}]`` pairs; a suite name in either list stands for its solvers.
+
+    Returns:
+        Names and (name, params) pairs, in order (names are not checked here:
+        :func:`resolve_solvers` does that).
+
+    Raises:
+        SlackoptError: bad JSON, an empty list or item, an entry of another shape, a suite
+            given parameters, or ``all`` with no solver registered (the message names
+            the fix).
+    """
+    t = text.strip()
+    if t in SUITES:
+        return list(SUITES[t])
+    if t == "all":
+        names = list(registered_solvers())
+        if not names:
+            raise SlackoptError("no solvers are registered (is slackopt installed? "
+                                "pip install -e .)")
+        return names
+    if t.startswith(("[", "{")):
+        try:
+            doc = json.loads(t)
+        except json.JSONDecodeError as e:
+            raise SlackoptError(f"{json_problem(e)}; give a JSON list such as "
+                                '\'["slackswap", ["genetic", {"generations": null}]]\'') \
+                from None
+        if not isinstance(doc, list) or not doc:
+            raise SlackoptError(
+                f"{t}: the JSON form is a non-empty list of solver names and [name, "
+                '{params}] pairs, e.g. \'["slackswap", ["genetic", {"generations": null}]]\'')
+        out: list[SolverSpec] = []
+        for x in doc:
+            if isinstance(x, str):
+                out.extend(SUITES.get(x, (x,)))
+            elif isinstance(x, list) and len(x) == 2 and isinstance(x[0], str) \
+                    and isinstance(x[1], dict):
+                if x[0] in SUITES:
+                    raise SlackoptError(
+                        f"{x!r}: {x[0]!r} is a suite, which takes no parameters; list it "
+                        "by name and give parameters to its solvers one by one")
+                out.append((x[0], x[1]))
+            else:
+                raise SlackoptError(f"{x!r}: each entry is a solver name or [name, {{params}}]")
+        return out
+    items = [x.strip() for x in t.split(",")]
+    if not t or any(not x for x in items):
+        raise SlackoptError(f"'{text}' is not a comma-separated list of solver names (or "
+                            f"'all', or a suite: {', '.join(SUITES)})")
+    out = []
+    for x in items:
+        out.extend(SUITES.get(x, (x,)))
     return out
 
 
