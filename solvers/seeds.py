@@ -23,13 +23,19 @@ from slackopt.solver import get_solver, registered_solvers
 NOT_CHEAP_SOLVERS = ("genetic", "milp")
 """Registered solvers never used as seeds by default: the genetic search and the exact
 tier, whose planning time is not small (any name starting with one of these)."""
+FIRST_SEEDS = ("slackswap-ls",)
+"""Cheap solvers asked first, in this order: the fast tier (solvers/slackswap_ls.py), whose
+plan is never slower than SlackSwap's, so that a seeding share that ends early still has
+it (a solver started after the share is skipped)."""
 
 
 def cheap_solver_names() -> list[str]:
-    """The registered solvers whose plans seed the searches (module docstring), in the
-    registry's order."""
-    return [n for n in registered_solvers()
-            if not any(n.startswith(x) for x in NOT_CHEAP_SOLVERS)]
+    """The registered solvers whose plans seed the searches (module docstring): those of
+    :data:`FIRST_SEEDS` that are registered, then the others in the registry's order."""
+    names = [n for n in registered_solvers()
+             if not any(n.startswith(x) for x in NOT_CHEAP_SOLVERS)]
+    first = [n for n in FIRST_SEEDS if n in names]
+    return first + [n for n in names if n not in first]
 
 
 def seed_plans(inst: Instance, M: int, seed: int, names: list[str], limit_s: float,

@@ -61,8 +61,8 @@ from slackopt.solverbase import MIN_BUDGET_REL_TOL, BaseSolver, Outcome, Param, 
 from slackopt.solvers import slackswap
 
 INF = math.inf
-MAX_WORK = 11_000_000
-"""Default work limit (:func:`_Search.work` units; about 0.5 s of search on the 2-core
+MAX_WORK = 6_000_000
+"""Default work limit (:func:`_Search.work` units; about 0.3 s of search on the 2-core
 development machine, 48 ns a unit)."""
 RUN_WORK = 550
 """Work charged per evaluator call (its fixed cost, in simulated-task units)."""
@@ -70,10 +70,9 @@ LIST_SHARE = 4
 """A run also costs 1/LIST_SHARE unit per task of its plan's task list (building it)."""
 START_SHARE = 0.3
 """SlackSwap's rounds get at most this share of the wall-clock budget."""
-MIN_BUDGET_SHARE = 1.0
-"""The minimum-budget search of an infeasible answer gets this many more budgets."""
-REPAIR_WORK_SHARE = 0.5
-"""At most this share of the work goes to the repair of a start that does not run."""
+MIN_BUDGET_SHARE = 0.5
+"""The minimum-budget search of an infeasible answer gets this share of the wall-clock
+budget more."""
 SMALL = 64
 """Instances with at most this many saved tensors also get the joint changes of two
 tensors and the kicks."""
@@ -480,11 +479,12 @@ class _Search:
                     if int(x) not in seen]
         return out
 
-    def repair(self, dec: np.ndarray, max_work: int) -> bool:
+    def repair(self, dec: np.ndarray) -> bool:
         """Change `dec` one tensor at a time until it runs (module docstring, step 2);
-        stops when no candidate helps or at `max_work`. Returns whether it runs."""
+        stops when no candidate helps or the work or time is spent. Returns whether it
+        runs."""
         self.set_base(dec)
-        while not self.run.feasible and self.work() < max_work and not self.spent():
+        while not self.run.feasible and not self.spent():
             run = self.run
             key0 = (self.fail_op(run), -run.short_bytes)
             cands = sorted(self.repair_candidates(run)[:32], key=lambda t: (int(self.s[t]), t))
@@ -568,10 +568,14 @@ class SlackSwapLS(BaseSolver):
         inst = chain(8, seed=0)
         cls(max_work=200_000).solve(inst, int(0.6 * inst.P), seed=0)
 
-    def _starts(self, inst: Instance, M: int, run: Run, se: _Search, end: float
-                ) -> list[tuple[str, np.ndarray]]:
-        """The start plans (module docstring, step 1), SlackSwap's first; the variants
-        only while the wall clock is before `end`."""
+    def _starts(self, inst: Instance, M: int, run: Run, se: _Search, end: float,
+                quick: bool) -> list[tuple[str, np.ndarray]]:
+        """The start plans (module docstring, step 1): the start plan, SlackSwap's rounds
+        (until `end`, at least one), Algorithm 1 with g = 0, and, while the clock is
+        before `end`, the variant with the latency-bound tensors kept out of the swap set;
+        `quick`: Algorithm 1 with g = 0 only (the minimum-budget search)."""
+        if quick:
+            return [("slackswap_g0", slackswap.plan(inst, M, g=0.0).decisions)]
         out: list[tuple[str, np.ndarray]] = []
         if run.start is not None:
             out.append(("start_plan", np.asarray(run.start, dtype=np.int8)))
@@ -580,26 +584,25 @@ class SlackSwapLS(BaseSolver):
         if ss.plan is not None:
             d = np.asarray(ss.plan.decisions, dtype=np.int8)
             out.append(("slackswap", d))
-            if ss.status != "feasible":
-                lb = (d == RECOMP) & se.latency_bound
-                if lb.any():
-                    out.append(("slackswap_latency_bound_kept",
-                                np.where(lb, KEEP, d).astype(np.int8)))
-        if time.perf_counter() < end:
-            out.append(("slackswap_g0", slackswap.plan(inst, M, g=0.0).decisions))
-        lb = np.flatnonzero(se.latency_bound)
-        if lb.size and time.perf_counter() < end:
+            lb = (d == RECOMP) & se.latency_bound
+            if ss.status != "feasible" and lb.any():  # rebuilds of tiny tensors: chains
+                out.append(("slackswap_latency_bound_kept", np.where(lb, KEEP, d)
+                            .astype(np.int8)))
+        out.append(("slackswap_g0", slackswap.plan(inst, M, g=0.0).decisions))
+        lbi = np.flatnonzero(se.latency_bound)
+        if lbi.size and time.perf_counter() < end:
             out.append(("slackswap_g0_latency_bound_kept",
-                        slackswap.plan(inst, M, g=0.0, excluded=lb).decisions))
+                        slackswap.plan(inst, M, g=0.0, excluded=lbi).decisions))
         return out
 
-    def _solve_at(self, inst: Instance, M: int, run: Run, deadline: float,
-                  max_work: int, search: bool) -> tuple[_Search, str, float]:
+    def _solve_at(self, inst: Instance, M: int, run: Run, deadline: float, search: bool,
+                  quick: bool = False) -> tuple[_Search, str, float]:
         """Starts, repair and (with `search`) the local search at budget M; returns the
-        search state, the start's name and its step (inf when it did not run)."""
-        se = _Search(inst, M, max_work, deadline, run.seed_or(0))
+        search state, the start's name and its step (inf when no start ran). Each repair
+        and then the search each get ``max_work``."""
+        se = _Search(inst, M, self.max_work, deadline, run.seed_or(0))
         t0 = time.perf_counter()
-        starts = self._starts(inst, M, run, se, t0 + START_SHARE * (deadline - t0))
+        starts = self._starts(inst, M, run, se, t0 + START_SHARE * (deadline - t0), quick)
         best: tuple[float, str, np.ndarray] | None = None
         for nm, d in starts:
             r = se.inc.evaluate(d)
@@ -609,17 +612,20 @@ class SlackSwapLS(BaseSolver):
         assert best is not None
         if best[0] < INF:
             se.set_base(best[2])
-        else:  # repair each start, each with its share of the work; keep the fastest
+        else:  # repair each start; the fastest repaired plan is the incumbent
             fixed: list[tuple[float, str, np.ndarray]] = []
             for nm, d in starts:
-                se.repair(d, se.work() + int(REPAIR_WORK_SHARE * max_work) // len(starts))
-                if se.T < INF:
+                se.max_work = se.work() + self.max_work
+                if se.repair(d):
                     fixed.append((se.T, nm + "+repair", se.cur.copy()))
+                if se.stopped_by == "time":
+                    break
             if fixed:
-                best = min(fixed, key=lambda x: x[0])
-                se.set_base(best[2])
-                best = (INF, best[1], best[2])
+                T, nm, d = min(fixed, key=lambda x: x[0])
+                se.set_base(d)
+                best = (INF, nm, d)
         if search and se.T < INF:
+            se.max_work = se.work() + self.max_work
             se.search()
         return se, best[1], best[0]
 
@@ -636,8 +642,7 @@ class SlackSwapLS(BaseSolver):
         limit = self.budget_s if run.time_limit_s is None else \
             min(self.budget_s, float(run.time_limit_s))
         deadline = run.started + limit
-        se, start, start_step = self._solve_at(instance, M, run, deadline, self.max_work,
-                                               search=True)
+        se, start, start_step = self._solve_at(instance, M, run, deadline, search=True)
         info: dict[str, Any] = {
             "start": start, "start_step_s": start_step if start_step < INF else None,
             "evaluations": se.inc.runs, "pruned": se.pruned, "work": se.work(),
@@ -668,7 +673,7 @@ class SlackSwapLS(BaseSolver):
         def runs_at(m: int) -> bool:
             if time.perf_counter() >= end:
                 raise _Late
-            se, _, _ = self._solve_at(inst, m, run, end, self.max_work, search=False)
+            se, _, _ = self._solve_at(inst, m, run, end, search=False, quick=True)
             if se.T < INF:
                 found[0] = min(found[0], m)
             return se.T < INF
@@ -686,8 +691,8 @@ class SlackSwapLS(BaseSolver):
         if budget_bytes >= instance.P:
             return True
         r = run or Run(time_limit_s=None, seed=0, started=time.perf_counter())
-        se, _, _ = self._solve_at(instance, int(budget_bytes), r, math.inf, self.max_work,
-                                  search=False)
+        se, _, _ = self._solve_at(instance, int(budget_bytes), r, math.inf, search=False,
+                                  quick=True)
         return se.T < INF
 
 
