@@ -1,7 +1,7 @@
 """SlackSwap-LS: SlackSwap's plan improved by a local search, the evaluator as judge, in a
 second.
 
-The search (docs/fast-tier.md has the figures on the benchmark suite):
+The search (docs/speed.md, "The fast tier", has the figures on the benchmark suite):
 
 1. **Starts.** SlackSwap's plan (:class:`~slackopt.solvers.slackswap.SlackSwap`, its
    validation and repair rounds, sec. 3.4 of the SlackSwap paper), and two plans of its
@@ -531,8 +531,10 @@ def _roles(inst: Instance, s: np.ndarray, c: np.ndarray, prod: np.ndarray,
 
 
 class SlackSwapLS(BaseSolver):
-    """SlackSwap's plan improved by a local search with the evaluator as judge (the module
-    docstring has the moves, the limits and what is deterministic).
+    """SlackSwap's plan improved by a local search, the evaluator as judge, in a second.
+
+    The module docstring has the starts, the repair, the moves, the limits and what is
+    deterministic; docs/speed.md ("The fast tier") the figures on the benchmark suite.
 
     Args:
         budget_s: wall-clock budget of a solve (s): the starts, the repair and the search

@@ -153,3 +153,29 @@ def test_small_instances_get_joint_changes_and_kicks():
     assert inst.n_saved <= SMALL
     r = slackopt.solve(inst, SlackSwapLS(**NO_CLOCK), int(0.7 * inst.P), seed=1)
     assert r.evaluation.feasible and r.info["kicks"] > 0
+
+
+def test_the_fast_tier_seeds_the_searches_first():
+    """slackswap-ls is the first cheap seed and gets the whole per-solver limit whatever
+    the seeding share left: its plan is the one it gives on its own."""
+    from slackopt.solvers.seeds import FIRST_SEEDS, cheap_solver_names, seed_plans
+
+    assert cheap_solver_names()[0] == "slackswap-ls" == FIRST_SEEDS[0]
+    inst = make("gpt2-xl", layers=4).lowered
+    M = int(0.6 * inst.P)
+    plans, log = seed_plans(inst, M, 0, ["slackswap", "slackswap-ls"], 10.0,
+                            end=0.0)  # the share ended before seeding began
+    assert [e["solver"] for e in log if "skipped" in e] == []  # slackswap had no plan yet
+    own = slackopt.solve(inst, SlackSwapLS(), M, seed=0)
+    assert dict(plans)["slackswap-ls"] == np.asarray(own.plan.decisions, np.int8).tobytes()
+
+
+def test_the_milp_is_never_slower_than_the_fast_tier():
+    """The exact tier at 5 s on the 32-layer chain at 0.3 P, where SlackSwap has no plan:
+    its anytime floor is the fast tier's plan (its first seed)."""
+    inst = make("chain", n_layers=32).lowered
+    M = int(0.3 * inst.P)
+    fast = slackopt.solve(inst, "slackswap-ls", M, seed=0)
+    assert fast.evaluation.feasible
+    milp = slackopt.solve(inst, "milp", M, time_limit_s=5, seed=0)
+    assert milp.evaluation.step_time_s <= fast.evaluation.step_time_s
