@@ -720,18 +720,3 @@ __all__ = ["BaseSolver", "DEPRECATED_SEED_PARAM", "HARD_TIMEOUT_FACTOR", "HARD_T
            "check_time_limit", "describe_params", "hard_deadline_s", "min_budget_by_bisection",
            "non_default_params", "param_names"]
 
-
-def __getattr__(name: str) -> Any:
-    """``slackopt.solverbase.solver_code_id``, the code identity's old home: now
-    :func:`slackopt.compare.code_id.solver_code_id` (the store's concern, not the
-    contract's); the old name still resolves, with a DeprecationWarning."""
-    if name == "solver_code_id":
-        import warnings
-
-        warnings.warn("slackopt.solverbase.solver_code_id moved to "
-                      "slackopt.compare.code_id.solver_code_id; import it from there",
-                      DeprecationWarning, stacklevel=2)
-        from slackopt.compare.code_id import solver_code_id
-
-        return solver_code_id
-    raise AttributeError(f"module 'slackopt.solverbase' has no attribute '{name}'")
