@@ -91,3 +91,34 @@ class Tensor:
 
 
 __all__ = ["Op", "Recipe", "Tensor"]
+
+
+@dataclass(frozen=True, slots=True)
+class UnitSpan:
+    """One unit of a pipeline stage's schedule, as an instance runs it.
+
+    A stage runs a schedule of units (docs/model.md, "A pipeline stage"): the forward
+    pass of one microbatch through one model chunk (kind ``"F"``), its backward pass
+    (``"B"``; with a split backward, the input-gradient half) or the weight-gradient half
+    of a split backward (``"W"``). The instance's scheduled ops are the units' ops one
+    unit after the other; a unit spans ``n_ops`` of them.
+
+    Attributes:
+        kind: ``"F"`` (its ops are forward ops), ``"B"`` or ``"W"`` (backward ops).
+        n_ops: how many consecutive scheduled ops the unit runs (>= 1).
+        microbatch: the microbatch j, 0-based.
+        chunk: the model chunk of the stage, 0-based (0 without interleaving).
+        earliest_start_s: the earliest start of the unit's first task (s, >= 0, from the
+            stage's start): the compute stream idles until then (a pipeline bubble).
+            Rebuilds inserted before the unit's first op belong to the unit and wait too.
+
+    Source: spec of slackopt's pipeline-stage model (docs/model.md); the unit kinds of
+    torch.distributed.pipelining (``_ComputationType`` FORWARD, BACKWARD_INPUT,
+    BACKWARD_WEIGHT) and of Qi et al. 2024, "Zero Bubble Pipeline Parallelism".
+    """
+
+    kind: str
+    n_ops: int
+    microbatch: int = 0
+    chunk: int = 0
+    earliest_start_s: float = 0.0

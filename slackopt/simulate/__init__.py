@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from slackopt.errors import BudgetError
+from slackopt.errors import BudgetError, PlanError
 from slackopt.instance import Instance
 from slackopt.plan import KEEP, RECOMP, SWAP, Plan
 from slackopt.simulate._engine import Engine
@@ -113,6 +113,10 @@ def simulate(instance: Instance, plan: Plan, budget_bytes: int, *,
         if plan.policy != "barrier_free":
             raise ValueError(f"the compiled engine implements barrier_free only, not "
                              f"'{plan.policy}'; use engine='reference'")
+    if plan.policy != "barrier_free" and not instance.single_pass:
+        raise PlanError(f"the {plan.policy} runtime runs one forward and one backward pass; "
+                        f"instance '{instance.name}' is a pipeline stage (a schedule of "
+                        f"{len(instance.units)} units): plan it for the barrier_free runtime")
     if plan.policy == "barrier_free" and not trace and engine != "reference":
         return _run_compiled(instance, plan.decisions, M)
     return RUNTIMES[plan.policy](instance, plan, M, trace).run()

@@ -60,13 +60,17 @@ class KernelInputs(NamedTuple):
     one; ``*_idx``: int64 entries), rows indexed by scheduled op or saved position.
 
     Attributes:
-        n_fwd: number of forward ops.
+        op_fwd: whether each op is a forward op, bool [n_ops].
+        op_earliest: earliest start of each op's unit (s), float64 [n_ops]: 0 in a single
+            pass; in a pipeline stage the compute stream idles until then.
+        ue_ptr, ue_idx: per op, the saved tensors whose forward unit ends with it (no
+            H2D of them starts before).
         op_dur: op durations (s), float64 [n_ops].
         op_alloc, op_free: bytes an op allocates when it starts (non-saved outputs and
             workspace) and frees when it ends, int64 [n_ops].
         rd_ptr, rd_idx: saved tensors each op reads.
         out_ptr, out_idx: saved tensors each op produces.
-        fr_ptr, fr_idx: per forward op, the saved tensors whose last forward reader it is.
+        fr_ptr, fr_idx: per op, the saved tensors whose last forward reader it is.
         s: saved tensor sizes (bytes), int64 [n_saved].
         c: rebuild times (s, inf when not rebuildable), float64 [n_saved].
         rb_extra: bytes a rebuild holds besides its tensor (transient and workspace).
@@ -78,7 +82,10 @@ class KernelInputs(NamedTuple):
         latency: the fixed cost of every copy (s).
     """
 
-    n_fwd: int
+    op_fwd: np.ndarray
+    op_earliest: np.ndarray
+    ue_ptr: np.ndarray
+    ue_idx: np.ndarray
     op_dur: np.ndarray
     op_alloc: np.ndarray
     op_free: np.ndarray
@@ -106,11 +113,12 @@ def kernel_inputs(st, link) -> KernelInputs:
     """The :class:`KernelInputs` of an instance, from the reference evaluator's
     per-instance lists (``st``: :class:`slackopt.simulate._tasks._Static`) and its
     :class:`~slackopt.hardware.Link`, so both engines read the same data."""
-    fwd_rel: list[list[int]] = [[] for _ in range(st.n_fwd)]
+    fwd_rel: list[list[int]] = [[] for _ in range(st.n)]
     for t, i in enumerate(st.fwd_release):
         fwd_rel[i].append(t)
     return KernelInputs(
-        int(st.n_fwd), np.asarray(st.dur, dtype=np.float64),
+        np.asarray(st.is_fwd, dtype=np.bool_), np.asarray(st.op_earliest, dtype=np.float64),
+        *_csr(st.unit_end), np.asarray(st.dur, dtype=np.float64),
         np.asarray(st.op_alloc, dtype=np.int64), np.asarray(st.op_free, dtype=np.int64),
         *_csr(st.reads), *_csr(st.outs), *_csr(fwd_rel),
         np.asarray(st.s, dtype=np.int64), np.asarray(st.c, dtype=np.float64),
@@ -162,21 +170,22 @@ def _heap_pop(hk, ht, n):
 def build_tasks(inp, dec):
     """Task list of a plan (`inp`: :class:`KernelInputs`; `dec`: int8 decisions): same
     order as slackopt.simulate.build_tasks. Returns (task_op, task_t)."""
-    n_fwd, rd_ptr, rd_idx = inp.n_fwd, inp.rd_ptr, inp.rd_idx
+    op_fwd, rd_ptr, rd_idx = inp.op_fwd, inp.rd_ptr, inp.rd_idx
     ri_ptr, ri_idx = inp.ri_ptr, inp.ri_idx
     n_ops = inp.op_dur.shape[0]
     ns = dec.shape[0]
     task_op = np.empty(n_ops + ns, dtype=np.int64)
     task_t = np.empty(n_ops + ns, dtype=np.int64)
     nt = 0
-    for i in range(n_fwd):
-        task_op[nt] = i
-        task_t[nt] = -1
-        nt += 1
     rebuilt = np.zeros(ns, dtype=np.bool_)
     stack_t = np.empty(ns + 1, dtype=np.int64)
     stack_j = np.empty(ns + 1, dtype=np.int64)
-    for i in range(n_fwd, n_ops):
+    for i in range(n_ops):
+        if op_fwd[i]:
+            task_op[nt] = i
+            task_t[nt] = -1
+            nt += 1
+            continue
         for p in range(rd_ptr[i], rd_ptr[i + 1]):
             t0 = rd_idx[p]
             if dec[t0] != RECOMP or rebuilt[t0]:
@@ -226,7 +235,8 @@ def run_barrier_free(inp, dec, M):
     peak, used, fail_task, fail_head, short, h2d_stall, task_op, task_t); for FAIL_HOST,
     fail_head is the tensor whose D2H was refused and short the host bytes in use.
     """
-    n_fwd, op_dur, op_alloc, op_free = inp.n_fwd, inp.op_dur, inp.op_alloc, inp.op_free
+    op_fwd, op_earliest, ue_ptr, ue_idx = inp.op_fwd, inp.op_earliest, inp.ue_ptr, inp.ue_idx
+    op_dur, op_alloc, op_free = inp.op_dur, inp.op_alloc, inp.op_free
     rd_ptr, rd_idx, out_ptr, out_idx = inp.rd_ptr, inp.rd_idx, inp.out_ptr, inp.out_idx
     fr_ptr, fr_idx, rdy_ptr, rdy_idx = inp.fr_ptr, inp.fr_idx, inp.rdy_ptr, inp.rdy_idx
     s, c, rb_extra, ri_ptr, ri_idx = inp.s, inp.c, inp.rb_extra, inp.ri_ptr, inp.ri_idx
@@ -236,6 +246,17 @@ def run_barrier_free(inp, dec, M):
     INF = np.inf
     task_op, task_t = build_tasks(inp, dec)
     nt = task_op.shape[0]
+    # Per-task phase (forward op or not) and earliest start (that of the unit of its op,
+    # or of the op a rebuild is inserted before).
+    task_fwd = np.zeros(nt, dtype=np.bool_)
+    task_rel = np.zeros(nt, dtype=np.float64)
+    nxt = 0.0
+    for k in range(nt - 1, -1, -1):
+        op = task_op[k]
+        if op >= 0:
+            task_fwd[k] = op_fwd[op]
+            nxt = op_earliest[op]
+        task_rel[k] = nxt
     # Per-task durations, allocations, frees and reads (CSR).
     dur = np.empty(nt, dtype=np.float64)
     alloc = np.empty(nt, dtype=np.int64)
@@ -255,7 +276,7 @@ def run_barrier_free(inp, dec, M):
         if op >= 0:
             dur[k] = op_dur[op]
             a = op_alloc[op]
-            if op < n_fwd:
+            if op_fwd[op]:
                 for p in range(out_ptr[op], out_ptr[op + 1]):
                     a += s[out_idx[p]]
             alloc[k] = a
@@ -276,7 +297,9 @@ def run_barrier_free(inp, dec, M):
         cum[k + 1] = cum[k] + alloc[k]
     # Backward reader tasks of each saved tensor (CSR, task order) and releases.
     ncnt = np.zeros(ns, dtype=np.int64)
-    for k in range(n_fwd, nt):
+    for k in range(nt):
+        if task_fwd[k]:
+            continue
         for p in range(tr_ptr[k], tr_ptr[k + 1]):
             ncnt[tr_idx[p]] += 1
     nd_ptr = np.zeros(ns + 1, dtype=np.int64)
@@ -284,7 +307,9 @@ def run_barrier_free(inp, dec, M):
         nd_ptr[t + 1] = nd_ptr[t] + ncnt[t]
     nd_idx = np.empty(nd_ptr[ns], dtype=np.int64)
     fill = nd_ptr[:ns].copy()
-    for k in range(n_fwd, nt):
+    for k in range(nt):
+        if task_fwd[k]:
+            continue
         for p in range(tr_ptr[k], tr_ptr[k + 1]):
             t = tr_idx[p]
             nd_idx[fill[t]] = k
@@ -306,6 +331,7 @@ def run_barrier_free(inp, dec, M):
     state = np.zeros(ns, dtype=np.int8)
     d2h_done = np.zeros(ns, dtype=np.bool_)
     fwd_done = np.zeros(ns, dtype=np.bool_)
+    unit_done = np.zeros(ns, dtype=np.bool_)  # its forward unit ended: H2D may start
     need_ptr = np.zeros(ns, dtype=np.int64)
     qkey = np.full(ns, -1, dtype=np.int64)
     cap = 2 * ns + 16
@@ -337,7 +363,6 @@ def run_barrier_free(inp, dec, M):
     comp_busy = False
     comp_end = INF
     prev_end = 0.0
-    fwd_finished = n_fwd == 0
     stall_fwd = 0.0
     stall_bwd = 0.0
     recompute = 0.0
@@ -361,7 +386,7 @@ def run_barrier_free(inp, dec, M):
         progressed = True
         while progressed:
             progressed = False
-            if not comp_busy and k < nt:
+            if not comp_busy and k < nt and task_rel[k] <= now:
                 missing = -1
                 for p in range(tr_ptr[k], tr_ptr[k + 1]):
                     t = tr_idx[p]
@@ -369,7 +394,7 @@ def run_barrier_free(inp, dec, M):
                     if stt == DEV:
                         continue
                     if stt == FWD:
-                        if k >= n_fwd:
+                        if not task_fwd[k]:
                             state[t] = DEV
                             qkey[t] = -1
                         continue
@@ -398,9 +423,9 @@ def run_barrier_free(inp, dec, M):
                     wait_since = -1.0
                     a = alloc[k]
                     if _allocation_fits(used, a, M):
-                        idle = now - prev_end
+                        idle = now - max(prev_end, task_rel[k])
                         if idle > 0.0:
-                            if k < n_fwd:
+                            if task_fwd[k]:
                                 stall_fwd += idle
                             else:
                                 stall_bwd += idle
@@ -413,7 +438,7 @@ def run_barrier_free(inp, dec, M):
                             recompute += dur[k]
                         else:
                             op = task_op[k]
-                            if op < n_fwd:
+                            if task_fwd[k]:
                                 for p in range(out_ptr[op], out_ptr[op + 1]):
                                     t = out_idx[p]
                                     state[t] = FWD if dec[t] == SWAP else DEV
@@ -441,7 +466,7 @@ def run_barrier_free(inp, dec, M):
                 d_lat, d_rem = _copy_start(now, s[t], lat)
                 d2h_bytes += s[t]
                 progressed = True
-            if h_t < 0 and fwd_finished:
+            if h_t < 0:
                 while hn > 0 and (qkey[ht[0]] != hk[0] or state[ht[0]] != HOST):
                     hn = _heap_pop(hk, ht, hn)
                 if hn > 0:
@@ -478,6 +503,8 @@ def run_barrier_free(inp, dec, M):
         if k >= nt and not comp_busy:
             break
         ev = comp_end if comp_busy else INF
+        if not comp_busy and k < nt and task_rel[k] > now:
+            ev = task_rel[k]  # the compute stream idles until its unit starts
         d_rate = _copy_rate(w_d2h, duplex, h_t >= 0)
         h_rate = _copy_rate(w_h2d, duplex, d_t >= 0)
         d_ev = INF
@@ -564,7 +591,7 @@ def run_barrier_free(inp, dec, M):
             if state[t] == FWD and fwd_done[t]:
                 state[t] = HOST
                 used -= s[t]
-                if qkey[t] >= 0:
+                if qkey[t] >= 0 and unit_done[t]:
                     hn = _heap_push(hk, ht, hn, qkey[t], t)
             if host_rel[t] and host_held[t]:
                 host_held[t] = False
@@ -580,7 +607,7 @@ def run_barrier_free(inp, dec, M):
             prev_end = now
             used -= free[k]
             op = task_op[k]
-            if op >= 0 and op < n_fwd:
+            if op >= 0 and op_fwd[op]:
                 for p in range(rdy_ptr[op], rdy_ptr[op + 1]):
                     t = rdy_idx[p]
                     if dec[t] == SWAP:
@@ -601,10 +628,13 @@ def run_barrier_free(inp, dec, M):
                         if d2h_done[t] and state[t] == FWD:
                             state[t] = HOST
                             used -= s[t]
-                            if qkey[t] >= 0:
+                            if qkey[t] >= 0 and unit_done[t]:
                                 hn = _heap_push(hk, ht, hn, qkey[t], t)
-                if op == n_fwd - 1:
-                    fwd_finished = True
+                for p in range(ue_ptr[op], ue_ptr[op + 1]):
+                    t = ue_idx[p]  # the forward unit of t ends: its H2D may start
+                    unit_done[t] = True
+                    if state[t] == HOST and qkey[t] >= 0:
+                        hn = _heap_push(hk, ht, hn, qkey[t], t)
             else:
                 for p in range(tr_ptr[k], tr_ptr[k + 1]):
                     need_ptr[tr_idx[p]] += 1
