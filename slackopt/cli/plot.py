@@ -31,7 +31,7 @@ from slackopt.cli._options import (
     plan_budget,
     time_limit_opt,
 )
-from slackopt.cli._output import budget_fraction, console, err, evaluation_doc
+from slackopt.cli._output import budget_fraction, console, err, evaluation_doc, min_budget_line
 from slackopt.errors import SlackoptError
 from slackopt.hardware import GPUS
 
@@ -97,8 +97,8 @@ def _runs(inst: Any, solver: list[str] | None, budget: str | None, plan: Path | 
     (under --budget, default 0.5 P).
 
     Raises:
-        SlackoptError: a solver that returned no plan (naming the smallest budget it
-            reaches when it says).
+        SlackoptError: a solver that returned no plan (with the smallest budget, as
+            solve states it).
     """
     from slackopt.instance import budget_bytes
     from slackopt.io import read_plan_file
@@ -120,8 +120,12 @@ def _runs(inst: Any, solver: list[str] | None, budget: str | None, plan: Path | 
         for name in solver or ["slackswap"]:
             res = run_solver(inst, name, m, time_limit_s=time_limit, seed=seed, **params)
             if res.plan is None:
+                min_b = res.info.get("min_budget_bytes")
+                frac = (budget_fraction(int(min_b), inst.P)
+                        if isinstance(min_b, (int, float)) else None)
                 raise SlackoptError(f"solver '{name}' returned no plan (status {res.status}) "
-                                    "for this budget; nothing to draw")
+                                    "for this budget; nothing to draw ("
+                                    f"{min_budget_line(res.info, min_b, frac)})")
             runs.append({"label": name, "solver": name, "status": res.status,
                          "plan": res.plan})
     for r in runs:
