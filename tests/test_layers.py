@@ -83,7 +83,7 @@ def test_graph_sees_the_edges_it_must() -> None:
     assert g.has_edge("slackopt.solver", "slackopt.solverbase")
     assert g.has_edge("slackopt.solverbase", "slackopt.result")
     assert g.has_edge("slackopt.compare.grid", "slackopt.compare.code_id")
-    assert g.has_edge("slackopt.cli", "slackopt.compare")  # a lazy import counts
+    assert g.has_edge("slackopt.cli.compare", "slackopt.compare")  # a lazy import counts
     assert not g.has_edge("slackopt.solverbase", "slackopt.compare.code_id")  # PEP 562 hook
     assert g.has_edge("slackopt.instance", "slackopt._instance_checks")
     assert not g.has_edge("slackopt._instance_checks", "slackopt.instance")  # TYPE_CHECKING
@@ -147,7 +147,7 @@ def test_only_the_command_line_reaches_the_experiments() -> None:
     assert "slackopt.experiments.reproduce" in exp
     users = sorted(m for e in exp for m in g.predecessors(e)
                    if not m.startswith("slackopt.experiments"))
-    assert set(users) == {"slackopt.cli"}, users
+    assert {u.rpartition(".")[0] for u in users} == {"slackopt.cli"}, users
     solver_imports = [f"{f.relative_to(ROOT)}: {d}" for f in (ROOT / "solvers").rglob("*.py")
                       for d in _imports(ast.parse(f.read_text()), "slackopt.solvers.x", False)
                       if d.startswith("slackopt.experiments")]
