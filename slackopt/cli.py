@@ -1423,20 +1423,27 @@ def profile_cmd(
     if output.exists() and not force:
         raise OutputExistsError(f"{output}: file exists; pass --force to replace it, or "
                                 "choose another path")
-    from slackopt.profile import profile_factory
+    import warnings
+
+    from slackopt.torch import ProfileNote, profile_factory
 
     timing = timing or ("roofline" if fake else "measure")
     if timing == "roofline" and gpu is None:
         raise SlackoptError(f"{'--fake' if fake else '--timing roofline'} needs --gpu (a "
                             f"preset: {', '.join(GPUS)}; or a JSON file of peaks)")
-    inst = profile_factory(target, input_shape or [], input_dtypes=input_dtype,
-                           input_high=input_high, params=_parse_params(param), device=device,
-                           seed=seed, fake=fake, timing=timing, gpu=gpu, link=link, name=name,
-                           warmup=warmup, repeat=repeat, host_memory_bytes=host_memory)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ProfileNote)  # said below, once, as a note
+        inst = profile_factory(target, input_shape or [], input_dtypes=input_dtype,
+                               input_high=input_high, params=_parse_params(param),
+                               device=device, seed=seed, fake=fake, timing=timing, gpu=gpu,
+                               link=link, name=name, warmup=warmup, repeat=repeat,
+                               host_memory_bytes=host_memory)
+    for note in inst.meta.get("notes") or ():
+        sys.stderr.write(f"slackopt: note: {note}\n")
     path = save_instance(inst, output, overwrite=force)
     keys = ("model_class", "input_shapes", "input_dtypes", "input_kwargs", "device", "fake",
             "timing", "gpu", "attn_implementation", "torch_version", "persistent_bytes",
-            "recipes")
+            "recipes", "notes")
     doc = {"path": str(path), **inst.summary(), **{k: inst.meta.get(k) for k in keys}}
     if json_output:
         return doc

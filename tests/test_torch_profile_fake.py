@@ -25,7 +25,7 @@ torch = pytest.importorskip("torch")  # import guard only: CI installs torch
 from slackopt import io  # noqa: E402
 from slackopt.cli import main  # noqa: E402
 from slackopt.hardware import GPUS  # noqa: E402
-from slackopt.profile import (  # noqa: E402
+from slackopt.torch import (  # noqa: E402
     ProfileError,
     build_from_factory,
     profile_factory,
@@ -210,7 +210,7 @@ def test_plan_made_on_the_fake_profile_runs_on_the_real_model():
     from slackopt import solve
     from slackopt.instance import budget_bytes
     from slackopt.simulate import simulate
-    from slackopt.torch_runtime import execute_plan
+    from slackopt.torch import execute_plan
 
     cfg = HF / "llama-tiny" / "config.json"
     fake = profile_factory(f"hf:{cfg}", ["2x16"], fake=True, timing="roofline", gpu="h100")
@@ -269,7 +269,7 @@ def test_mixture_of_experts_grouped_gemms_are_counted(tmp_path):
     up, down = 2.0 * s * h * 2 * f, 2.0 * s * f * h
     assert [o.kind for o in grouped] == ["gemm"] * 6
     assert sorted(o.flops for o in grouped) == sorted([up, down] * 3)
-    from slackopt.profile import grouped_mm_flops
+    from slackopt.torch import grouped_mm_flops
 
     assert grouped_mm_flops((5, 7, 3), (3, 11)) == 2 * 7 * 3 * 11  # 3D x 2D: split columns
     assert grouped_mm_flops((4, 5, 7), (4, 7, 3)) == 2 * 4 * 5 * 7 * 3  # batched
