@@ -82,6 +82,7 @@ class BlockLedger:
         self.accounted_peak_bytes = 0
         self._live: dict[int, Block] = {}
         self._gone: list[tuple[Block, Any]] = []
+        self._of: dict[str, list[Block]] = {}
 
     def allocate(self, tensor: str, kind: str, storage: Any) -> Block:
         """Register `storage` (untyped) as a block of saved tensor `tensor`; a storage
@@ -92,6 +93,7 @@ class BlockLedger:
             blk = Block(tensor, kind, int(storage.nbytes()), self.task)
             self._live[key] = blk
             self.blocks.append(blk)
+            self._of.setdefault(tensor, []).append(blk)
         return blk
 
     def use(self, storage: Any, stream: str) -> None:
@@ -101,8 +103,8 @@ class BlockLedger:
     def end_use(self, tensor: str, stream: str) -> None:
         """The copy on `stream` of saved tensor `tensor` has ended (simulated order): its
         latest block using `stream` is done with it."""
-        for blk in reversed(self.blocks):
-            if blk.tensor == tensor and stream in blk.pending:
+        for blk in reversed(self._of.get(tensor, ())):
+            if stream in blk.pending:
                 blk.pending.discard(stream)
                 return
 
