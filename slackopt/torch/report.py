@@ -33,7 +33,7 @@ class RuntimeReport:
             runtime held once the task had started (kept, swapped device copies, prefetch
             buffers, rebuilt storages).
         simulated_timeline: the evaluator's saved bytes at the same points
-            (:attr:`RuntimeSchedule.saved_timeline`).
+            (``slackopt.simulate.ActionSchedule.saved_timeline``).
         off_schedule: places where the step left the schedule (a reader needed a tensor
             the schedule had not brought, a backward op that differs); empty when it
             followed it.
@@ -45,7 +45,8 @@ class RuntimeReport:
             before it (``torch.cuda.max_memory_allocated``; bytes; CUDA only, else None).
         reserved_peak_bytes: peak device memory the caching allocator reserved during the
             step above what it reserved before (``torch.cuda.max_memory_reserved``; bytes;
-            CUDA only, else None): what blocks waiting for their streams cost.
+            CUDA only, else None): allocated bytes plus the cached blocks the allocator
+            cannot hand out yet (blocks waiting for their copy streams among them).
         accounted_peak_bytes: the evaluator's peak with every block held until it was
             really free (:class:`slackopt.torch.blocks.BlockLedger`: the evaluator's bytes
             in use at each task start and admitted prefetch, plus the blocks the runtime
