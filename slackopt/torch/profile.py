@@ -376,16 +376,21 @@ def profile_step(
         "gpu": g.name if g is not None else None,
         "link": lk.name,
     }
+    name = name or instance_name(model, inputs, kwargs, g.name if g is not None else device,
+                                 lk.name)
+    return build_instance(rec.ops, rec.storages, name, lk, meta,
+                          max_recipe_ops=max_recipe_ops, n_packs=rec.n_packs,
+                          host_memory_bytes=host, **_persistent_keys(model, inputs, kwargs))
+
+
+def _persistent_keys(model: Any, inputs: Any, kwargs: Any) -> dict[str, set[int]]:
+    """The storage keys of the parameters, the buffers and the inputs (for
+    :func:`~slackopt.torch.build.build_instance`)."""
     param_keys = {p.untyped_storage()._cdata for p in model.parameters()}
     buffer_keys = {b.untyped_storage()._cdata for b in model.buffers()} - param_keys
     input_keys = {s._cdata for x in tree_flatten((inputs, kwargs))[0]
                   if (s := storage_of(x)) is not None}
-    name = name or instance_name(model, inputs, kwargs, g.name if g is not None else device,
-                                 lk.name)
-    return build_instance(rec.ops, rec.storages, name, lk, meta,
-                          max_recipe_ops=max_recipe_ops, param_keys=param_keys,
-                          buffer_keys=buffer_keys, input_keys=input_keys, n_packs=rec.n_packs,
-                          host_memory_bytes=host)
+    return {"param_keys": param_keys, "buffer_keys": buffer_keys, "input_keys": input_keys}
 
 
 def _check_args(timing: str, warmup: int, repeat: int, max_recipe_ops: int) -> None:
