@@ -164,7 +164,7 @@ def scratch(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def needs_torch(block: Block) -> bool:
-    return "profile" in block.text or "torch_runtime" in block.text
+    return "profile" in block.text or "slackopt.torch" in block.text
 
 
 ALL = [b for page in PAGES for b in blocks(page)]

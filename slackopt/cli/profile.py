@@ -1,9 +1,10 @@
 """``slackopt profile``: one training step of a PyTorch model into an instance file
-(the [torch] extra; :func:`slackopt.profile.profile_factory`)."""
+(the [torch] extra; :func:`slackopt.torch.profile_factory`)."""
 
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -20,7 +21,7 @@ def _files_read(target: str, gpu: str | None) -> list[tuple[str, Path]]:
     """The files a profile reads, as (role, path): the Hugging Face config (``hf:PATH``:
     the file, or the folder's config.json), the factory's .py file (a path, or a
     top-level module of the current directory), and a --gpu JSON file of peaks."""
-    from slackopt.profile import HF_PREFIX, resolve_factory
+    from slackopt.torch import HF_PREFIX, resolve_factory
 
     reads: list[tuple[str, Path]] = []
     where = resolve_factory(target)
@@ -83,9 +84,11 @@ def profile_cmd(
 ) -> dict[str, Any] | None:
     """Profile one training step of your PyTorch model into an instance file (needs the
     [torch] extra)."""
+    import warnings
+
     from slackopt.io import save_instance
     from slackopt.outputs import check_output
-    from slackopt.profile import profile_factory
+    from slackopt.torch import ProfileNote, profile_factory
 
     check_output(output, reads=_files_read(target, gpu), overwrite=force,
                  fix="write the instance to another path (-o)")
@@ -93,14 +96,19 @@ def profile_cmd(
     if timing == "roofline" and gpu is None:
         raise SlackoptError(f"{'--fake' if fake else '--timing roofline'} needs --gpu (a "
                             f"preset: {', '.join(GPUS)}; or a JSON file of peaks)")
-    inst = profile_factory(target, input_shape or [], input_dtypes=input_dtype,
-                           input_high=input_high, params=parse_params(param), device=device,
-                           seed=seed, fake=fake, timing=timing, gpu=gpu, link=link, name=name,
-                           warmup=warmup, repeat=repeat, host_memory_bytes=host_memory)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ProfileNote)  # said below, once, as a note
+        inst = profile_factory(target, input_shape or [], input_dtypes=input_dtype,
+                               input_high=input_high, params=parse_params(param),
+                               device=device, seed=seed, fake=fake, timing=timing, gpu=gpu,
+                               link=link, name=name, warmup=warmup, repeat=repeat,
+                               host_memory_bytes=host_memory)
+    for note in inst.meta.get("notes") or ():
+        sys.stderr.write(f"slackopt: note: {note}\n")
     path = save_instance(inst, output, overwrite=force)
     keys = ("model_class", "input_shapes", "input_dtypes", "input_kwargs", "device", "fake",
             "timing", "gpu", "attn_implementation", "torch_version", "persistent_bytes",
-            "recipes")
+            "recipes", "notes")
     doc = {"path": str(path), **inst.summary(), **{k: inst.meta.get(k) for k in keys}}
     if json_output:
         return doc
