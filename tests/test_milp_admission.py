@@ -26,16 +26,16 @@ from slackopt.plan import KEEP, RECOMP, SWAP, Plan
 from slackopt.simulate import _kernel as fast
 from slackopt.simulate import kernel_inputs, simulate
 from slackopt.solvers.milp import MILP
-from slackopt.solvers.milp.admission import (
+from slackopt.solvers.milp.bounds.admission import (
     _d2h_ends,
     admission_arrays,
     admission_bound,
     fwd_stall_lb,
 )
-from slackopt.solvers.milp.enumerate import BranchAndBound, _footprints
-from slackopt.solvers.milp.incumbent import Incumbent
-from slackopt.solvers.milp.model import model_floor
-from slackopt.solvers.milp.search import ENUM_GAPS
+from slackopt.solvers.milp.model.builder import model_floor
+from slackopt.solvers.milp.search.enumeration import BranchAndBound, _footprints
+from slackopt.solvers.milp.search.incumbent import Incumbent
+from slackopt.solvers.milp.search.solver import ENUM_GAPS
 from tests.helpers_milp import enumerate_plans, instance
 from tests.test_bound_point import DATA, instances, plans
 

@@ -22,10 +22,10 @@ import pytest
 
 from slackopt.io import load_instance
 from slackopt.solver import OPTIMAL_REL_TOL
-from slackopt.solvers.milp.backends import lp_relaxation
-from slackopt.solvers.milp.certified_bb import certified_milp_bound
-from slackopt.solvers.milp.lin import _Lin
-from slackopt.solvers.milp.timing_bound import build_timing_model, timing_bound
+from slackopt.solvers.milp.bounds.timing import build_timing_model, timing_bound
+from slackopt.solvers.milp.certify.certified_bb import certified_milp_bound
+from slackopt.solvers.milp.linear.backends import lp_relaxation
+from slackopt.solvers.milp.linear.lin import _Lin
 from slackopt.workloads import make
 from tests.helpers_milp import enumerate_plans
 

@@ -21,9 +21,9 @@ import pytest
 from slackopt.plan import Plan
 from slackopt.simulate import simulate
 from slackopt.solvers.milp import MILP
-from slackopt.solvers.milp.enumerate import BranchAndBound, enumerate_optimum
-from slackopt.solvers.milp.incumbent import Incumbent
-from slackopt.solvers.milp.lns import (
+from slackopt.solvers.milp.search.enumeration import BranchAndBound, enumerate_optimum
+from slackopt.solvers.milp.search.incumbent import Incumbent
+from slackopt.solvers.milp.search.lns import (
     _start_size,
     _two_blocks,
     _windows,

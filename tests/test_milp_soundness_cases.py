@@ -143,7 +143,7 @@ def test_a_bound_source_above_a_simulated_plan_is_dropped(monkeypatch):
     a plan the search simulated is proven wrong on this instance; it is dropped into
     ``info["bound_errors"]`` and decides nothing (here the deficit bound, made 10x too
     large, would otherwise close the gap at once and say "optimal")."""
-    import slackopt.solvers.milp.search as search
+    import slackopt.solvers.milp.search.solver as search
 
     real = search.deficit_bound
     monkeypatch.setattr(search, "deficit_bound", lambda inst, M: 10 * real(inst, M))

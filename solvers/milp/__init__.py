@@ -90,7 +90,7 @@ served a read (at most one between two reads), and the event indicators to the t
 events (an event at a step boundary belongs to the later step, except a copy that ends
 there). Every row holds for that assignment, so the model's optimum is <= T; the same
 holds with the decisions fixed, which the no-good loop below relies on. The mapping is
-:func:`~slackopt.solvers.milp.model_point.point_from_trace`; every row has a family name
+:func:`~slackopt.solvers.milp.model.point.point_from_trace`; every row has a family name
 (``fifo_R1[t=..,K=..]``), and tests/test_milp_point.py checks every row for every plan of
 small random instances and the recorded soundness cases (tests/data/milp_soundness/), in
 every tier. Row by row:
@@ -164,7 +164,7 @@ above for every plan, row by row, not only the optimum's value.
 
 Search (solvers/milp/search.py): the declared list ``PHASES``, each a function of one
 shared state, run in order; their results are only ever improved. The incumbent U is the
-fastest plan simulated so far (:class:`~slackopt.solvers.milp.incumbent.Incumbent`; never
+fastest plan simulated so far (:class:`~slackopt.solvers.milp.search.incumbent.Incumbent`; never
 slower than any seed). Bounds are kept by source, in two kinds:
 
 - *certified* (they alone decide ``lower_bound_s`` and the status words): T*; the deficit
@@ -195,12 +195,12 @@ and CP-SAT's best recompute-only plan. (2) A local search around U with the eval
 judge (1-flip descent, rebuild exchanges and joint changes of 2 or 3 tensors; a work limit
 in candidates, not seconds). (2') An iterated local search (kicks of 2 to 5 tensors, each
 followed by a descent; ``kick_plans``, a work limit in plans simulated). (2a) The
-deficit bound (:func:`~slackopt.solvers.milp.enumerate.deficit_bound`, valid for every
+deficit bound (:func:`~slackopt.solvers.milp.search.enumeration.deficit_bound`, valid for every
 plan, its argument in its docstring): at each op the keep-all bytes above M must be absent,
 which only recomp tensors not yet rebuilt and swapped tensors whose D2H has ended can be;
 what the D2H engine (at most W_d2h bytes/s) cannot have copied by the op's ideal start
 costs stall or rebuild time, priced by a fractional knapsack; then its Lagrangian form
-with copy times (:func:`~slackopt.solvers.milp.deficit_lagrange.lagrangian_deficit_bound`):
+with copy times (:func:`~slackopt.solvers.milp.bounds.deficit_lagrange.lagrangian_deficit_bound`):
 each offload also pays the copy latency, each absent swap counted on the serial D2H
 engine, multipliers for memory and D2H time searched per op and the value re-summed with
 a rounding margin (certified). (2b) On instances with at
@@ -219,7 +219,7 @@ at least U / (1 + g), a certified bound. When the last pass ends within its work
 lies in a subtree where none runs or none beats U, so U is the minimum over all plans of
 the evaluator: status "optimal" with L = U (or "infeasible" when no vector runs, with the
 smallest budget); a pass cut short proves nothing and only its plans count. (3a) The
-checkpoint LP bound (:func:`~slackopt.solvers.milp.checkpoint.checkpoint_bound`; its LP and
+checkpoint LP bound (:func:`~slackopt.solvers.milp.bounds.checkpoint.checkpoint_bound`; its LP and
 the argument why it is a relaxation are in solvers/milp/checkpoint.py): a few thousand
 variables over the decisions, the forward and backward stalls and the recompute time, with
 D2H timing at forward and backward checkpoints and the rebuild time before each backward
@@ -228,12 +228,12 @@ op; on the paper workloads it is the tighter bound on GPT-2 XL and Llama-7B; wit
 in time and would leave the phases after it none. (3a') The
 timing model's LP relaxation ((3c) below; certified), within ``TIMING_LP_SHARE`` of the
 time left: it does not depend on U, so it runs before the search that may use the rest of
-the limit. (3b) A large-neighbourhood search (:func:`~slackopt.solvers.milp.lns.lns`; Shaw
+the limit. (3b) A large-neighbourhood search (:func:`~slackopt.solvers.milp.search.lns.lns`; Shaw
 1998): windows of saved tensors (consecutive in production order, consecutive by c_t / s_t,
 drawn at random; 6 to 14 tensors) are freed, the other tensors fixed to U's decisions, and
 each window is searched exactly by the enumeration's branch and bound; windows grow after a
 pass that improves nothing (a work limit, ``lns_plans`` simulated plans). (3c) The timing
-bound (:func:`~slackopt.solvers.milp.timing_bound.timing_bound`; model and validity
+bound (:func:`~slackopt.solvers.milp.bounds.timing.timing_bound`; model and validity
 argument in solvers/milp/timing_bound.py): memory at every op with a keep-all excess, where
 a swap is absent only once its D2H has ended in time on the serial FIFO engine (backward
 ops too), H2D windows from the op to the next reader, rebuilt recipe inputs resident; its
@@ -291,7 +291,7 @@ than 3 s print the incumbent, the bound and the gap on stderr when it is a termi
 """
 
 
-from slackopt.solvers.milp.backends import (  # noqa: F401 - re-exported
+from slackopt.solvers.milp.linear.backends import (  # noqa: F401 - re-exported
     _BACKEND_CLASSES,
     BACKENDS,
     _HighsBackend,
@@ -299,10 +299,10 @@ from slackopt.solvers.milp.backends import (  # noqa: F401 - re-exported
     _ScipBackend,
     lp_relaxation,
 )
-from slackopt.solvers.milp.cpsat_seed import recompute_only_incumbent
-from slackopt.solvers.milp.lin import _Lin  # noqa: F401
-from slackopt.solvers.milp.model import _Model, build_model, model_floor  # noqa: F401
-from slackopt.solvers.milp.search import MILP, MODEL_OPTIONS, TIERS  # noqa: F401
+from slackopt.solvers.milp.linear.lin import _Lin  # noqa: F401
+from slackopt.solvers.milp.model.builder import _Model, build_model, model_floor  # noqa: F401
+from slackopt.solvers.milp.search.cpsat_seed import recompute_only_incumbent
+from slackopt.solvers.milp.search.solver import MILP, MODEL_OPTIONS, TIERS  # noqa: F401
 
 __all__ = ["MILP", "build_model", "model_floor", "recompute_only_incumbent",
            "lp_relaxation", "BACKENDS", "TIERS", "MODEL_OPTIONS"]

@@ -31,7 +31,7 @@ in it can run faster than the incumbent U or run at all:
   a lower bound for every completion; when it exceeds M at some op, no completion runs
   (memory never exceeds M in the evaluator).
 
-- Admission (small instances, :mod:`~slackopt.solvers.milp.admission`): the forward
+- Admission (small instances, :mod:`~slackopt.solvers.milp.bounds.admission`): the forward
   stall the D2H queue forces and the H2D copies that the runtime's admission test holds
   back until their tensor is needed, each a whole copy of stall; valid for every
   completion faster than the cutoff, which is what a skip needs.
@@ -45,7 +45,7 @@ Gap (``gap`` of :meth:`BranchAndBound.run`): with a cutoff of U / (1 + gap) inst
 U, a complete search proves that no plan runs faster than U / (1 + gap), U the final
 incumbent (every skipped plan is at least the cutoff of its moment, and cutoffs only
 decrease); a coarse gap prunes far more, so the solver runs passes of decreasing gap
-(:data:`~slackopt.solvers.milp.search.ENUM_GAPS`).
+(:data:`~slackopt.solvers.milp.search.solver.ENUM_GAPS`).
 
 Proof of optimality (gap 0): when the search ends without hitting its work limit, every
 decision vector was either simulated (the incumbent is the fastest of them, or faster:
@@ -55,7 +55,7 @@ decreases afterwards). So U is the minimum over all decision vectors: the bound 
 itself, and when no vector runs, none exists (the budget is infeasible).
 
 Windows (:meth:`BranchAndBound.run` with ``free``, for
-:mod:`~slackopt.solvers.milp.lns`): the same search over the tensors of a window, every
+:mod:`~slackopt.solvers.milp.search.lns`): the same search over the tensors of a window, every
 other tensor fixed to the incumbent's decision and entering both bounds as a fixed
 decision does (its keep or recomp footprint in the memory floor; as a recomp tensor,
 its bytes and rebuild time in the deficit bound). A complete window search returns the
@@ -86,9 +86,13 @@ from slackopt.instance import Instance
 from slackopt.plan import KEEP, RECOMP
 from slackopt.simulate import _kernel as fast
 from slackopt.simulate import kernel_inputs
-from slackopt.solvers.milp.admission import ADMISSION_MAX_WORK, admission_arrays, admission_bound
-from slackopt.solvers.milp.incumbent import Incumbent
-from slackopt.solvers.milp.model import floor_profile
+from slackopt.solvers.milp.bounds.admission import (
+    ADMISSION_MAX_WORK,
+    admission_arrays,
+    admission_bound,
+)
+from slackopt.solvers.milp.model.builder import floor_profile
+from slackopt.solvers.milp.search.incumbent import Incumbent
 
 CHUNK_PLANS = 20_000
 """The search runs in subtrees of at most about this many nominal plans (fixed prefixes of
@@ -111,7 +115,7 @@ class EnumResult:
         pruned_memory: subtrees skipped by the memory bound.
         space: the number of decision vectors (product of options).
         pruned_admission: subtrees skipped by the admission bound
-            (:mod:`~slackopt.solvers.milp.admission`).
+            (:mod:`~slackopt.solvers.milp.bounds.admission`).
         gap: the relative gap the search closed: a complete search proves that no plan
             runs faster than ``incumbent / (1 + gap)`` (0: the optimum).
     """
@@ -343,7 +347,7 @@ def _subtree(inp, M, order, nopt, base, keep_x, rec_x, dec0, d0, t_star, U, max_
     `inp` the kernel's inputs (:func:`slackopt.simulate.kernel_inputs`), `M` the budget;
     `base` the floor profile; `ops` from :func:`_deficit_ops`; `rho_free` the rebuildable
     tensors of ``order[d0:]`` by c_t / s_t; `adm` from
-    :func:`~slackopt.solvers.milp.admission.admission_arrays`, used when `adm_on`; a
+    :func:`~slackopt.solvers.milp.bounds.admission.admission_arrays`, used when `adm_on`; a
     subtree is skipped when no plan in it runs faster than the cutoff ``gf * best``).
     Returns (best value, best decisions, leaves, pruned by time, pruned by memory,
     pruned by admission, finished, found a plan faster than U)."""
@@ -419,13 +423,13 @@ class BranchAndBound:
     budget, prepared once (the simulator's arrays, the keep and recomp footprints, the
     deficit bound's arrays) and run any number of times: over every saved tensor
     (:func:`enumerate_optimum`) or over a window of them with the others fixed to the
-    incumbent's decisions (:mod:`~slackopt.solvers.milp.lns`).
+    incumbent's decisions (:mod:`~slackopt.solvers.milp.search.lns`).
 
     Args:
         inst: the (lowered) instance.
         M: the budget (bytes).
 
-    The admission bound (:mod:`~slackopt.solvers.milp.admission`) joins the deficit
+    The admission bound (:mod:`~slackopt.solvers.milp.bounds.admission`) joins the deficit
     bound when ``n_saved^2 x n_ops <= ADMISSION_MAX_WORK`` (its cost per node).
 
     Memory: two int64 arrays [n_saved, n_ops] (GPT-2 XL: 581 x 1355, 6.3 MB each).

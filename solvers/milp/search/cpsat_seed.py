@@ -10,7 +10,7 @@ import numpy as np
 from slackopt.instance import Instance
 from slackopt.interruptible import cpsat_sigint_off, interruptible
 from slackopt.plan import KEEP, RECOMP
-from slackopt.solvers.milp.model import _rebuild_gaps
+from slackopt.solvers.milp.model.builder import _rebuild_gaps
 
 
 # =========================================================================== CP-SAT incumbent

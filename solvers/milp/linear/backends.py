@@ -1,5 +1,5 @@
 """MILP backends: SCIP (OR-Tools pywraplp), HiGHS (OR-Tools MathOpt), PuLP (CBC), and the
-GLOP LP relaxation. Each solves a :class:`~slackopt.solvers.milp.lin._Lin`, possibly several
+GLOP LP relaxation. Each solves a :class:`~slackopt.solvers.milp.linear.lin._Lin`, possibly several
 times with rows added in between (the no-good loop)."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from slackopt.interruptible import SCIP_SIGINT_OFF, interruptible
-from slackopt.solvers.milp.lin import _INF, ModelTimeout, _Lin, check_deadline
+from slackopt.solvers.milp.linear.lin import _INF, ModelTimeout, _Lin, check_deadline
 
 BACKENDS = ("scip", "highs", "pulp")
 _PULP_FREE = 1e30
@@ -45,7 +45,7 @@ class _Backend(ABC):
     def __init__(self, lin: _Lin, *, threads: int, seed: int, rel_gap: float,
                  verbose: bool = False, deadline: float | None = None) -> None:
         """`deadline`: perf_counter time after which loading the rows stops with
-        :class:`~slackopt.solvers.milp.lin.ModelTimeout`."""
+        :class:`~slackopt.solvers.milp.linear.lin.ModelTimeout`."""
         self.lin, self.threads, self.seed, self.rel_gap = lin, threads, seed, rel_gap
         self.verbose = verbose
         self.deadline = deadline
@@ -365,12 +365,12 @@ def lp_relaxation(lin: _Lin, time_limit_s: float, deadline: float | None = None,
 
     The LP is solved by GLOP (OR-Tools' simplex; deterministic), and when GLOP proves no
     optimum, by HiGHS (scipy.optimize.linprog); the bound is not the solver's objective
-    but :func:`~slackopt.solvers.milp.certify.safe_lp_bound` of its duals (Neumaier and
+    but :func:`~slackopt.solvers.milp.certify.safe_lp.safe_lp_bound` of its duals (Neumaier and
     Shcherbina 2004: weak duality with rounding errors bounded a priori), which no
     floating-point error of the solver can push above the true optimum. When the duals
     leave the sign of a reduced cost on an unbounded variable uncertain, the LP is
     re-solved (up to MAX_SHIFTS times) with that objective coefficient shifted by a
-    margin (:func:`~slackopt.solvers.milp.certify.objective_shift`), and the bound is
+    margin (:func:`~slackopt.solvers.milp.certify.safe_lp.objective_shift`), and the bound is
     computed from the new duals with the true objective.
 
     Args:
@@ -388,7 +388,7 @@ def lp_relaxation(lin: _Lin, time_limit_s: float, deadline: float | None = None,
         the LP is infeasible or unbounded, or no certificate was found; the solution of the
         last solve, or None).
     """
-    from slackopt.solvers.milp.certify import lin_arrays
+    from slackopt.solvers.milp.certify.safe_lp import lin_arrays
 
     info = {} if info is None else info
     info.update(lp_objective=None, lp_bound=None, lp_solver=None, lp_shifts=0)
@@ -414,7 +414,7 @@ def _certify_loop(lin: _Lin, arrays: dict, solve: Any, end: float, info: dict
                   ) -> tuple[float | None, list[float] | None]:
     """Solve (``solve(shift) -> (status, objective, duals, x)``, shift: {var: change}),
     certify the duals, and re-solve with a shifted objective while they do not certify."""
-    from slackopt.solvers.milp.certify import objective_shift, safe_lp_bound
+    from slackopt.solvers.milp.certify.safe_lp import objective_shift, safe_lp_bound
 
     shift: dict[int, float] = {}
     st, objv, y, x = solve(shift)

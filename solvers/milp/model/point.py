@@ -5,7 +5,7 @@ argues that for every plan the evaluator runs to the end, setting the model's va
 what the plan's trace shows gives a feasible point whose objective is the plan's step time
 T. :func:`point_from_trace` builds that point, so the argument can be checked row by row on
 every plan (tests/test_milp_point.py): a row the point violates is a row that cuts off a
-real run of the runtime, and :meth:`~slackopt.solvers.milp.lin._Lin.violations` names it.
+real run of the runtime, and :meth:`~slackopt.solvers.milp.linear.lin._Lin.violations` names it.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from slackopt.instance import Instance
 from slackopt.plan import RECOMP, SWAP, Plan
 from slackopt.simulate import Evaluation, TaskList, simulate
 from slackopt.simulate.rules import copy_time
-from slackopt.solvers.milp.model import _Model
-from slackopt.solvers.milp.runpoint import copy_events
+from slackopt.solvers.milp.certify.runpoint import copy_events
+from slackopt.solvers.milp.model.builder import _Model
 
 
 def _shares(lo: float, hi: float, steps: Sequence[tuple[float, float]]) -> list[float]:
@@ -52,7 +52,7 @@ def point_from_trace(model: _Model, inst: Instance, plan: Plan, M: int,
     """The point of `model` that the simulated run of `plan` defines.
 
     Args:
-        model: the model, built by :func:`~slackopt.solvers.milp.model.build_model` on
+        model: the model, built by :func:`~slackopt.solvers.milp.model.builder.build_model` on
             `inst` (on ``inst.lowered`` when `inst` has views) at budget `M`.
         inst: the instance.
         plan: a barrier-free plan for `inst`.

@@ -25,17 +25,21 @@ from slackopt.solverbase import (
     Run,
     warm_up_instance,
 )
-from slackopt.solvers.milp.backends import _BACKEND_CLASSES, BACKENDS, lp_relaxation
-from slackopt.solvers.milp.certify import seconds_below
-from slackopt.solvers.milp.checkpoint import checkpoint_bound
-from slackopt.solvers.milp.cpsat_seed import recompute_only_incumbent
-from slackopt.solvers.milp.deficit_lagrange import lagrangian_deficit_bound
-from slackopt.solvers.milp.enumerate import BranchAndBound, deficit_bound, enumerate_optimum
-from slackopt.solvers.milp.incumbent import Incumbent, improve, kick_search
-from slackopt.solvers.milp.lin import _INF, ModelTimeout
-from slackopt.solvers.milp.lns import lns
-from slackopt.solvers.milp.model import build_model, model_floor
-from slackopt.solvers.milp.timing_bound import timing_bound
+from slackopt.solvers.milp.bounds.checkpoint import checkpoint_bound
+from slackopt.solvers.milp.bounds.deficit_lagrange import lagrangian_deficit_bound
+from slackopt.solvers.milp.bounds.timing import timing_bound
+from slackopt.solvers.milp.certify.safe_lp import seconds_below
+from slackopt.solvers.milp.linear.backends import _BACKEND_CLASSES, BACKENDS, lp_relaxation
+from slackopt.solvers.milp.linear.lin import _INF, ModelTimeout
+from slackopt.solvers.milp.model.builder import build_model, model_floor
+from slackopt.solvers.milp.search.cpsat_seed import recompute_only_incumbent
+from slackopt.solvers.milp.search.enumeration import (
+    BranchAndBound,
+    deficit_bound,
+    enumerate_optimum,
+)
+from slackopt.solvers.milp.search.incumbent import Incumbent, improve, kick_search
+from slackopt.solvers.milp.search.lns import lns
 from slackopt.solvers.seeds import cheap_solver_names, seed_plans
 
 TIERS = ("auto", "full", "exact", "aggregated")
@@ -54,16 +58,16 @@ EXACT_LP_MAX_NONZEROS = 150_000
 many nonzeros: beyond, GLOP's solve left the MILP no time to reach its root bound
 (docs/bounds.md, "Settings and the measurements behind them")."""
 ENUM_MAX_SAVED = 27
-"""The exact enumeration (:mod:`~slackopt.solvers.milp.enumerate`) runs only up to this
+"""The exact enumeration (:mod:`~slackopt.solvers.milp.search.enumeration`) runs only up to this
 many saved tensors: beyond, its bounds leave too many plans for the work limit, and
 the time is the model's. 27 since the admission bound
-(:mod:`~slackopt.solvers.milp.admission`): it covers the suite's VGG-16 (27 saved
+(:mod:`~slackopt.solvers.milp.bounds.admission`): it covers the suite's VGG-16 (27 saved
 tensors; 1% or better on its four rows in seconds); the 29- and 32-tensor instances of
 instances/small and instances/teaching were not measured with it and stay with the
 model."""
 ENUM_GAPS = (0.008, 0.004, 0.001, 0.0)
 """The enumeration's passes, by relative gap (:meth:`BranchAndBound.run
-<slackopt.solvers.milp.enumerate.BranchAndBound.run>`): each complete pass proves a
+<slackopt.solvers.milp.search.enumeration.BranchAndBound.run>`): each complete pass proves a
 bound of ``U / (1 + gap)``, the last one (gap 0) the optimum; the passes stop at the
 first that does not complete. A coarse gap prunes far more (VGG-16 on GH200 at 0.5 P:
 the 0.8% pass ends in seconds, the 0.4% pass not in 240 s), so a row whose optimum is
@@ -168,7 +172,7 @@ class MILP(BaseSolver):
     Plans come from the cheap solvers' seeds, a local search, an exact enumeration (up to
     24 saved tensors), a large-neighbourhood search and the time-indexed MILP with
     no-good cuts; bounds from the deficit bound, the enumeration and LPs whose value is
-    a safe dual bound (:mod:`~slackopt.solvers.milp.certify`). "optimal" only when a
+    a safe dual bound (:mod:`~slackopt.solvers.milp.certify.safe_lp`). "optimal" only when a
     certified bound meets the simulated plan.
 
     Args:
@@ -197,20 +201,20 @@ class MILP(BaseSolver):
             and aggregated tiers, whose looser relaxations admit many plans of equal
             model value, so cutting them one by one seldom raises the bound.
         local_search: evaluator-judged local search
-            (:func:`~slackopt.solvers.milp.incumbent.improve`) after the seeds and around
+            (:func:`~slackopt.solvers.milp.search.incumbent.improve`) after the seeds and around
             each new MILP incumbent, in every tier.
         search_calls: most candidate plans one local search considers (a work limit,
             not a time limit, so results do not depend on machine speed).
         kick_plans: most plans the iterated local search simulates
-            (:func:`~slackopt.solvers.milp.incumbent.kick_search`, right after the first
+            (:func:`~slackopt.solvers.milp.search.incumbent.kick_search`, right after the first
             local search; a work limit). 0 turns it off.
         enum_plans: most plans the exact enumeration simulates, over all its passes
-            (:class:`~slackopt.solvers.milp.enumerate.BranchAndBound`, gaps
+            (:class:`~slackopt.solvers.milp.search.enumeration.BranchAndBound`, gaps
             ``ENUM_GAPS``; instances with at most ``ENUM_MAX_SAVED`` saved tensors);
             each pass that ends within it proves a bound, the last one the optimum,
             and then the model is not built. 0 turns it off.
         lns_plans: most plans the large-neighbourhood search simulates
-            (:func:`~slackopt.solvers.milp.lns.lns`, after the bounds, before the
+            (:func:`~slackopt.solvers.milp.search.lns.lns`, after the bounds, before the
             model; every tier). 0 turns it off.
         progress: print the incumbent, the bound and the gap on stderr as the solve
             goes (after each phase, at most every 2 s; only solves longer than 3 s);
@@ -303,9 +307,9 @@ class MILP(BaseSolver):
     def decision_bound(self, instance: Instance, plan: Plan, budget_bytes: int, *,
                        time_limit_s: float = 30.0) -> tuple[float | None, dict]:
         """A lower bound (s) on every schedule of `plan`'s decisions (not only the
-        runtime's): :func:`slackopt.solvers.milp.decision_bound.decision_bound`, reached
+        runtime's): :func:`slackopt.solvers.milp.bounds.decision.decision_bound`, reached
         through the solver registry by :mod:`slackopt.experiments.runtime_gap`."""
-        from slackopt.solvers.milp.decision_bound import decision_bound
+        from slackopt.solvers.milp.bounds.decision import decision_bound
 
         return decision_bound(instance, plan, budget_bytes, time_limit_s=time_limit_s)
 
@@ -450,7 +454,7 @@ class _Search:
 
     Bounds: ``bounds`` holds the *certified* lower bounds by source (s): T*, the deficit
     bound (closed form), the enumeration (exhaustive), and the LP bounds whose value is a
-    safe dual bound (:mod:`~slackopt.solvers.milp.certify`: valid in exact arithmetic
+    safe dual bound (:mod:`~slackopt.solvers.milp.certify.safe_lp`: valid in exact arithmetic
     whatever the LP solver's rounding). ``uncertified`` holds what a MILP solver reports
     as its dual bound (SCIP, HiGHS, CBC; an infeasible cut model): floating-point claims
     that no check here can confirm, so they are reported and may end the no-good loop, but

@@ -5,8 +5,8 @@ point cannot fool).
 A MILP solver's dual bound (SCIP's best bound) rests on LP solves whose tolerances are
 not checked, so it is not a bound here. :func:`certified_milp_bound` runs its own
 best-first branch and bound over the binaries of a
-:class:`~slackopt.solvers.milp.lin._Lin` whose every bound is a safe dual bound
-(:func:`~slackopt.solvers.milp.certify.safe_lp_bound`, Neumaier and Shcherbina 2004) of
+:class:`~slackopt.solvers.milp.linear.lin._Lin` whose every bound is a safe dual bound
+(:func:`~slackopt.solvers.milp.certify.safe_lp.safe_lp_bound`, Neumaier and Shcherbina 2004) of
 a node LP solved by GLOP.
 
 Nodes. A node is the box of the model with some binaries fixed (``lb_j = ub_j`` = 0 or
@@ -21,7 +21,7 @@ Node bounds. Each node gets a number ``b`` with ``b <= c x`` for every x in its 
 
 - from the node LP (rows, the node's box, integrality dropped), solved by GLOP in one
   solver object kept across nodes (bounds changed, re-solved from the last basis, GLOP's
-  preprocessing off: :class:`~slackopt.solvers.milp.backends._GlopLP`), its row duals
+  preprocessing off: :class:`~slackopt.solvers.milp.linear.backends._GlopLP`), its row duals
   ``y`` give ``safe_lp_bound(lin, y, arrays=<the node's lb, ub>)``, which is at most
   ``min {c x : rows, node box}`` for *any* y (weak duality with the rounding of its own
   computation bounded a priori; certify.py) and so at most the minimum over the node's
@@ -81,9 +81,9 @@ import math
 import time
 from typing import Any
 
-from slackopt.solvers.milp.backends import _certify_loop, _GlopLP
-from slackopt.solvers.milp.certify import lin_arrays
-from slackopt.solvers.milp.lin import ModelTimeout, _Lin
+from slackopt.solvers.milp.certify.safe_lp import lin_arrays
+from slackopt.solvers.milp.linear.backends import _certify_loop, _GlopLP
+from slackopt.solvers.milp.linear.lin import ModelTimeout, _Lin
 
 NODE_LIMIT = 20_000
 """Default limit on the node LPs solved (the root included)."""

@@ -141,11 +141,11 @@ import numpy as np
 from slackopt.instance import Instance
 from slackopt.plan import RECOMP, SWAP
 from slackopt.solver import OPTIMAL_REL_TOL
-from slackopt.solvers.milp.backends import _ScipBackend, lp_relaxation
-from slackopt.solvers.milp.certify import seconds_below
-from slackopt.solvers.milp.checkpoint import bound_arrays
-from slackopt.solvers.milp.lin import _INF, ModelTimeout, _Lin
-from slackopt.solvers.milp.runpoint import RunView, complete_point, decided
+from slackopt.solvers.milp.bounds.checkpoint import bound_arrays
+from slackopt.solvers.milp.certify.runpoint import RunView, complete_point, decided
+from slackopt.solvers.milp.certify.safe_lp import seconds_below
+from slackopt.solvers.milp.linear.backends import _ScipBackend, lp_relaxation
+from slackopt.solvers.milp.linear.lin import _INF, ModelTimeout, _Lin
 
 MAX_UNITS = 6_000
 """Every op of K is timed when ``n_saved * |K|`` (absent-able pairs, at most) is at most
@@ -520,7 +520,7 @@ def timing_point(inst: Instance, M: int, lin: _Lin, run: RunView) -> list[float]
         inst: the instance (no views; ``run.inst``).
         M: budget (bytes) the model was built for.
         lin: the model.
-        run: the run (:func:`slackopt.solvers.milp.runpoint.read_run`).
+        run: the run (:func:`slackopt.solvers.milp.certify.runpoint.read_run`).
 
     Returns:
         One value per variable of `lin`; its objective is ``(T - T*) / tu`` of
@@ -747,7 +747,7 @@ def _certified_bb_stage(lin: _Lin, val: float | None, cut: float | None, t_star:
     search's rule. Skipped when `val` already reaches that. Fills ``bb_nodes``,
     ``bb_bound`` (model units, or None), ``bb_closed`` (the search ended: its bound is the
     MILP optimum or reaches the cutoff), ``bb_stopped``, ``bb_seconds``."""
-    from slackopt.solvers.milp.certified_bb import certified_milp_bound
+    from slackopt.solvers.milp.certify.certified_bb import certified_milp_bound
 
     stop = None
     if cut is not None and math.isfinite(cut):

@@ -1,5 +1,5 @@
 """The time-indexed relaxation: the steps, the model floor and :func:`build_model` (the
-backend-neutral linear model it builds, :class:`~slackopt.solvers.milp.lin._Lin`, is in
+backend-neutral linear model it builds, :class:`~slackopt.solvers.milp.linear.lin._Lin`, is in
 solvers/milp/lin.py). The formulation and the argument why each relaxation is one are in
 the package docstring (solvers/milp/__init__.py)."""
 
@@ -15,7 +15,7 @@ import numpy as np
 from slackopt.instance import Instance
 from slackopt.plan import KEEP, RECOMP, SWAP
 from slackopt.simulate.rules import ADMISSION_LOOKAHEAD, copy_time
-from slackopt.solvers.milp.lin import _INF, _Lin
+from slackopt.solvers.milp.linear.lin import _INF, _Lin
 
 TIME_UNIT_S = 1e-6
 """Model time unit (s): step durations are in microseconds."""
@@ -35,7 +35,7 @@ class _Model:
     info: dict[str, Any] = field(default_factory=dict)
     vmap: dict[str, Any] = field(default_factory=dict)
     """The variable families by name (built by :meth:`_Builder.result`), read by
-    :func:`slackopt.solvers.milp.model_point.point_from_trace`."""
+    :func:`slackopt.solvers.milp.model.point.point_from_trace`."""
 
     def decode(self, x: Sequence[float]) -> np.ndarray:
         dec = np.full(len(self.xs), KEEP, dtype=np.int8)
@@ -189,7 +189,7 @@ def _share(D: dict[int, int], rng: tuple[int, int], K: int,
 
 class _Builder:
     """The state :func:`build_model` shares between its sections: the instance's data in
-    model units, the resolved options, the :class:`~slackopt.solvers.milp.lin._Lin` being
+    model units, the resolved options, the :class:`~slackopt.solvers.milp.linear.lin._Lin` being
     built and the variable families added so far. Each section is one method; they add
     variables and rows in the order :func:`build_model` calls them, which fixes the
     model's variable and row order."""
@@ -958,7 +958,7 @@ class _Builder:
                             name=f"mem_rebuild_start[u={u},g={g}]")
 
     def result(self) -> _Model:
-        """The model: the built :class:`~slackopt.solvers.milp.lin._Lin`, its decision
+        """The model: the built :class:`~slackopt.solvers.milp.linear.lin._Lin`, its decision
         variables, its statistics and options, and the variable families (``vmap``)."""
         tier, groups, lagging = self.tier, self.groups, self.lagging
         binary_placement, integral_copies = self.binary_placement, self.integral_copies
@@ -1109,7 +1109,7 @@ def build_model(inst: Instance, M: int | None, *, tier: str = "full",
             of the placements (same relaxation, far fewer nonzeros; default on in the
             aggregated tier only).
         deadline: perf_counter time after which building stops with
-            :class:`~slackopt.solvers.milp.lin.ModelTimeout` (the paper workloads' models
+            :class:`~slackopt.solvers.milp.linear.lin.ModelTimeout` (the paper workloads' models
             take seconds to build).
 
     Returns:
