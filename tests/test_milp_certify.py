@@ -27,6 +27,7 @@ from slackopt.io import load_instance
 from slackopt.plan import KEEP
 from slackopt.solvers.milp.bounds.checkpoint import checkpoint_bound
 from slackopt.solvers.milp.bounds.timing import timing_bound
+from slackopt.solvers.milp.certify.lp import lp_relaxation
 from slackopt.solvers.milp.certify.safe_lp import (
     certifies_infeasible,
     implied_box,
@@ -34,7 +35,6 @@ from slackopt.solvers.milp.certify.safe_lp import (
     objective_shift,
     safe_lp_bound,
 )
-from slackopt.solvers.milp.linear.backends import lp_relaxation
 from slackopt.solvers.milp.linear.lin import _INF, _Lin
 
 DATA = os.path.join(os.path.dirname(__file__), "data", "milp_soundness")

@@ -291,13 +291,13 @@ than 3 s print the incumbent, the bound and the gap on stderr when it is a termi
 """
 
 
+from slackopt.solvers.milp.certify.lp import lp_relaxation
 from slackopt.solvers.milp.linear.backends import (  # noqa: F401 - re-exported
     _BACKEND_CLASSES,
     BACKENDS,
     _HighsBackend,
     _PulpBackend,
     _ScipBackend,
-    lp_relaxation,
 )
 from slackopt.solvers.milp.linear.lin import _Lin  # noqa: F401
 from slackopt.solvers.milp.model.builder import _Model, build_model, model_floor  # noqa: F401

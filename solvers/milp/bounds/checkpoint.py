@@ -105,9 +105,9 @@ import numpy as np
 from slackopt.instance import Instance
 from slackopt.plan import RECOMP, SWAP
 from slackopt.simulate.rules import copy_time
+from slackopt.solvers.milp.certify.lp import lp_relaxation
 from slackopt.solvers.milp.certify.runpoint import RunView, complete_point, decided
 from slackopt.solvers.milp.certify.safe_lp import seconds_below
-from slackopt.solvers.milp.linear.backends import lp_relaxation
 from slackopt.solvers.milp.linear.lin import _INF, ModelTimeout, _Lin
 from slackopt.solvers.milp.model.builder import MEM_UNITS_PER_P, TIME_UNIT_S
 
@@ -270,7 +270,7 @@ def checkpoint_bound(inst: Instance, M: int, time_limit_s: float = 30.0, *,
                      deadline: float | None = None) -> float | None:
     """A certified lower bound (s) on the step time of every plan that runs under budget
     `M` (bytes), from the LP in the module docstring: T* plus a safe dual bound from the
-    duals of GLOP (or HiGHS) (:func:`~slackopt.solvers.milp.linear.backends.lp_relaxation`,
+    duals of GLOP (or HiGHS) (:func:`~slackopt.solvers.milp.certify.lp.lp_relaxation`,
     Neumaier and Shcherbina 2004), never the solver's objective; None when the deadline
     ends building or solving it or no certificate is found (see
     :func:`_checkpoint_bound`)."""

@@ -48,8 +48,8 @@ import time
 
 from slackopt.instance import Instance
 from slackopt.plan import Plan
+from slackopt.solvers.milp.certify.lp import lp_relaxation
 from slackopt.solvers.milp.certify.safe_lp import seconds_below
-from slackopt.solvers.milp.linear.backends import lp_relaxation
 from slackopt.solvers.milp.linear.lin import ModelTimeout
 from slackopt.solvers.milp.model.builder import build_model
 
@@ -70,7 +70,7 @@ def decision_bound(instance: Instance, plan: Plan, budget_bytes: int, *,
 
     Returns:
         (certified bound in s: a safe dual bound from the LP solver's duals
-        (:func:`~slackopt.solvers.milp.linear.backends.lp_relaxation`), or None if the model or
+        (:func:`~slackopt.solvers.milp.certify.lp.lp_relaxation`), or None if the model or
         the LP did not finish in time, the LP has no optimum, or its duals certify no
         bound; info: tier, model size, seconds, ``lp_objective_s`` (the LP solver's
         optimum, uncertified, s), ``lp_status``, and why it stopped if it did).

@@ -142,9 +142,10 @@ from slackopt.instance import Instance
 from slackopt.plan import RECOMP, SWAP
 from slackopt.solver import OPTIMAL_REL_TOL
 from slackopt.solvers.milp.bounds.checkpoint import bound_arrays
+from slackopt.solvers.milp.certify.lp import lp_relaxation
 from slackopt.solvers.milp.certify.runpoint import RunView, complete_point, decided
 from slackopt.solvers.milp.certify.safe_lp import seconds_below
-from slackopt.solvers.milp.linear.backends import _ScipBackend, lp_relaxation
+from slackopt.solvers.milp.linear.backends import _ScipBackend
 from slackopt.solvers.milp.linear.lin import _INF, ModelTimeout, _Lin
 
 MAX_UNITS = 6_000

@@ -21,7 +21,7 @@ Node bounds. Each node gets a number ``b`` with ``b <= c x`` for every x in its 
 
 - from the node LP (rows, the node's box, integrality dropped), solved by GLOP in one
   solver object kept across nodes (bounds changed, re-solved from the last basis, GLOP's
-  preprocessing off: :class:`~slackopt.solvers.milp.linear.backends._GlopLP`), its row duals
+  preprocessing off: :class:`~slackopt.solvers.milp.certify.lp._GlopLP`), its row duals
   ``y`` give ``safe_lp_bound(lin, y, arrays=<the node's lb, ub>)``, which is at most
   ``min {c x : rows, node box}`` for *any* y (weak duality with the rounding of its own
   computation bounded a priori; certify.py) and so at most the minimum over the node's
@@ -81,8 +81,8 @@ import math
 import time
 from typing import Any
 
+from slackopt.solvers.milp.certify.lp import _certify_loop, _GlopLP
 from slackopt.solvers.milp.certify.safe_lp import lin_arrays
-from slackopt.solvers.milp.linear.backends import _certify_loop, _GlopLP
 from slackopt.solvers.milp.linear.lin import ModelTimeout, _Lin
 
 NODE_LIMIT = 20_000

@@ -28,8 +28,9 @@ from slackopt.solverbase import (
 from slackopt.solvers.milp.bounds.checkpoint import checkpoint_bound
 from slackopt.solvers.milp.bounds.deficit_lagrange import lagrangian_deficit_bound
 from slackopt.solvers.milp.bounds.timing import timing_bound
+from slackopt.solvers.milp.certify.lp import lp_relaxation
 from slackopt.solvers.milp.certify.safe_lp import seconds_below
-from slackopt.solvers.milp.linear.backends import _BACKEND_CLASSES, BACKENDS, lp_relaxation
+from slackopt.solvers.milp.linear.backends import _BACKEND_CLASSES, BACKENDS
 from slackopt.solvers.milp.linear.lin import _INF, ModelTimeout
 from slackopt.solvers.milp.model.builder import build_model, model_floor
 from slackopt.solvers.milp.search.cpsat_seed import recompute_only_incumbent
