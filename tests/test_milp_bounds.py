@@ -216,7 +216,7 @@ def test_checkpoint_bound_gpt2_xl_backward_rows():
 
     from slackopt.instance import budget_bytes
     from slackopt.io import load_instance
-    from slackopt.solvers.milp.search.enumeration import deficit_bound
+    from slackopt.solvers.milp.bounds.deficit import deficit_bound
     root = Path(__file__).resolve().parent.parent
     inst = load_instance(root / "instances" / "paper" / "gpt2-xl_a100-pcie4.json")
     M = budget_bytes(inst, 0.1)

@@ -18,8 +18,8 @@ import slackopt
 from slackopt import Instance, Link, Op, Tensor
 from slackopt.plan import KEEP, SWAP
 from slackopt.solvers.milp import model_floor
+from slackopt.solvers.milp.bounds.deficit import deficit_bound
 from slackopt.solvers.milp.bounds.deficit_lagrange import _certified_value, lagrangian_deficit_bound
-from slackopt.solvers.milp.search.enumeration import deficit_bound
 from tests.helpers_milp import enumerate_plans, random_instance
 from tests.strategies import budgets, instances
 

@@ -26,6 +26,7 @@ from slackopt.solverbase import (
     warm_up_instance,
 )
 from slackopt.solvers.milp.bounds.checkpoint import checkpoint_bound
+from slackopt.solvers.milp.bounds.deficit import deficit_bound
 from slackopt.solvers.milp.bounds.deficit_lagrange import lagrangian_deficit_bound
 from slackopt.solvers.milp.bounds.timing import timing_bound
 from slackopt.solvers.milp.certify.lp import lp_relaxation
@@ -34,11 +35,7 @@ from slackopt.solvers.milp.linear.backends import _BACKEND_CLASSES, BACKENDS
 from slackopt.solvers.milp.linear.lin import _INF, ModelTimeout
 from slackopt.solvers.milp.model.builder import build_model, model_floor
 from slackopt.solvers.milp.search.cpsat_seed import recompute_only_incumbent
-from slackopt.solvers.milp.search.enumeration import (
-    BranchAndBound,
-    deficit_bound,
-    enumerate_optimum,
-)
+from slackopt.solvers.milp.search.enumeration import BranchAndBound, enumerate_optimum
 from slackopt.solvers.milp.search.incumbent import Incumbent, improve, kick_search
 from slackopt.solvers.milp.search.lns import lns
 from slackopt.solvers.seeds import cheap_solver_names, seed_plans
