@@ -32,7 +32,7 @@ from slackopt.solvers.milp.bounds.admission import (
     admission_bound,
     fwd_stall_lb,
 )
-from slackopt.solvers.milp.model.builder import model_floor
+from slackopt.solvers.milp.model.steps import model_floor
 from slackopt.solvers.milp.search.enumeration import BranchAndBound, _footprints
 from slackopt.solvers.milp.search.incumbent import Incumbent
 from slackopt.solvers.milp.search.solver import ENUM_GAPS

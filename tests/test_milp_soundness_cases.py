@@ -8,7 +8,7 @@ What each case broke (the instance files are in tests/data/milp_soundness/):
 - ``rebuild_gaps_same_producer``, ``full_tier_cuts_off_optimum``,
   ``exact_tier_cuts_off_optimum`` (+ ``_pad``: 14 zero-byte tensors, so the enumeration
   does not run): a recipe that reads another output of its own op; the models' rebuild
-  gaps forbade recomputing both (solvers/milp/model.py, ``_rebuild_gaps``).
+  gaps forbade recomputing both (solvers/milp/model/steps.py, ``rebuild_gaps``).
 - ``full_tier_fifo_inplace``: the full tier chained D2H copies in production order, the
   runtime queues each when the tensor is ready (after its last in-place mutation).
 - ``timing_bound_above_opt`` (+ ``_big``: 30 zero-byte tensors): a numerically wrong LP

@@ -300,7 +300,9 @@ from slackopt.solvers.milp.linear.backends import (  # noqa: F401 - re-exported
     _ScipBackend,
 )
 from slackopt.solvers.milp.linear.lin import _Lin  # noqa: F401
-from slackopt.solvers.milp.model.builder import _Model, build_model, model_floor  # noqa: F401
+from slackopt.solvers.milp.model.build import build_model
+from slackopt.solvers.milp.model.builder import _Model  # noqa: F401
+from slackopt.solvers.milp.model.steps import model_floor
 from slackopt.solvers.milp.search.cpsat_seed import recompute_only_incumbent
 from slackopt.solvers.milp.search.solver import MILP, MODEL_OPTIONS, TIERS  # noqa: F401
 

@@ -109,7 +109,7 @@ from slackopt.solvers.milp.certify.lp import lp_relaxation
 from slackopt.solvers.milp.certify.runpoint import RunView, complete_point, decided
 from slackopt.solvers.milp.certify.safe_lp import seconds_below
 from slackopt.solvers.milp.linear.lin import _INF, ModelTimeout, _Lin
-from slackopt.solvers.milp.model.builder import MEM_UNITS_PER_P, TIME_UNIT_S
+from slackopt.solvers.milp.model.steps import MEM_UNITS_PER_P, TIME_UNIT_S
 
 MAX_CHECKPOINTS = 4
 """Forward checkpoints with D2H timing (those with the largest keep-all excess over M),

@@ -18,7 +18,7 @@ and the same mapping applied to any schedule of the class satisfies them:
 
 - step durations >= the ops' and rebuilds' durations of the step (one compute stream,
   tasks in the plan's order, the rebuilds where :class:`~slackopt.simulate.TaskList`
-  places them, which is where the model places them: ``_rebuild_gaps``);
+  places them, which is where the model places them: ``rebuild_gaps``);
 - engine capacity ``sum_t w_t share <= tau_K`` with ``w = latency + s / W``: a copy
   lasts at least w (the duplex rate only lengthens it) and one engine runs one copy at a
   time;
@@ -51,7 +51,7 @@ from slackopt.plan import Plan
 from slackopt.solvers.milp.certify.lp import lp_relaxation
 from slackopt.solvers.milp.certify.safe_lp import seconds_below
 from slackopt.solvers.milp.linear.lin import ModelTimeout
-from slackopt.solvers.milp.model.builder import build_model
+from slackopt.solvers.milp.model.build import build_model
 
 EXACT_MAX_OPS = 320
 """Up to this many scheduled ops the bound uses one step per op ("exact" tier); beyond,

@@ -1,4 +1,4 @@
-"""A plan's simulated trace as a point of the time-indexed model (solvers/milp/model.py).
+"""A plan's simulated trace as a point of the time-indexed model (solvers/milp/model/).
 
 The package docstring (solvers/milp/__init__.py, "Why the optimum is a lower bound")
 argues that for every plan the evaluator runs to the end, setting the model's variables to

@@ -10,7 +10,7 @@ import numpy as np
 from slackopt.instance import Instance
 from slackopt.interruptible import cpsat_sigint_off, interruptible
 from slackopt.plan import KEEP, RECOMP
-from slackopt.solvers.milp.model.builder import _rebuild_gaps
+from slackopt.solvers.milp.model.steps import rebuild_gaps
 
 
 # =========================================================================== CP-SAT incumbent
@@ -56,7 +56,7 @@ def recompute_only_incumbent(inst: Instance, M: int, time_limit_s: float = 5.0,
         for t in ins[u]:
             deps[t].append(u)
     # candidate gaps (same closure as build_model)
-    G = _rebuild_gaps(prod, rec_ok, deps, firstb)
+    G = rebuild_gaps(prod, rec_ok, deps, firstb)
     static = inst.static_profile.tolist()
     s_alloc = inst.static_alloc.tolist()
     ws = inst.workspace.tolist()

@@ -99,7 +99,7 @@ from slackopt.solvers.milp.bounds.deficit import (
     _deficit_ops,
     _fixed_deficits,
 )
-from slackopt.solvers.milp.model.builder import floor_profile
+from slackopt.solvers.milp.model.steps import floor_profile
 from slackopt.solvers.milp.search.incumbent import Incumbent
 
 CHUNK_PLANS = 20_000

@@ -33,7 +33,8 @@ from slackopt.solvers.milp.certify.lp import lp_relaxation
 from slackopt.solvers.milp.certify.safe_lp import seconds_below
 from slackopt.solvers.milp.linear.backends import _BACKEND_CLASSES, BACKENDS
 from slackopt.solvers.milp.linear.lin import _INF, ModelTimeout
-from slackopt.solvers.milp.model.builder import build_model, model_floor
+from slackopt.solvers.milp.model.build import build_model
+from slackopt.solvers.milp.model.steps import model_floor
 from slackopt.solvers.milp.search.cpsat_seed import recompute_only_incumbent
 from slackopt.solvers.milp.search.enumeration import BranchAndBound, enumerate_optimum
 from slackopt.solvers.milp.search.incumbent import Incumbent, improve, kick_search
