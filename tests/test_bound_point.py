@@ -39,7 +39,7 @@ from slackopt.solvers.milp.bounds.checkpoint import (
     build_checkpoint_model,
     checkpoint_point,
 )
-from slackopt.solvers.milp.bounds.timing import build_timing_model, timing_point
+from slackopt.solvers.milp.bounds.timing_model import build_timing_model, timing_point
 from slackopt.solvers.milp.certify.runpoint import read_run
 from slackopt.solvers.milp.model.steps import model_floor
 from tests.helpers_milp import random_instance, same_producer

@@ -33,9 +33,8 @@ from slackopt.solvers.milp.bounds.admission import (
     fwd_stall_lb,
 )
 from slackopt.solvers.milp.model.steps import model_floor
-from slackopt.solvers.milp.search.enumeration import BranchAndBound, _footprints
+from slackopt.solvers.milp.search.enumeration import ENUM_GAPS, BranchAndBound, _footprints
 from slackopt.solvers.milp.search.incumbent import Incumbent
-from slackopt.solvers.milp.search.solver import ENUM_GAPS
 from tests.helpers_milp import enumerate_plans, instance
 from tests.test_bound_point import DATA, instances, plans
 

@@ -22,7 +22,8 @@ import pytest
 
 from slackopt.io import load_instance
 from slackopt.solver import OPTIMAL_REL_TOL
-from slackopt.solvers.milp.bounds.timing import build_timing_model, timing_bound
+from slackopt.solvers.milp.bounds.timing import timing_bound
+from slackopt.solvers.milp.bounds.timing_model import build_timing_model
 from slackopt.solvers.milp.certify.certified_bb import certified_milp_bound
 from slackopt.solvers.milp.certify.lp import lp_relaxation
 from slackopt.solvers.milp.linear.lin import _Lin

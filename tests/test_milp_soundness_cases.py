@@ -143,10 +143,10 @@ def test_a_bound_source_above_a_simulated_plan_is_dropped(monkeypatch):
     a plan the search simulated is proven wrong on this instance; it is dropped into
     ``info["bound_errors"]`` and decides nothing (here the deficit bound, made 10x too
     large, would otherwise close the gap at once and say "optimal")."""
-    import slackopt.solvers.milp.search.solver as search
+    import slackopt.solvers.milp.bounds.deficit as deficit
 
-    real = search.deficit_bound
-    monkeypatch.setattr(search, "deficit_bound", lambda inst, M: 10 * real(inst, M))
+    real = deficit.deficit_bound
+    monkeypatch.setattr(deficit, "deficit_bound", lambda inst, M: 10 * real(inst, M))
     inst, M, opt = case("full_tier_cuts_off_optimum")
     r = slackopt.solve(inst, "milp", M, time_limit_s=10, seed=0, enum_plans=0)
     errs = r.info["bound_errors"]

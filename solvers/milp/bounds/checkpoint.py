@@ -105,6 +105,7 @@ import numpy as np
 from slackopt.instance import Instance
 from slackopt.plan import RECOMP, SWAP
 from slackopt.simulate.rules import copy_time
+from slackopt.solvers.milp.bounds.source import BoundContext, BoundValue
 from slackopt.solvers.milp.certify.lp import lp_relaxation
 from slackopt.solvers.milp.certify.runpoint import RunView, complete_point, decided
 from slackopt.solvers.milp.certify.safe_lp import seconds_below
@@ -278,6 +279,24 @@ def checkpoint_bound(inst: Instance, M: int, time_limit_s: float = 30.0, *,
         return _checkpoint_bound(inst, M, time_limit_s, max_checkpoints, deadline)
     except ModelTimeout:
         return None
+
+
+@dataclass(frozen=True)
+class CheckpointLP:
+    """The checkpoint LP as a bound source (phase "checkpoint_bound"): certified bound
+    ``checkpoint_lp`` (:func:`checkpoint_bound`) within `share` of the time left less
+    0.3 s (at least 0.05 s), and ``info["checkpoint_bound"]`` (its bound and seconds).
+    It does not depend on a plan."""
+
+    share: float
+    name: str = "checkpoint_bound"
+
+    def __call__(self, inst: Instance, M: int, ctx: BoundContext) -> BoundValue:
+        tc = time.perf_counter()
+        share = max(0.05, self.share * (ctx.left() - 0.3))
+        cb = checkpoint_bound(inst, M, share, deadline=min(ctx.deadline - 0.3, tc + share))
+        return BoundValue(bounds={"checkpoint_lp": cb}, info={"checkpoint_bound": {
+            "bound_s": cb, "seconds": round(time.perf_counter() - tc, 4)}})
 
 
 def _checkpoint_bound(inst: Instance, M: int, time_limit_s: float, max_checkpoints: int,

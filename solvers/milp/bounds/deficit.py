@@ -12,11 +12,15 @@ and the unfixed tensors enter as fractional recomp items
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 from numba import njit
 
 from slackopt.instance import Instance
 from slackopt.plan import RECOMP
+from slackopt.solvers.milp.bounds.deficit_lagrange import lagrangian_deficit_bound
+from slackopt.solvers.milp.bounds.source import BoundContext, BoundValue
 
 
 @njit(cache=True)
@@ -157,3 +161,23 @@ def deficit_bound(inst: Instance, M: int) -> float:
                                 0.0, np.asarray(inst.s, dtype=np.int64),
                                 np.asarray(inst.c, dtype=np.float64),
                                 float(inst.ideal_time_s), int(M), *_deficit_arrays(inst)))
+
+
+@dataclass(frozen=True)
+class DeficitBound:
+    """The deficit bounds as a bound source (phase "deficit_bound"): ``deficit``
+    (:func:`deficit_bound`, computed in floating point from the instance's data and
+    lowered by a relative 1e-12; certified) and ``deficit_lagrange`` (its Lagrangian form
+    with the offloads' copy times,
+    :func:`~slackopt.solvers.milp.bounds.deficit_lagrange.lagrangian_deficit_bound`: its
+    value at the multipliers found, re-summed with ``math.fsum`` and lowered by a margin
+    that covers its rounding; certified), with ``info["deficit_lagrange"]`` (its op and
+    multipliers). Neither depends on a plan."""
+
+    name: str = "deficit_bound"
+
+    def __call__(self, inst: Instance, M: int, ctx: BoundContext) -> BoundValue:
+        closed = deficit_bound(inst, M) * (1.0 - 1e-12)
+        lb, linfo = lagrangian_deficit_bound(inst, M, deadline=ctx.deadline - 0.3)
+        return BoundValue(bounds={"deficit": closed, "deficit_lagrange": lb},
+                          info={"deficit_lagrange": linfo})

@@ -46,7 +46,7 @@ Gap (``gap`` of :meth:`BranchAndBound.run`): with a cutoff of U / (1 + gap) inst
 U, a complete search proves that no plan runs faster than U / (1 + gap), U the final
 incumbent (every skipped plan is at least the cutoff of its moment, and cutoffs only
 decrease); a coarse gap prunes far more, so the solver runs passes of decreasing gap
-(:data:`~slackopt.solvers.milp.search.solver.ENUM_GAPS`).
+(:data:`ENUM_GAPS`).
 
 Proof of optimality (gap 0): when the search ends without hitting its work limit, every
 decision vector was either simulated (the incumbent is the fastest of them, or faster:
@@ -102,6 +102,15 @@ from slackopt.solvers.milp.bounds.deficit import (
 from slackopt.solvers.milp.model.steps import floor_profile
 from slackopt.solvers.milp.search.incumbent import Incumbent
 
+ENUM_MAX_SAVED = 27
+"""The solver runs the enumeration (phase "enumeration") only on instances with at most
+this many saved tensors: beyond, its bounds leave too many plans for the work limit, and
+the time goes to the bounds and searches after it."""
+ENUM_GAPS = (0.008, 0.004, 0.001, 0.0)
+"""The solver's passes, by relative gap (:meth:`BranchAndBound.run`): each complete pass
+proves a bound of ``U / (1 + gap)``, the last one (gap 0) the optimum; the passes stop
+at the first that does not complete. A coarse gap prunes far more, so an instance whose
+optimum is out of reach still gets a certified gap."""
 CHUNK_PLANS = 20_000
 """The search runs in subtrees of at most about this many nominal plans (fixed prefixes of
 the order), so that the deadline is checked between them."""
