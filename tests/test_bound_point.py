@@ -1,6 +1,6 @@
 """Plan-by-plan soundness of the two bound models outside the time-indexed model (issue 22,
-item 1): the checkpoint LP (solvers/milp/checkpoint.py) and the timing MILP
-(solvers/milp/timing_bound.py).
+item 1): the checkpoint LP (solvers/milp/bounds/checkpoint.py) and the timing MILP
+(solvers/milp/bounds/timing.py).
 
 Each module's validity argument assigns every plan that the barrier-free runtime runs a
 point of its model whose objective is the plan's extra time ``T - T*``

@@ -1,4 +1,4 @@
-"""The admission-aware node bounds of the enumeration (solvers/milp/admission.py) against
+"""The admission-aware node bounds of the enumeration (solvers/milp/bounds/admission.py) against
 the evaluator, plan by plan, and the enumeration's gap passes against brute force.
 
 The claim checked (the module docstring's): for a node (some decisions fixed) and a

@@ -142,7 +142,7 @@ def test_bound_valid_on_generated_instances(data):
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(seed=st.integers(0, 2**32 - 1))
 def test_checkpoint_bound_valid_on_random_instances(seed):
-    """checkpoint_bound (solvers/milp/checkpoint.py) never exceeds the enumerated optimum
+    """checkpoint_bound (solvers/milp/bounds/checkpoint.py) never exceeds the enumerated optimum
     and never goes below T*."""
     inst, M = random_instance(seed)
     times = enumerate_plans(inst, M)
@@ -273,7 +273,7 @@ def test_checkpoint_bound_below_every_solvers_plan(name, frac):
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(seed=st.integers(0, 2**32 - 1))
 def test_timing_bound_valid_on_random_instances(seed):
-    """timing_bound (solvers/milp/timing_bound.py), MILP and LP, never exceeds the
+    """timing_bound (solvers/milp/bounds/timing.py), MILP and LP, never exceeds the
     enumerated optimum and never goes below T*."""
     inst, M = random_instance(seed)
     times = enumerate_plans(inst, M)

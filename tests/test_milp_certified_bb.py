@@ -1,11 +1,11 @@
-"""The certified branch and bound (solvers/milp/certified_bb.py) against exact optima.
+"""The certified branch and bound (solvers/milp/certify/certified_bb.py) against exact optima.
 
 Small random MILPs whose integer variables are binaries (knapsack-like, covering-like,
 equality-constrained with infeasible nodes, and one with an unbounded continuous
 variable whose best value is closed-form per binary vector): the exact optimum is found
 by enumerating every binary vector in rational arithmetic; the certified bound is never
 above it, and equals it (to 1e-9 relative) when the search closes. On the timing model
-(solvers/milp/timing_bound.py) of chain5 and of the recorded case timing_bound_above_opt,
+(solvers/milp/bounds/timing.py) of chain5 and of the recorded case timing_bound_above_opt,
 the bound is at most the enumerated optimum of the evaluator (every plan simulated) and
 at least the certified LP bound.
 """

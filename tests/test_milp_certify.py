@@ -1,4 +1,4 @@
-"""Certified LP bounds (solvers/milp/certify.py; issue 22, item 3 and fault 3): the bound
+"""Certified LP bounds (solvers/milp/certify/safe_lp.py; issue 22, item 3 and fault 3): the bound
 of weak duality computed from any row multipliers with rounding errors bounded a priori
 never exceeds the exact optimum.
 

@@ -1,4 +1,4 @@
-"""The Lagrangian deficit bound with copy times (solvers/milp/deficit_lagrange.py): a
+"""The Lagrangian deficit bound with copy times (solvers/milp/bounds/deficit_lagrange.py): a
 hand-computed case where the latency is what the deficit bound misses, and weak duality
 checked row by row: at every op with a keep-all excess and at multipliers spread over
 their whole range (not only those the search picks), T* + g_k(mu, lam) is at most the

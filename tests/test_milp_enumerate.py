@@ -1,4 +1,4 @@
-"""The exact enumeration phase of the MILP solver (solvers/milp/enumerate.py) against brute
+"""The exact enumeration phase of the MILP solver (solvers/milp/search/enumeration.py) against brute
 force: every decision vector simulated through slackopt.simulate.
 
 Checked: each pruning bound holds for every feasible plan (the recompute-time bound

@@ -1,4 +1,4 @@
-"""The rebuild exchanges and the iterated local search of solvers/milp/incumbent.py."""
+"""The rebuild exchanges and the iterated local search of solvers/milp/search/incumbent.py."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The large-neighbourhood search of the MILP solver (solvers/milp/lns.py) and the window
-mode of the enumeration's branch and bound (solvers/milp/enumerate.py), against brute
+"""The large-neighbourhood search of the MILP solver (solvers/milp/search/lns.py) and the window
+mode of the enumeration's branch and bound (solvers/milp/search/enumeration.py), against brute
 force: every decision vector simulated through slackopt.simulate.
 
 Checked: a window searched to its end returns exactly the fastest plan that agrees with

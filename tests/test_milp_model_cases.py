@@ -1,4 +1,4 @@
-"""The full-tier time-indexed model (solvers/milp/model.py) on the cases of issue 22
+"""The full-tier time-indexed model (solvers/milp/model/) on the cases of issue 22
 (tests/data/milp_soundness/, copied from the auditor's case files): with the decisions of
 the enumerated optimum fixed, the model's optimum is at most that plan's simulated step
 time, on every backend (the bound holds plan by plan, which the no-good loop relies on).

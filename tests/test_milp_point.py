@@ -1,4 +1,4 @@
-"""Plan-by-plan soundness of the time-indexed model (solvers/milp/model.py; issue 22,
+"""Plan-by-plan soundness of the time-indexed model (solvers/milp/model/; issue 22,
 item 1): for every plan the evaluator runs, the point that the plan's simulated trace
 defines (:func:`~slackopt.solvers.milp.model.point.point_from_trace`, the package
 docstring's argument "Why the optimum is a lower bound") satisfies every row of the model

@@ -7,8 +7,8 @@ tier's size), fixes the keep/swap/recomp binaries to the plan's, and solves what
 a linear program (those tiers have no other integer variable), with GLOP.
 
 Why it bounds *every* schedule of the decisions, not only the runtime's trace (the class
-of schedules is defined in :mod:`slackopt.experiments.schedule`): the package docstring
-(solvers/milp/__init__.py) proves the bound for a trace of the evaluator by mapping the
+of schedules is defined in :mod:`slackopt.experiments.schedule`): the docstring of
+:mod:`slackopt.solvers.milp.model` proves the bound for a trace of the evaluator by mapping the
 trace to an assignment (decisions, rebuild positions, step durations from the trace's
 op ends, copy shares from the copies' busy intervals, evictions) that satisfies every row.
 The rows of the exact and aggregated tiers use no runtime rule: FIFO order (R1), the
@@ -75,7 +75,7 @@ def decision_bound(instance: Instance, plan: Plan, budget_bytes: int, *,
         bound; info: tier, model size, seconds, ``lp_objective_s`` (the LP solver's
         optimum, uncertified, s), ``lp_status``, and why it stopped if it did).
 
-    Source: the module docstring; solvers/milp/__init__.py for the relaxation.
+    Source: the module docstring; solvers/milp/model/__init__.py for the relaxation.
     """
     plan.check(instance)
     if instance.saved_unit is not None:

@@ -31,7 +31,7 @@ MIN_OPS = 4
 """Fewest ops timed: below, the instance is too large for this bound."""
 SCIP_SHARE = 0.5
 """Share of the time left after the LP relaxation that the SCIP solves (candidate plans,
-uncertified bound) may use; the certified branch and bound (solvers/milp/certified_bb.py)
+uncertified bound) may use; the certified branch and bound (solvers/milp/certify/certified_bb.py)
 gets the rest."""
 BB_STRONG = 8
 """Strong-branching candidates of the certified branch and bound (they raise the bound in
@@ -57,7 +57,7 @@ def timing_bound(inst: Instance, M: int, time_limit_s: float = 30.0, *,
     then solved with SCIP for candidate plans (within ``SCIP_SHARE`` of the time left);
     its proven dual bound is not certified (SCIP's LP solves are not checked) and is
     reported as ``info["milp_bound_s"]`` only. With the rest of the time, a certified
-    branch and bound (solvers/milp/certified_bb.py: every node bound a safe dual bound)
+    branch and bound (solvers/milp/certify/certified_bb.py: every node bound a safe dual bound)
     raises the bound when it can (``bb_*`` in info, :func:`_certified_bb_stage`).
 
     Args:
@@ -179,8 +179,7 @@ def _scip_stages(inst: Instance, M: int, lin: _Lin, max_ops: int | None, integer
     """SCIP's solves of the timing MILP within ``SCIP_SHARE`` of the time left (one thread,
     `seed`, cut off at `cut` model units when a plan is known): first with binary xs, xr,
     then, with the time left, with binary z too, whose best assignment is a plan far more
-    often (on chain31 at 0.9 P the first one's assignment simulates at 56.5 ms, the
-    second's at its 43.6622 ms). SCIP's dual bound (and its infeasibility proof under the
+    often. SCIP's dual bound (and its infeasibility proof under the
     cut) cannot be certified from duals: it goes to ``acc["milp_val"]`` (model units) for
     ``info["milp_bound_s"]`` only, never the bound; ``acc["scip_obj"]`` is the first
     MILP's optimum (a cutoff only). The plans of the assignments of the solves that ended

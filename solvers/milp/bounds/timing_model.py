@@ -3,13 +3,13 @@
 absent only when its D2H has ended in time on the serial D2H engine and its H2D fits
 before its next reader, and recomp chains keep their rebuilt recipe inputs resident.
 
-It sharpens the checkpoint LP (solvers/milp/checkpoint.py) in three ways: D2H timing at
+It sharpens the checkpoint LP (solvers/milp/bounds/checkpoint.py) in three ways: D2H timing at
 every op with an excess, not at four forward checkpoints (elsewhere the LP counts a swap
 freed at once); backward ops get the same timing (the LP's backward rows count a swap
 absent with no copy at all), plus H2D windows that start at the op; and the decisions
 are binary. The bound returned is certified: its LP relaxation's safe dual bound
-(solvers/milp/certify.py), raised by the certified branch and bound over the decisions
-(solvers/milp/certified_bb.py), valid also when the search stops early. SCIP's solve of
+(solvers/milp/certify/safe_lp.py), raised by the certified branch and bound over the decisions
+(solvers/milp/certify/certified_bb.py), valid also when the search stops early. SCIP's solve of
 the MILP gives candidate plans and an uncertified bound (``info["milp_bound_s"]``).
 
 The model (times in the unit of :func:`~.checkpoint.time_unit`, microseconds or a power of

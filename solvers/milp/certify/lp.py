@@ -100,7 +100,7 @@ class _GlopLP:
     """GLOP (OR-Tools pywraplp) loaded once with the LP relaxation of a _Lin, for
     re-solves with changed variable bounds or objective coefficients: the solver object
     is kept, so GLOP can start from its last basis (used by :func:`_glop_certified` and
-    by the certified branch and bound, solvers/milp/certified_bb.py)."""
+    by the certified branch and bound, solvers/milp/certify/certified_bb.py)."""
 
     def __init__(self, lin: _Lin, deadline: float | None = None, *,
                  presolve: bool = True) -> None:

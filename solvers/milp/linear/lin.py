@@ -1,6 +1,6 @@
 """The backend-neutral linear model: :class:`_Lin` (variables with bounds, integrality and
 objective; named sparse rows), :class:`ModelTimeout` and :func:`check_deadline`. Every
-backend (solvers/milp/backends.py) loads a :class:`_Lin`;
+backend (solvers/milp/linear/backends.py) loads a :class:`_Lin`;
 :func:`~slackopt.solvers.milp.model.builder.build_model` and the timing and checkpoint bounds
 build one."""
 

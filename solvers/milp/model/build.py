@@ -1,8 +1,8 @@
 """The time-indexed relaxation built in one call: :func:`build_model` runs the builder's
 sections (:mod:`~slackopt.solvers.milp.model.builder`) and the runtime rules
 (:mod:`~slackopt.solvers.milp.model.rules`) that its options switch on, in a fixed order.
-The formulation and the argument why each relaxation is one are on the docs page "The
-exact tier" and in the package docstring."""
+The formulation and the argument why each relaxation is one are in
+:mod:`slackopt.solvers.milp.model`'s docstring."""
 
 from __future__ import annotations
 

@@ -25,8 +25,9 @@ from slackopt.solvers.milp.model.steps import MEM_UNITS_PER_P, TIME_UNIT_S, rebu
 @dataclass(frozen=True)
 class ModelOptions:
     """The model's switches, resolved (:meth:`for_tier`). Each turns on rows or integer
-    variables that are valid for every trace of the runtime (package docstring); off, the
-    model is a looser relaxation of the same runs.
+    variables that are valid for every trace of the runtime
+    (:mod:`slackopt.solvers.milp.model`); off, the model is a looser relaxation of the
+    same runs.
 
     Attributes:
         lagging: lag binaries (a D2H still running at the first backward read).

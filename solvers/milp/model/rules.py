@@ -1,9 +1,10 @@
 """The rows of the runtime rules that the full tier states as valid linear implications
-(package docstring, "Model" and "Why the optimum is a lower bound"): the FIFO D2H queue
-(R1, :func:`fifo_r1`), the work-conserving D2H engine (R2, :func:`work_conserving_r2`),
-lagging copies (R3, :func:`lagging_r3`), D2H copies that end in the gap before an op
-(:func:`gamma`) and the H2D admission rule (R5, :func:`admission_r5`). Each is a section
-of :class:`~slackopt.solvers.milp.model.builder._Builder`'s model, added by
+(:mod:`slackopt.solvers.milp.model`, "Model" and "Why the optimum is a lower bound"): the
+FIFO D2H queue (R1, :func:`fifo_r1`), the work-conserving D2H engine (R2,
+:func:`work_conserving_r2`), lagging copies (R3, :func:`lagging_r3`), D2H copies that end
+in the gap before an op (:func:`gamma`) and the H2D admission rule (R5,
+:func:`admission_r5`). Each is a section of
+:class:`~slackopt.solvers.milp.model.builder._Builder`'s model, added by
 :func:`~slackopt.solvers.milp.model.build.build_model` when its option is on."""
 
 from __future__ import annotations

@@ -22,9 +22,8 @@ last tensor), (b) the same over the tensors ranked by c_t / s_t (rebuild seconds
 byte; tensors that cannot be rebuilt last), (c) ``2 ceil(n / k)`` windows of k tensors
 drawn uniformly, (d) as many made of two runs of consecutive tensors in production
 order at drawn places (an offload added in one place must be paid for by link time or
-memory freed elsewhere), both drawn by ``numpy.random.default_rng([seed, pass])``. On
-chain31 the improvements came from (c), on GPT-2 XL at 0.3 P from (c) and (d): joint
-changes in layers far apart. A window
+memory freed elsewhere: joint changes in layers far apart), both drawn by
+``numpy.random.default_rng([seed, pass])``. A window
 already searched around the same incumbent is skipped (the search is deterministic, so
 it would find nothing new). Window sizes grow: after a pass that improves nothing, k
 grows by ``WINDOW_STEP``, up to ``WINDOW_MAX``; after one that improves, the same size

@@ -117,7 +117,7 @@ class MILP(BaseSolver):
     name = "milp"
     warm_starts = True  # run.start is the first incumbent (phase "seeds")
     min_budget_search = False  # an infeasible answer states the minimum budget itself
-    certified_bounds = True  # lower_bound_s is the best certified bound (package docstring);
+    certified_bounds = True  # lower_bound_s is the best certified bound (docs/exact-tier.md);
     # compare marks its bounds "certified" (slackopt.compare.gaps.bound_source)
     param_specs = {
         "backend": Param(str, choices=BACKENDS), "time_limit_s": Param(float, positive=True,
