@@ -5,8 +5,8 @@ point cannot fool).
 A MILP solver's dual bound (SCIP's best bound) rests on LP solves whose tolerances are
 not checked, so it is not a bound here. :func:`certified_milp_bound` runs its own
 best-first branch and bound over the binaries of a
-:class:`~slackopt.solvers.milp.lin._Lin` whose every bound is a safe dual bound
-(:func:`~slackopt.solvers.milp.certify.safe_lp_bound`, Neumaier and Shcherbina 2004) of
+:class:`~slackopt.solvers.milp.linear.lin._Lin` whose every bound is a safe dual bound
+(:func:`~slackopt.solvers.milp.certify.safe_lp.safe_lp_bound`, Neumaier and Shcherbina 2004) of
 a node LP solved by GLOP.
 
 Nodes. A node is the box of the model with some binaries fixed (``lb_j = ub_j`` = 0 or
@@ -21,7 +21,7 @@ Node bounds. Each node gets a number ``b`` with ``b <= c x`` for every x in its 
 
 - from the node LP (rows, the node's box, integrality dropped), solved by GLOP in one
   solver object kept across nodes (bounds changed, re-solved from the last basis, GLOP's
-  preprocessing off: :class:`~slackopt.solvers.milp.backends._GlopLP`), its row duals
+  preprocessing off: :class:`~slackopt.solvers.milp.certify.lp._GlopLP`), its row duals
   ``y`` give ``safe_lp_bound(lin, y, arrays=<the node's lb, ub>)``, which is at most
   ``min {c x : rows, node box}`` for *any* y (weak duality with the rounding of its own
   computation bounded a priori; certify.py) and so at most the minimum over the node's
@@ -81,9 +81,9 @@ import math
 import time
 from typing import Any
 
-from slackopt.solvers.milp.backends import _certify_loop, _GlopLP
-from slackopt.solvers.milp.certify import lin_arrays
-from slackopt.solvers.milp.lin import ModelTimeout, _Lin
+from slackopt.solvers.milp.certify.lp import _certify_loop, _GlopLP
+from slackopt.solvers.milp.certify.safe_lp import lin_arrays
+from slackopt.solvers.milp.linear.lin import ModelTimeout, _Lin
 
 NODE_LIMIT = 20_000
 """Default limit on the node LPs solved (the root included)."""
@@ -195,19 +195,44 @@ def certified_milp_bound(lin: _Lin, time_limit_s: float, *, cutoff: float | None
     info: dict[str, Any] = {"nodes": 0, "leaves": 0, "open": 0, "closed": False,
                             "stopped": None, "root_bound": None, "bound": None,
                             "elastic": 0, "uncertified": 0}
-    base = lin_arrays(lin)
-    m = len(lin.rows)
     try:
-        main = _Node(lin, lin.n_vars, m, deadline)
+        main = _Node(lin, lin.n_vars, len(lin.rows), deadline)
     except ModelTimeout as e:
         info.update(stopped=str(e), seconds=time.perf_counter() - t0)
         return None, info
-    state: dict[str, Any] = {"shift": {}, "elastic": None, "el_shift": {}}
+    bb = _BestFirst(lin, main, ints, info, end=end, deadline=deadline, cutoff=cutoff,
+                 int_tol=int_tol, strong=strong)
+    out = bb.run(node_limit)
+    info.update(open=len(bb.heap), seconds=time.perf_counter() - t0,
+                bound=out if math.isfinite(out) else None)
+    # out is a leaf's or an open node's bound: a finite safe bound, or -inf where no
+    # certificate was found on the way from the root
+    return (out if math.isfinite(out) else None), info
 
-    def certify(node: _Node, arrays: dict, key: str) -> tuple[float | None, list | None,
-                                                              str]:
+
+class _BestFirst:
+    """One run of :func:`certified_milp_bound`'s best-first search: the node solvers
+    (the model's and, once a node LP fails, the elastic model's), the objective shifts
+    that certified the last node, the open nodes (a heap by bound) and the smallest leaf
+    bound; counts go to `info`."""
+
+    def __init__(self, lin: _Lin, main: _Node, ints: list[int], info: dict[str, Any], *,
+                 end: float, deadline: float | None, cutoff: float | None, int_tol: float,
+                 strong: int) -> None:
+        self.lin, self.main, self.ints, self.info = lin, main, ints, info
+        self.end, self.deadline, self.cutoff = end, deadline, cutoff
+        self.int_tol, self.strong = int_tol, strong
+        self.base = lin_arrays(lin)
+        self.state: dict[str, Any] = {"shift": {}, "elastic": None, "el_shift": {}}
+        self.heap: list[tuple[float, int, dict[int, float], list[int]]] = []
+        self.leaf_min = math.inf
+        self.seq = 0
+
+    def certify(self, node: _Node, arrays: dict, key: str
+                ) -> tuple[float | None, list | None, str]:
         """The node's certified bound from `node`'s LP (None without one), its solution
         and status; the objective shift found is kept for the next node."""
+        state = self.state
         last: dict[str, Any] = {"shift": state[key]}
 
         def solve(shift: dict[int, float]) -> tuple:
@@ -215,104 +240,103 @@ def certified_milp_bound(lin: _Lin, time_limit_s: float, *, cutoff: float | None
             for j, e in shift.items():
                 merged[j] = merged.get(j, 0.0) + e
             last["shift"] = merged
-            return node.solve(end, merged)
+            return node.solve(self.end, merged)
 
         ninfo: dict = {}
-        b, x = _certify_loop(lin, arrays, solve, end, ninfo)
+        b, x = _certify_loop(self.lin, arrays, solve, self.end, ninfo)
         state[key] = last["shift"]
         return b, x, str(ninfo.get("lp_status"))
 
-    def evaluate(fix: dict[int, float], parent: float
+    def evaluate(self, fix: dict[int, float], parent: float
                  ) -> tuple[float, list | None, bool]:
         """(bound, LP solution or None, leaf?) of the node with fixings `fix`."""
-        lb, ub = base["lb"].copy(), base["ub"].copy()
+        lin, info, state = self.lin, self.info, self.state
+        lb, ub = self.base["lb"].copy(), self.base["ub"].copy()
         for j, v in fix.items():
             lb[j] = ub[j] = v
-        arrays = dict(base, lb=lb, ub=ub)
-        main.apply(fix)
-        b, x, st = certify(main, arrays, "shift")
+        arrays = dict(self.base, lb=lb, ub=ub)
+        self.main.apply(fix)
+        b, x, st = self.certify(self.main, arrays, "shift")
         solved = st == "certified" or st == "no certificate from the duals"
-        if not solved and end - time.perf_counter() > 0:
+        if not solved and self.end - time.perf_counter() > 0:
             # GLOP proved no optimum: bound the node from the elastic LP's duals
             info["elastic"] += 1
             if state["elastic"] is None:
-                ref = cutoff if cutoff is not None else info["root_bound"]
+                ref = self.cutoff if self.cutoff is not None else info["root_bound"]
                 pen = ELASTIC_PENALTY * (1.0 + abs(ref if ref is not None else 0.0))
                 try:
-                    state["elastic"] = _Node(_elastic(lin, pen), lin.n_vars, m, deadline)
+                    state["elastic"] = _Node(_elastic(lin, pen), lin.n_vars, len(lin.rows),
+                                             self.deadline)
                 except ModelTimeout:
                     state["elastic"] = False
             if state["elastic"]:
                 state["elastic"].apply(fix)
-                b, x, st = certify(state["elastic"], arrays, "el_shift")
+                b, x, st = self.certify(state["elastic"], arrays, "el_shift")
         if b is None:
             info["uncertified"] += 1
         bound = parent if b is None else max(parent, b)
-        free = [j for j in ints if j not in fix]
+        free = [j for j in self.ints if j not in fix]
         leaf = not free or (x is not None and b is not None and all(
-            min(x[j], 1.0 - x[j]) <= int_tol for j in free))
+            min(x[j], 1.0 - x[j]) <= self.int_tol for j in free))
         return bound, x, leaf
 
-    def candidates(fix: dict[int, float], x: list | None) -> list[int]:
+    def candidates(self, fix: dict[int, float], x: list | None) -> list[int]:
         """Branching candidates, best first: the unfixed binaries fractional in `x`, most
         fractional first (ties: smallest index), at most ``max(1, strong)``; with none
         (no LP solution, or an integral one without a certificate) the first unfixed."""
-        free = [j for j in ints if j not in fix]
+        free = [j for j in self.ints if j not in fix]
         frac = [] if x is None else sorted(
-            (abs(x[j] - 0.5), j) for j in free if min(x[j], 1.0 - x[j]) > int_tol)
-        return [j for _, j in frac[:max(1, strong)]] or free[:1]
+            (abs(x[j] - 0.5), j) for j in free if min(x[j], 1.0 - x[j]) > self.int_tol)
+        return [j for _, j in frac[:max(1, self.strong)]] or free[:1]
 
-    heap: list[tuple[float, int, dict[int, float], list[int]]] = []
-    leaf_min = math.inf
-    seq = 0
-
-    def child(fix: dict[int, float], parent: float) -> tuple:
-        out = evaluate(fix, parent)
-        info["nodes"] += 1
+    def child(self, fix: dict[int, float], parent: float) -> tuple:
+        """The node with fixings `fix` solved: (fix, bound, solution, leaf?)."""
+        out = self.evaluate(fix, parent)
+        self.info["nodes"] += 1
         return (fix, *out)
 
-    def add(fix: dict[int, float], b: float, x: list | None, leaf: bool) -> None:
-        nonlocal leaf_min, seq
+    def add(self, fix: dict[int, float], b: float, x: list | None, leaf: bool) -> None:
+        """Record a solved node: a leaf's bound, or an open node on the heap."""
         if leaf:
-            info["leaves"] += 1
-            leaf_min = min(leaf_min, b)
+            self.info["leaves"] += 1
+            self.leaf_min = min(self.leaf_min, b)
         else:
-            heapq.heappush(heap, (b, seq, fix, candidates(fix, x)))
-            seq += 1
+            heapq.heappush(self.heap, (b, self.seq, fix, self.candidates(fix, x)))
+            self.seq += 1
 
-    root = child({}, -math.inf)
-    info["root_bound"] = root[1] if math.isfinite(root[1]) else None
-    add(*root)
-    stop = cutoff if cutoff is not None else math.inf
-    while True:
-        if not heap or heap[0][0] >= min(leaf_min, stop):
-            info.update(closed=True, stopped="closed")
-            break
-        if time.perf_counter() >= end:
-            info["stopped"] = "time limit"
-            break
-        if info["nodes"] >= node_limit:
-            info["stopped"] = "node limit"
-            break
-        b, _, fix, cands = heapq.heappop(heap)
-        best = None
-        eps = 1e-9 * (1.0 + abs(b)) if math.isfinite(b) else 1e-9
-        for j in cands:
-            kids = [child({**fix, j: v}, b) for v in (0.0, 1.0)]
-            if len(cands) == 1 or any(k[1] >= min(leaf_min, stop) for k in kids):
-                best = (math.inf, kids)
+    def run(self, node_limit: int) -> float:
+        """Branch best first until nothing open can lower the result, the time limit or
+        `node_limit`; returns the smallest bound over the leaves and open nodes (model
+        units; -inf when no certificate was found on the way from the root)."""
+        info, heap = self.info, self.heap
+        root = self.child({}, -math.inf)
+        info["root_bound"] = root[1] if math.isfinite(root[1]) else None
+        self.add(*root)
+        stop = self.cutoff if self.cutoff is not None else math.inf
+        while True:
+            if not heap or heap[0][0] >= min(self.leaf_min, stop):
+                info.update(closed=True, stopped="closed")
                 break
-            # strong branching: the product of the two children's gains
-            score = max(kids[0][1] - b, eps) * max(kids[1][1] - b, eps)
-            if best is None or score > best[0]:
-                best = (score, kids)
-            if time.perf_counter() >= end or info["nodes"] >= node_limit:
+            if time.perf_counter() >= self.end:
+                info["stopped"] = "time limit"
                 break
-        for k in best[1]:
-            add(*k)
-    out = min([leaf_min] + [h[0] for h in heap])
-    info.update(open=len(heap), seconds=time.perf_counter() - t0,
-                bound=out if math.isfinite(out) else None)
-    # out is a leaf's or an open node's bound: a finite safe bound, or -inf where no
-    # certificate was found on the way from the root
-    return (out if math.isfinite(out) else None), info
+            if info["nodes"] >= node_limit:
+                info["stopped"] = "node limit"
+                break
+            b, _, fix, cands = heapq.heappop(heap)
+            best = None
+            eps = 1e-9 * (1.0 + abs(b)) if math.isfinite(b) else 1e-9
+            for j in cands:
+                kids = [self.child({**fix, j: v}, b) for v in (0.0, 1.0)]
+                if len(cands) == 1 or any(k[1] >= min(self.leaf_min, stop) for k in kids):
+                    best = (math.inf, kids)
+                    break
+                # strong branching: the product of the two children's gains
+                score = max(kids[0][1] - b, eps) * max(kids[1][1] - b, eps)
+                if best is None or score > best[0]:
+                    best = (score, kids)
+                if time.perf_counter() >= self.end or info["nodes"] >= node_limit:
+                    break
+            for k in best[1]:
+                self.add(*k)
+        return min([self.leaf_min] + [h[0] for h in heap])

@@ -105,11 +105,12 @@ import numpy as np
 from slackopt.instance import Instance
 from slackopt.plan import RECOMP, SWAP
 from slackopt.simulate.rules import copy_time
-from slackopt.solvers.milp.backends import lp_relaxation
-from slackopt.solvers.milp.certify import seconds_below
-from slackopt.solvers.milp.lin import _INF, ModelTimeout, _Lin
-from slackopt.solvers.milp.model import MEM_UNITS_PER_P, TIME_UNIT_S
-from slackopt.solvers.milp.runpoint import RunView, complete_point, decided
+from slackopt.solvers.milp.bounds.source import BoundContext, BoundValue
+from slackopt.solvers.milp.certify.lp import lp_relaxation
+from slackopt.solvers.milp.certify.runpoint import RunView, complete_point, decided
+from slackopt.solvers.milp.certify.safe_lp import seconds_below
+from slackopt.solvers.milp.linear.lin import _INF, ModelTimeout, _Lin
+from slackopt.solvers.milp.model.steps import MEM_UNITS_PER_P, TIME_UNIT_S
 
 MAX_CHECKPOINTS = 4
 """Forward checkpoints with D2H timing (those with the largest keep-all excess over M),
@@ -270,7 +271,7 @@ def checkpoint_bound(inst: Instance, M: int, time_limit_s: float = 30.0, *,
                      deadline: float | None = None) -> float | None:
     """A certified lower bound (s) on the step time of every plan that runs under budget
     `M` (bytes), from the LP in the module docstring: T* plus a safe dual bound from the
-    duals of GLOP (or HiGHS) (:func:`~slackopt.solvers.milp.backends.lp_relaxation`,
+    duals of GLOP (or HiGHS) (:func:`~slackopt.solvers.milp.certify.lp.lp_relaxation`,
     Neumaier and Shcherbina 2004), never the solver's objective; None when the deadline
     ends building or solving it or no certificate is found (see
     :func:`_checkpoint_bound`)."""
@@ -278,6 +279,24 @@ def checkpoint_bound(inst: Instance, M: int, time_limit_s: float = 30.0, *,
         return _checkpoint_bound(inst, M, time_limit_s, max_checkpoints, deadline)
     except ModelTimeout:
         return None
+
+
+@dataclass(frozen=True)
+class CheckpointLP:
+    """The checkpoint LP as a bound source (phase "checkpoint_bound"): certified bound
+    ``checkpoint_lp`` (:func:`checkpoint_bound`) within `share` of the time left less
+    0.3 s (at least 0.05 s), and ``info["checkpoint_bound"]`` (its bound and seconds).
+    It does not depend on a plan."""
+
+    share: float
+    name: str = "checkpoint_bound"
+
+    def __call__(self, inst: Instance, M: int, ctx: BoundContext) -> BoundValue:
+        tc = time.perf_counter()
+        share = max(0.05, self.share * (ctx.left() - 0.3))
+        cb = checkpoint_bound(inst, M, share, deadline=min(ctx.deadline - 0.3, tc + share))
+        return BoundValue(bounds={"checkpoint_lp": cb}, info={"checkpoint_bound": {
+            "bound_s": cb, "seconds": round(time.perf_counter() - tc, 4)}})
 
 
 def _checkpoint_bound(inst: Instance, M: int, time_limit_s: float, max_checkpoints: int,
@@ -328,48 +347,64 @@ def build_checkpoint_model(inst: Instance, M: int, *, max_checkpoints: int = MAX
         The model, or None when the instance has views, no saved tensor, or lacks a
         forward or a backward pass.
     """
-    n, nf, nS = inst.n_ops, inst.n_fwd, inst.n_saved
     a = bound_arrays(inst, M)
     if a is None:
         return None
-    tu, mu, Mu, sm, c, r = a.tu, a.mu, a.Mu, a.sm, a.c, a.r
-    wd, wh = a.w_d2h, a.w_h2d   # shortest D2H / H2D copy times
-    start, end, TF, prod, lastf = a.start, a.end, a.TF, a.prod, a.lastf
-    ready = np.maximum(lastf, a.ready)
-    firstb, lastb, static, live, rec = a.firstb, a.lastb, a.static, a.live, a.rec
+    cb = _CheckpointBuilder(inst, a, deadline)
+    cb.forward_memory()
+    cb.forward_checkpoints(max_checkpoints)
+    cb.backward_checkpoints(max_checkpoints)
+    cb.h2d_windows()
+    cb.backward_memory()
+    return cb.lin
 
-    lin = _Lin(deadline)
-    xs = {t: lin.var(0, 1, name=f"xs{t}") for t in live}
-    xr = {t: lin.var(0, 1, name=f"xr{t}") for t in rec}
-    for t in rec:
-        lin.row([(xs[t], 1.0), (xr[t], 1.0)], hi=1.0, name=f"one_decision[{t}]")
-    Sf = lin.var(0, _INF, obj=1.0, name="Sf")
-    Sb = lin.var(0, _INF, obj=1.0, name="Sb")
-    for t in rec:
-        lin.obj[xr[t]] = float(c[t] / tu)
-    Rb = _rebuilt_before(inst, lin, xr, c / tu)
 
-    def gone(t: int) -> list[tuple[int, float]]:
+class _CheckpointBuilder:
+    """The checkpoint LP being built (:func:`build_checkpoint_model`): the data of
+    :class:`BoundArrays`, the decisions xs and xr, the stalls Sf and Sb, the rebuild time
+    before each backward op and the H2D indicators h. Each method adds one family of
+    rows, in the order the function calls them (which fixes the LP's row order)."""
+
+    def __init__(self, inst: Instance, a: BoundArrays, deadline: float | None) -> None:
+        self.inst, self.a = inst, a
+        self.n, self.nf, self.nS = inst.n_ops, inst.n_fwd, inst.n_saved
+        self.ready = np.maximum(a.lastf, a.ready)
+        self.lin = lin = _Lin(deadline)
+        self.xs = {t: lin.var(0, 1, name=f"xs{t}") for t in a.live}
+        self.xr = xr = {t: lin.var(0, 1, name=f"xr{t}") for t in a.rec}
+        for t in a.rec:
+            lin.row([(self.xs[t], 1.0), (xr[t], 1.0)], hi=1.0, name=f"one_decision[{t}]")
+        self.Sf = lin.var(0, _INF, obj=1.0, name="Sf")
+        self.Sb = lin.var(0, _INF, obj=1.0, name="Sb")
+        for t in a.rec:
+            lin.obj[xr[t]] = float(a.c[t] / a.tu)
+        self.Rb = _rebuilt_before(inst, lin, xr, a.c / a.tu)
+        self.h: dict[int, int] = {}
+
+    def gone(self, t: int) -> list[tuple[int, float]]:
         """Terms of 'recomp' for t (none when not rebuildable)."""
-        return [(xr[t], -sm[t])] if t in xr else []
+        return [(self.xr[t], -self.a.sm[t])] if t in self.xr else []
 
-    # forward memory, a swap freed at once
-    for k in range(nf):
-        const = float(static[k])
-        terms: list[tuple[int, float]] = []
-        for t in live:
-            if prod[t] > k:
-                continue
-            const += sm[t]
-            if lastf[t] < k:
-                terms += [(xs[t], -sm[t])] + gone(t)
-        if terms or const > Mu:
-            lin.row(terms, hi=Mu - const, name=f"fwd_mem[{k}]")
+    def forward_memory(self) -> None:
+        """Forward memory, a swap freed at once."""
+        a, lin, xs = self.a, self.lin, self.xs
+        for k in range(self.nf):
+            const = float(a.static[k])
+            terms: list[tuple[int, float]] = []
+            for t in a.live:
+                if a.prod[t] > k:
+                    continue
+                const += a.sm[t]
+                if a.lastf[t] < k:
+                    terms += [(xs[t], -a.sm[t])] + self.gone(t)
+            if terms or const > a.Mu:
+                lin.row(terms, hi=a.Mu - const, name=f"fwd_mem[{k}]")
 
-    def d2h_rows(k: int, z: dict[int, int], end: float, slack: list[tuple[int, float]]
-                 ) -> None:
+    def d2h_rows(self, k: int, z: dict[int, int], end: float,
+                 slack: list[tuple[int, float]]) -> None:
         """D2H timing for the copies freed by checkpoint k (``z``): those ready at or
         after theta fit between theta and ``end`` plus the ``slack`` terms."""
+        lin, r, wd = self.lin, self.a.r, self.a.w_d2h   # wd: shortest D2H copy times
         elig = list(z)
         order = sorted(elig, key=lambda t: -r[t])
         thetas = sorted({float(r[t]) for t in elig}, reverse=True)
@@ -389,98 +424,113 @@ def build_checkpoint_model(inst: Instance, M: int, *, max_checkpoints: int = MAX
                         + [(z[t], -wd[t]) for t in grp], 0.0, 0.0,
                         name=f"d2h_sum[{k},{n_th}]")
                 q = qn
-            lin.row([(q, 1.0)] + [(v, -a) for v, a in slack], hi=end - th,
+            lin.row([(q, 1.0)] + [(v, -c) for v, c in slack], hi=end - th,
                     name=f"d2h_window[{k},{n_th}]")
 
-    # checkpoints: the forward ops with the largest keep-all excess over M
-    keep = np.asarray(inst.keep_all_profile, dtype=np.float64)[:nf] / mu
-    over = [k for k in np.argsort(-keep, kind="stable").tolist() if keep[k] > Mu]
-    cps = sorted(over[:max_checkpoints])
-    h = {t: lin.var(0, 1, name=f"h{t}") for t in live}
-    for k in cps:
-        elig = [t for t in live if prod[t] <= k and ready[t] < k]
-        if not elig:
-            continue
-        z = {}
-        for t in elig:
-            z[t] = lin.var(0, 1, name=f"z{t}_{k}")
-            lin.row([(z[t], 1.0), (xs[t], -1.0)], hi=0.0, name=f"absent_swap[{t},{k}]")
-            lin.row([(h[t], 1.0), (z[t], -1.0)], lo=0.0, name=f"h2d_needed[{t},{k}]")
-        const = float(static[k])
-        terms = []
-        for t in live:
-            if prod[t] > k:
+    def forward_checkpoints(self, max_checkpoints: int) -> None:
+        """Forward checkpoints, the forward ops with the largest keep-all excess over M:
+        memory with a swap absent only once its D2H has ended (z), the D2H windows, and
+        h (an H2D is needed) for each absent swap."""
+        a, lin, xs, nf = self.a, self.lin, self.xs, self.nf
+        keep = np.asarray(self.inst.keep_all_profile, dtype=np.float64)[:nf] / a.mu
+        over = [k for k in np.argsort(-keep, kind="stable").tolist() if keep[k] > a.Mu]
+        cps = sorted(over[:max_checkpoints])
+        self.h = h = {t: lin.var(0, 1, name=f"h{t}") for t in a.live}
+        for k in cps:
+            elig = [t for t in a.live if a.prod[t] <= k and self.ready[t] < k]
+            if not elig:
                 continue
-            const += sm[t]
-            if lastf[t] < k:
-                terms += gone(t)
-                if t in z:
-                    terms.append((z[t], -sm[t]))
-        lin.row(terms, hi=Mu - const, name=f"ckpt_mem[{k}]")
-        d2h_rows(k, z, float(end[k]), [(Sf, 1.0)])
+            z = {}
+            for t in elig:
+                z[t] = lin.var(0, 1, name=f"z{t}_{k}")
+                lin.row([(z[t], 1.0), (xs[t], -1.0)], hi=0.0, name=f"absent_swap[{t},{k}]")
+                lin.row([(h[t], 1.0), (z[t], -1.0)], lo=0.0, name=f"h2d_needed[{t},{k}]")
+            const = float(a.static[k])
+            terms = []
+            for t in a.live:
+                if a.prod[t] > k:
+                    continue
+                const += a.sm[t]
+                if a.lastf[t] < k:
+                    terms += self.gone(t)
+                    if t in z:
+                        terms.append((z[t], -a.sm[t]))
+            lin.row(terms, hi=a.Mu - const, name=f"ckpt_mem[{k}]")
+            self.d2h_rows(k, z, float(a.end[k]), [(self.Sf, 1.0)])
 
-    # backward checkpoints: the backward ops with the largest keep-all excess over M;
-    # memory at the start of op j, a swap absent only once its D2H has ended
-    keep_b = np.asarray(inst.keep_all_profile, dtype=np.float64)[nf:] / mu
-    over_b = [nf + j for j in np.argsort(-keep_b, kind="stable").tolist() if keep_b[j] > Mu]
-    readers = [set(inst.saved_reader_idx[t].tolist()) for t in range(nS)]
-    for j in sorted(over_b[:max_checkpoints]):
-        z = {}
-        const = float(static[j])
-        terms = []
-        for t in live:
-            if lastb[t] < j:
-                continue
-            const += sm[t]
-            terms += gone(t)
-            if t in xr and firstb[t] <= j:
-                terms.append((xr[t], sm[t]))
-            if j not in readers[t]:
-                z[t] = lin.var(0, 1, name=f"z{t}_{j}")
-                lin.row([(z[t], 1.0), (xs[t], -1.0)], hi=0.0, name=f"absent_swap[{t},{j}]")
-                if j < firstb[t]:
-                    lin.row([(h[t], 1.0), (z[t], -1.0)], lo=0.0, name=f"h2d_needed[{t},{j}]")
-                terms.append((z[t], -sm[t]))
-        lin.row(terms, hi=Mu - const, name=f"bwd_ckpt_mem[{j}]")
-        if z:
-            d2h_rows(j, z, float(start[j]), [(Sf, 1.0), (Sb, 1.0)] + Rb.get(j, []))
+    def backward_checkpoints(self, max_checkpoints: int) -> None:
+        """Backward checkpoints, the backward ops with the largest keep-all excess over M:
+        memory at the start of op j, a swap absent only once its D2H has ended."""
+        a, lin, xs, xr, h, nf = self.a, self.lin, self.xs, self.xr, self.h, self.nf
+        keep_b = np.asarray(self.inst.keep_all_profile, dtype=np.float64)[nf:] / a.mu
+        over_b = [nf + j for j in np.argsort(-keep_b, kind="stable").tolist()
+                  if keep_b[j] > a.Mu]
+        readers = [set(self.inst.saved_reader_idx[t].tolist()) for t in range(self.nS)]
+        for j in sorted(over_b[:max_checkpoints]):
+            z = {}
+            const = float(a.static[j])
+            terms = []
+            for t in a.live:
+                if a.lastb[t] < j:
+                    continue
+                const += a.sm[t]
+                terms += self.gone(t)
+                if t in xr and a.firstb[t] <= j:
+                    terms.append((xr[t], a.sm[t]))
+                if j not in readers[t]:
+                    z[t] = lin.var(0, 1, name=f"z{t}_{j}")
+                    lin.row([(z[t], 1.0), (xs[t], -1.0)], hi=0.0,
+                            name=f"absent_swap[{t},{j}]")
+                    if j < a.firstb[t]:
+                        lin.row([(h[t], 1.0), (z[t], -1.0)], lo=0.0,
+                                name=f"h2d_needed[{t},{j}]")
+                    terms.append((z[t], -a.sm[t]))
+            lin.row(terms, hi=a.Mu - const, name=f"bwd_ckpt_mem[{j}]")
+            if z:
+                self.d2h_rows(j, z, float(a.start[j]),
+                              [(self.Sf, 1.0), (self.Sb, 1.0)] + self.Rb.get(j, []))
 
-    # H2D: prefix sums over first backward reader
-    by_first: dict[int, list[int]] = {}
-    for t in live:
-        by_first.setdefault(int(firstb[t]), []).append(t)
-    p = None
-    for j in sorted(by_first):
-        pn = lin.var(0, _INF, name=f"h2d_sum{j}")
-        lin.row([(pn, 1.0)] + ([(p, -1.0)] if p is not None else [])
-                + [(h[t], -wh[t]) for t in by_first[j]], 0.0, 0.0, name=f"h2d_sum[{j}]")
-        p = pn
-        lin.row([(p, 1.0), (Sb, -1.0)] + [(v, -a) for v, a in Rb.get(j, [])],
-                hi=float(start[j]) - TF, name=f"h2d_window[{j}]")
+    def h2d_windows(self) -> None:
+        """H2D after the forward pass: prefix sums of the copies by first backward reader,
+        each before that reader starts (shortest H2D copy times)."""
+        a, lin, h = self.a, self.lin, self.h
+        by_first: dict[int, list[int]] = {}
+        for t in a.live:
+            by_first.setdefault(int(a.firstb[t]), []).append(t)
+        p = None
+        for j in sorted(by_first):
+            pn = lin.var(0, _INF, name=f"h2d_sum{j}")
+            lin.row([(pn, 1.0)] + ([(p, -1.0)] if p is not None else [])
+                    + [(h[t], -a.w_h2d[t]) for t in by_first[j]], 0.0, 0.0,
+                    name=f"h2d_sum[{j}]")
+            p = pn
+            lin.row([(p, 1.0), (self.Sb, -1.0)] + [(v, -c) for v, c in self.Rb.get(j, [])],
+                    hi=float(a.start[j]) - a.TF, name=f"h2d_window[{j}]")
 
-    # backward memory
-    reads_by: dict[int, list[int]] = {}
-    for t in live:
-        for j in inst.saved_reader_idx[t].tolist():
-            if j >= nf:
-                reads_by.setdefault(int(j), []).append(t)
-    for j in range(nf, n):
-        const = float(static[j])
-        terms = []
-        rd = set(reads_by.get(j, []))
-        for t in live:
-            if lastb[t] < j:
-                continue
-            const += sm[t]
-            terms.append((xs[t], -sm[t]))
-            terms += gone(t)
-            if t in xr and firstb[t] <= j:
-                terms.append((xr[t], sm[t]))
-            if t in rd:
-                terms.append((xs[t], sm[t]))
-        if terms or const > Mu:
-            lin.row(terms, hi=Mu - const, name=f"bwd_mem[{j}]")
-    return lin
+    def backward_memory(self) -> None:
+        """Backward memory at every backward op: a swap counts unless it is read there."""
+        a, lin, xs, xr = self.a, self.lin, self.xs, self.xr
+        reads_by: dict[int, list[int]] = {}
+        for t in a.live:
+            for j in self.inst.saved_reader_idx[t].tolist():
+                if j >= self.nf:
+                    reads_by.setdefault(int(j), []).append(t)
+        for j in range(self.nf, self.n):
+            const = float(a.static[j])
+            terms = []
+            rd = set(reads_by.get(j, []))
+            for t in a.live:
+                if a.lastb[t] < j:
+                    continue
+                const += a.sm[t]
+                terms.append((xs[t], -a.sm[t]))
+                terms += self.gone(t)
+                if t in xr and a.firstb[t] <= j:
+                    terms.append((xr[t], a.sm[t]))
+                if t in rd:
+                    terms.append((xs[t], a.sm[t]))
+            if terms or const > a.Mu:
+                lin.row(terms, hi=a.Mu - const, name=f"bwd_mem[{j}]")
 
 
 def checkpoint_point(inst: Instance, M: int, lin: _Lin, run: RunView) -> list[float]:
@@ -498,7 +548,7 @@ def checkpoint_point(inst: Instance, M: int, lin: _Lin, run: RunView) -> list[fl
         inst: the instance (no views; ``run.inst``).
         M: budget (bytes) the model was built for.
         lin: the model.
-        run: the run (:func:`slackopt.solvers.milp.runpoint.read_run`).
+        run: the run (:func:`slackopt.solvers.milp.certify.runpoint.read_run`).
 
     Returns:
         One value per variable of `lin`; its objective is ``(T - T*) / tu`` of the

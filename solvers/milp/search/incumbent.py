@@ -180,15 +180,13 @@ def improve(inc: Incumbent, calls: int, seed: int, deadline: float) -> int:
     decisions (keep, swap, recomp where rebuildable); the first faster plan becomes the
     incumbent and the scan restarts there; (2) once no flip helps, the rebuild exchanges
     (:meth:`_Moves.exchanges`: a recomp tensor back to keep or swap, a cheaper rebuild of
-    about its size in its place; the SD-1.5 UNet on H100 at 0.1 P: 59.864 -> 59.612 ms
-    in 20,000 calls from the best plan three 1,500 s milp runs had found); (3) a
-    large-neighbourhood
-    step: every joint change of k = 2 or 3 tensors (all subsets on small instances,
-    ``SUBSETS_ALL``; else subsets drawn from ``numpy.random.default_rng(seed)`` until
-    the budget ends, half of them k tensors adjacent in production order). Tight
-    budgets need these: freeing one tensor's bytes pays for keeping
-    another (unet2 at 0.8 P: the optimum is three changes away from SlackSwap's plan, and
-    no single or paired change improves it). An improvement restarts the descent.
+    about its size in its place); (3) a large-neighbourhood step: every joint change of
+    k = 2 or 3 tensors (all subsets on small instances, ``SUBSETS_ALL``; else subsets
+    drawn from ``numpy.random.default_rng(seed)`` until the budget ends, half of them k
+    tensors adjacent in production order). Tight budgets need these: freeing one
+    tensor's bytes pays for keeping another (unet2 at 0.8 P: the optimum is three changes
+    away from SlackSwap's plan, and no single or paired change improves it). An
+    improvement restarts the descent.
 
     Deterministic for a given incumbent, `calls` and `seed` (the work limit is counted
     in calls, not seconds); `deadline` (perf_counter seconds) only cuts it short, so a
@@ -231,10 +229,8 @@ def kick_search(inc: Incumbent, plans: int, seed: int, deadline: float) -> int:
     current one and the scan goes on from it; then another pass, until a pass changes
     nothing); ``inc.consider`` keeps the fastest plan, so a descent that ends faster
     than the incumbent has made it the incumbent, and the next kick starts there. It
-    leaves the basin that :func:`improve` stops in: on the SD-1.5 UNet at 0.1 P (739
-    saved tensors, about 0.5 ms a simulation), after 20,000 calls of :func:`improve`
-    from the plan three 1,500 s milp runs had found, 150,000 plans (63 s) took H100 from
-    59.612 to 59.157 ms, and 20,000 plans took A100 from 135.674 to 135.480 ms.
+    leaves the basin that :func:`improve` stops in (measured on the SD-1.5 UNet:
+    docs/bounds.md and instances/bench/README.md).
 
     Deterministic for a given incumbent (and the plans `inc` has simulated), `plans` and
     `seed`; `deadline` (perf_counter seconds) only cuts it short.

@@ -1,6 +1,6 @@
 """What a bound model's point needs from one simulated run: the reader of an evaluator
-trace shared by :func:`~slackopt.solvers.milp.checkpoint.checkpoint_point` and
-:func:`~slackopt.solvers.milp.timing_bound.timing_point` (the plan-by-plan soundness
+trace shared by :func:`~slackopt.solvers.milp.bounds.checkpoint.checkpoint_point` and
+:func:`~slackopt.solvers.milp.bounds.timing.timing_point` (the plan-by-plan soundness
 check: every plan the barrier-free runtime runs maps to a point of each bound
 model whose objective is at most the plan's step time).
 
@@ -37,7 +37,7 @@ import numpy as np
 from slackopt.instance import Instance
 from slackopt.plan import SWAP, Plan
 from slackopt.simulate import Evaluation, build_tasks
-from slackopt.solvers.milp.lin import _Lin
+from slackopt.solvers.milp.linear.lin import _Lin
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """The backend-neutral linear model: :class:`_Lin` (variables with bounds, integrality and
 objective; named sparse rows), :class:`ModelTimeout` and :func:`check_deadline`. Every
-backend (solvers/milp/backends.py) loads a :class:`_Lin`;
-:func:`~slackopt.solvers.milp.model.build_model` and the timing and checkpoint bounds
+backend (solvers/milp/linear/backends.py) loads a :class:`_Lin`;
+:func:`~slackopt.solvers.milp.model.builder.build_model` and the timing and checkpoint bounds
 build one."""
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ row multipliers ``y`` (the solver's duals) by weak duality, with the rounding er
 that computation bounded a priori, so that the number returned is at most the exact
 minimum.
 
-The model is a :class:`~slackopt.solvers.milp.lin._Lin`: minimise ``c x`` subject to
+The model is a :class:`~slackopt.solvers.milp.linear.lin._Lin`: minimise ``c x`` subject to
 ``lo <= A x <= hi`` (rows) and ``lb <= x <= ub`` (box; infinite bounds allowed).
 
 Weak duality (Neumaier-Shcherbina, section 2): for any y with ``y_i > 0`` only where
@@ -77,7 +77,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from slackopt.solvers.milp.lin import _Lin
+from slackopt.solvers.milp.linear.lin import _Lin
 
 _U = 2.0 ** -53
 """Unit roundoff of IEEE double precision, round to nearest."""

@@ -5,13 +5,13 @@ The method is Shaw's large-neighbourhood search (P. Shaw, "Using constraint prog
 and local search methods to solve vehicle routing problems", CP 1998): relax part of the
 incumbent, re-optimise that part with an exact method, keep the result when it is
 better, and move on to another part. Here the exact method is the branch and bound of
-:mod:`~slackopt.solvers.milp.enumerate` restricted to the window
-(:meth:`~slackopt.solvers.milp.enumerate.BranchAndBound.run` with ``free``): it prunes a
+:mod:`~slackopt.solvers.milp.search.enumeration` restricted to the window
+(:meth:`~slackopt.solvers.milp.search.enumeration.BranchAndBound.run` with ``free``): it prunes a
 subtree by the deficit bound with the fixed decisions (those outside the window
 included) and by the per-op memory floor, and simulates each leaf with the compiled
 evaluator. A window searched to its end yields the best plan that agrees with the
 incumbent outside the window (or proves the incumbent is that plan); a local search that
-changes up to three tensors (:func:`~slackopt.solvers.milp.incumbent.improve`) cannot reach
+changes up to three tensors (:func:`~slackopt.solvers.milp.search.incumbent.improve`) cannot reach
 plans that need many joint changes, e.g. freeing the bytes of several tensors around a
 peak to keep another.
 
@@ -22,9 +22,8 @@ last tensor), (b) the same over the tensors ranked by c_t / s_t (rebuild seconds
 byte; tensors that cannot be rebuilt last), (c) ``2 ceil(n / k)`` windows of k tensors
 drawn uniformly, (d) as many made of two runs of consecutive tensors in production
 order at drawn places (an offload added in one place must be paid for by link time or
-memory freed elsewhere), both drawn by ``numpy.random.default_rng([seed, pass])``. On
-chain31 the improvements came from (c), on GPT-2 XL at 0.3 P from (c) and (d): joint
-changes in layers far apart. A window
+memory freed elsewhere: joint changes in layers far apart), both drawn by
+``numpy.random.default_rng([seed, pass])``. A window
 already searched around the same incumbent is skipped (the search is deterministic, so
 it would find nothing new). Window sizes grow: after a pass that improves nothing, k
 grows by ``WINDOW_STEP``, up to ``WINDOW_MAX``; after one that improves, the same size
@@ -55,8 +54,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from slackopt.solvers.milp.enumerate import BranchAndBound
-from slackopt.solvers.milp.incumbent import Incumbent
+from slackopt.solvers.milp.search.enumeration import BranchAndBound
+from slackopt.solvers.milp.search.incumbent import Incumbent
 
 WINDOW_START = 8
 """First window size (saved tensors freed at once), before :func:`_start_size` lowers it

@@ -7,8 +7,8 @@ tier's size), fixes the keep/swap/recomp binaries to the plan's, and solves what
 a linear program (those tiers have no other integer variable), with GLOP.
 
 Why it bounds *every* schedule of the decisions, not only the runtime's trace (the class
-of schedules is defined in :mod:`slackopt.experiments.schedule`): the package docstring
-(solvers/milp/__init__.py) proves the bound for a trace of the evaluator by mapping the
+of schedules is defined in :mod:`slackopt.experiments.schedule`): the docstring of
+:mod:`slackopt.solvers.milp.model` proves the bound for a trace of the evaluator by mapping the
 trace to an assignment (decisions, rebuild positions, step durations from the trace's
 op ends, copy shares from the copies' busy intervals, evictions) that satisfies every row.
 The rows of the exact and aggregated tiers use no runtime rule: FIFO order (R1), the
@@ -18,7 +18,7 @@ and the same mapping applied to any schedule of the class satisfies them:
 
 - step durations >= the ops' and rebuilds' durations of the step (one compute stream,
   tasks in the plan's order, the rebuilds where :class:`~slackopt.simulate.TaskList`
-  places them, which is where the model places them: ``_rebuild_gaps``);
+  places them, which is where the model places them: ``rebuild_gaps``);
 - engine capacity ``sum_t w_t share <= tau_K`` with ``w = latency + s / W``: a copy
   lasts at least w (the duplex rate only lengthens it) and one engine runs one copy at a
   time;
@@ -48,10 +48,10 @@ import time
 
 from slackopt.instance import Instance
 from slackopt.plan import Plan
-from slackopt.solvers.milp.backends import lp_relaxation
-from slackopt.solvers.milp.certify import seconds_below
-from slackopt.solvers.milp.lin import ModelTimeout
-from slackopt.solvers.milp.model import build_model
+from slackopt.solvers.milp.certify.lp import lp_relaxation
+from slackopt.solvers.milp.certify.safe_lp import seconds_below
+from slackopt.solvers.milp.linear.lin import ModelTimeout
+from slackopt.solvers.milp.model.build import build_model
 
 EXACT_MAX_OPS = 320
 """Up to this many scheduled ops the bound uses one step per op ("exact" tier); beyond,
@@ -70,12 +70,12 @@ def decision_bound(instance: Instance, plan: Plan, budget_bytes: int, *,
 
     Returns:
         (certified bound in s: a safe dual bound from the LP solver's duals
-        (:func:`~slackopt.solvers.milp.backends.lp_relaxation`), or None if the model or
+        (:func:`~slackopt.solvers.milp.certify.lp.lp_relaxation`), or None if the model or
         the LP did not finish in time, the LP has no optimum, or its duals certify no
         bound; info: tier, model size, seconds, ``lp_objective_s`` (the LP solver's
         optimum, uncertified, s), ``lp_status``, and why it stopped if it did).
 
-    Source: the module docstring; solvers/milp/__init__.py for the relaxation.
+    Source: the module docstring; solvers/milp/model/__init__.py for the relaxation.
     """
     plan.check(instance)
     if instance.saved_unit is not None:

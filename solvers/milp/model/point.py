@@ -1,11 +1,11 @@
-"""A plan's simulated trace as a point of the time-indexed model (solvers/milp/model.py).
+"""A plan's simulated trace as a point of the time-indexed model (solvers/milp/model/).
 
-The package docstring (solvers/milp/__init__.py, "Why the optimum is a lower bound")
+The docstring of :mod:`slackopt.solvers.milp.model` ("Why the optimum is a lower bound")
 argues that for every plan the evaluator runs to the end, setting the model's variables to
 what the plan's trace shows gives a feasible point whose objective is the plan's step time
 T. :func:`point_from_trace` builds that point, so the argument can be checked row by row on
 every plan (tests/test_milp_point.py): a row the point violates is a row that cuts off a
-real run of the runtime, and :meth:`~slackopt.solvers.milp.lin._Lin.violations` names it.
+real run of the runtime, and :meth:`~slackopt.solvers.milp.linear.lin._Lin.violations` names it.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from slackopt.instance import Instance
 from slackopt.plan import RECOMP, SWAP, Plan
 from slackopt.simulate import Evaluation, TaskList, simulate
 from slackopt.simulate.rules import copy_time
-from slackopt.solvers.milp.model import _Model
-from slackopt.solvers.milp.runpoint import copy_events
+from slackopt.solvers.milp.certify.runpoint import copy_events
+from slackopt.solvers.milp.model.builder import _Model
 
 
 def _shares(lo: float, hi: float, steps: Sequence[tuple[float, float]]) -> list[float]:
@@ -52,7 +52,7 @@ def point_from_trace(model: _Model, inst: Instance, plan: Plan, M: int,
     """The point of `model` that the simulated run of `plan` defines.
 
     Args:
-        model: the model, built by :func:`~slackopt.solvers.milp.model.build_model` on
+        model: the model, built by :func:`~slackopt.solvers.milp.model.builder.build_model` on
             `inst` (on ``inst.lowered`` when `inst` has views) at budget `M`.
         inst: the instance.
         plan: a barrier-free plan for `inst`.
@@ -62,7 +62,7 @@ def point_from_trace(model: _Model, inst: Instance, plan: Plan, M: int,
 
     Returns:
         One value per model variable (model units: microseconds, P / 1e4 bytes), set as
-        the package docstring's argument says: decisions and rebuild positions as the plan
+        the model docstring's argument says: decisions and rebuild positions as the plan
         and its task list have them; ``tau_K`` the length of step K's interval ``[E(a_K -
         1), E(b_K))`` (E = end of an op in the trace), so the objective is T in model
         units; a swap lags when its first backward read finds the device copy (no H2D of it
@@ -83,7 +83,7 @@ def point_from_trace(model: _Model, inst: Instance, plan: Plan, M: int,
         ValueError: the plan is infeasible at `M` (no trace to map), the evaluation has no
             trace, or the model has no variable map.
 
-    Source: solvers/milp/__init__.py ("Why the optimum is a lower bound").
+    Source: solvers/milp/model/__init__.py ("Why the optimum is a lower bound").
     """
     vm = model.vmap
     if not vm:

@@ -14,12 +14,13 @@ in it can run faster than the incumbent U or run at all:
   compute stream (it is a saved tensor, so a backward op reads it and the runtime
   inserts its rebuild before the first need; semantics.md, "recomp"), and the compute
   stream runs its tasks one at a time from t = 0, so T = T* + stalls + sum of c_t over
-  the recomp tensors. :func:`deficit_bound` adds the cheapest way to make room at each
-  op with the fixed decisions taken as they are (a fixed recomp tensor paid for and its
-  bytes absent where they can be, fixed keep and swap tensors no help but through the
-  D2H engine's bytes, the free tensors as fractional recomp items); it is a bound for
-  every completion. A subtree with ``bound * (1 - 1e-12) >= U`` holds no plan faster
-  than U (the factor covers the evaluator's floating-point sums).
+  the recomp tensors. The deficit bound (:mod:`~slackopt.solvers.milp.bounds.deficit`)
+  adds the cheapest way to make room at each op with the fixed decisions taken as they
+  are (a fixed recomp tensor paid for and its bytes absent where they can be, fixed keep
+  and swap tensors no help but through the D2H engine's bytes, the free tensors as
+  fractional recomp items); it is a bound for every completion. A subtree with
+  ``bound * (1 - 1e-12) >= U`` holds no plan faster than U (the factor covers the
+  evaluator's floating-point sums).
 - Memory: during op k every plan holds at least the bytes :func:`floor_profile` counts
   (the non-saved tensors and workspaces of the static profile; every saved tensor from
   its production through its last forward reader and during each backward op that reads
@@ -31,7 +32,7 @@ in it can run faster than the incumbent U or run at all:
   a lower bound for every completion; when it exceeds M at some op, no completion runs
   (memory never exceeds M in the evaluator).
 
-- Admission (small instances, :mod:`~slackopt.solvers.milp.admission`): the forward
+- Admission (small instances, :mod:`~slackopt.solvers.milp.bounds.admission`): the forward
   stall the D2H queue forces and the H2D copies that the runtime's admission test holds
   back until their tensor is needed, each a whole copy of stall; valid for every
   completion faster than the cutoff, which is what a skip needs.
@@ -45,7 +46,7 @@ Gap (``gap`` of :meth:`BranchAndBound.run`): with a cutoff of U / (1 + gap) inst
 U, a complete search proves that no plan runs faster than U / (1 + gap), U the final
 incumbent (every skipped plan is at least the cutoff of its moment, and cutoffs only
 decrease); a coarse gap prunes far more, so the solver runs passes of decreasing gap
-(:data:`~slackopt.solvers.milp.search.ENUM_GAPS`).
+(:data:`ENUM_GAPS`).
 
 Proof of optimality (gap 0): when the search ends without hitting its work limit, every
 decision vector was either simulated (the incumbent is the fastest of them, or faster:
@@ -55,16 +56,17 @@ decreases afterwards). So U is the minimum over all decision vectors: the bound 
 itself, and when no vector runs, none exists (the budget is infeasible).
 
 Windows (:meth:`BranchAndBound.run` with ``free``, for
-:mod:`~slackopt.solvers.milp.lns`): the same search over the tensors of a window, every
+:mod:`~slackopt.solvers.milp.search.lns`): the same search over the tensors of a window, every
 other tensor fixed to the incumbent's decision and entering both bounds as a fixed
 decision does (its keep or recomp footprint in the memory floor; as a recomp tensor,
 its bytes and rebuild time in the deficit bound). A complete window search returns the
 fastest plan that agrees with the incumbent outside the window; it proves nothing about
-other plans. The deficit bound of a node is computed in parts: the ops where keep-all
-exceeds M plus the D2H engine's bytes (:func:`_deficit_ops`, once), what the fixed prefix
-leaves at each (:func:`_fixed_deficits`, once per subtree), and the node's own decisions
-and the free tensors (:func:`_cover`), so the bound at a node costs O(those ops x window),
-not O(ops x saved tensors) (GPT-2 XL: 581 saved tensors).
+other plans. The deficit bound of a node is computed in parts
+(:mod:`~slackopt.solvers.milp.bounds.deficit`): the ops where keep-all exceeds M plus the
+D2H engine's bytes (``_deficit_ops``, once), what the fixed prefix leaves at each
+(``_fixed_deficits``, once per subtree), and the node's own decisions and the free tensors
+(``_cover``), so the bound at a node costs O(those ops x window), not O(ops x saved
+tensors) (GPT-2 XL: 581 saved tensors).
 
 Deterministic: the order (tensors by size, then index; options keep, swap, recomp) and
 the bounds depend only on the instance, the budget and the incumbent it starts from; the
@@ -86,10 +88,29 @@ from slackopt.instance import Instance
 from slackopt.plan import KEEP, RECOMP
 from slackopt.simulate import _kernel as fast
 from slackopt.simulate import kernel_inputs
-from slackopt.solvers.milp.admission import ADMISSION_MAX_WORK, admission_arrays, admission_bound
-from slackopt.solvers.milp.incumbent import Incumbent
-from slackopt.solvers.milp.model import floor_profile
+from slackopt.solvers.milp.bounds.admission import (
+    ADMISSION_MAX_WORK,
+    admission_arrays,
+    admission_bound,
+)
+from slackopt.solvers.milp.bounds.deficit import (
+    _cover,
+    _deficit_arrays,
+    _deficit_ops,
+    _fixed_deficits,
+)
+from slackopt.solvers.milp.model.steps import floor_profile
+from slackopt.solvers.milp.search.incumbent import Incumbent
 
+ENUM_MAX_SAVED = 27
+"""The solver runs the enumeration (phase "enumeration") only on instances with at most
+this many saved tensors: beyond, its bounds leave too many plans for the work limit, and
+the time goes to the bounds and searches after it."""
+ENUM_GAPS = (0.008, 0.004, 0.001, 0.0)
+"""The solver's passes, by relative gap (:meth:`BranchAndBound.run`): each complete pass
+proves a bound of ``U / (1 + gap)``, the last one (gap 0) the optimum; the passes stop
+at the first that does not complete. A coarse gap prunes far more, so an instance whose
+optimum is out of reach still gets a certified gap."""
 CHUNK_PLANS = 20_000
 """The search runs in subtrees of at most about this many nominal plans (fixed prefixes of
 the order), so that the deadline is checked between them."""
@@ -111,7 +132,7 @@ class EnumResult:
         pruned_memory: subtrees skipped by the memory bound.
         space: the number of decision vectors (product of options).
         pruned_admission: subtrees skipped by the admission bound
-            (:mod:`~slackopt.solvers.milp.admission`).
+            (:mod:`~slackopt.solvers.milp.bounds.admission`).
         gap: the relative gap the search closed: a complete search proves that no plan
             runs faster than ``incumbent / (1 + gap)`` (0: the optimum).
     """
@@ -171,146 +192,6 @@ def _apply(prof, keep_x, rec_x, c, t, d, sign):
 
 
 @njit(cache=True)
-def _deficit_ops(kprof, cap0, M):
-    """The ops where the keep-all profile `kprof` exceeds M plus what the D2H engine can
-    have copied by then (`cap0`): the only ops where the deficit bound can exceed T*
-    (int64 array, increasing)."""
-    n = kprof.shape[0]
-    out = np.empty(n, dtype=np.int64)
-    m = 0
-    for k in range(n):
-        if float(kprof[k] - M) - cap0[k] > 0.0:
-            out[m] = k
-            m += 1
-    return out[:m]
-
-
-@njit(cache=True)
-def _fixed_deficits(dec, fixed, s, c, nf, ops, kprof, cap0, M, lastf, firstb, W):
-    """Per op in `ops`, the deficit (bytes) that the tensors with ``fixed[t]`` and
-    ``dec[t] == RECOMP`` leave: absent between their last forward and first backward
-    reader, and in a backward op W c_t bytes of D2H time each (float64 [len(ops)])."""
-    nS = s.shape[0]
-    out = np.empty(ops.shape[0])
-    for i in range(ops.shape[0]):
-        k = ops[i]
-        deficit = float(kprof[k] - M) - cap0[k]
-        bwd = k >= nf
-        for t in range(nS):
-            if fixed[t] and dec[t] == RECOMP:
-                if lastf[t] < k < firstb[t]:
-                    deficit -= s[t]
-                if bwd:
-                    deficit -= W * c[t]
-        out[i] = deficit
-    return out
-
-
-@njit(cache=True)
-def _cover(deficits, ops, dec, fixed, more, s, c, nf, lastf, firstb, rho_free, W):
-    """The largest over the ops of the cheapest cover (s) of ``deficits`` (from
-    :func:`_fixed_deficits`) once the tensors in `more` that are fixed to recomp are
-    taken off too, by stall (W bytes per s) and the unfixed tensors of `rho_free`
-    (rebuildable tensors with bytes, by c_t / s_t) as fractional recomp items."""
-    extra = 0.0
-    for i in range(ops.shape[0]):
-        deficit = deficits[i]
-        if deficit <= 0.0:
-            continue
-        k = ops[i]
-        bwd = k >= nf
-        for j in range(more.shape[0]):
-            t = more[j]
-            if fixed[t] and dec[t] == RECOMP:
-                if lastf[t] < k < firstb[t]:
-                    deficit -= s[t]
-                if bwd:
-                    deficit -= W * c[t]
-        if deficit <= 0.0:
-            continue
-        e = 0.0
-        for q in range(rho_free.shape[0]):
-            t = rho_free[q]
-            if fixed[t] or not lastf[t] < k < firstb[t]:
-                continue
-            cap = s[t] + W * c[t] if bwd else float(s[t])
-            if c[t] * W >= cap:
-                break       # stall (W bytes per s) is as cheap from here on
-            if cap >= deficit:
-                e += c[t] * deficit / cap
-                deficit = 0.0
-                break
-            e += c[t]
-            deficit -= cap
-        if deficit > 0.0:
-            e += deficit / W
-        if e > extra:
-            extra = e
-    return extra
-
-
-@njit(cache=True)
-def _deficit_bound(dec, fixed, cost, s, c, t_star, M, nf, kprof, cap0, lastf, firstb,
-                   rho_order, W):
-    """:func:`deficit_bound` for the decisions ``dec[t]`` of the tensors with ``fixed[t]``
-    (`cost`: their recompute time, s); the others free. Returns s."""
-    ops = _deficit_ops(kprof, cap0, M)
-    deficits = _fixed_deficits(dec, fixed, s, c, nf, ops, kprof, cap0, M, lastf, firstb, W)
-    more = np.zeros(0, dtype=np.int64)
-    return t_star + cost + _cover(deficits, ops, dec, fixed, more, s, c, nf, lastf, firstb,
-                                  rho_order, W)
-
-
-def _deficit_arrays(inst: Instance) -> tuple:
-    """(n_fwd, keep-all profile, cap0, lastf, firstb, rho_order, W) for
-    :func:`_deficit_bound`: cap0[k] = W * (S*(k) - r0)+, the bytes the D2H engine can
-    have copied by the ideal start of op k; rho_order: the rebuildable tensors with bytes
-    by c_t / s_t (then index)."""
-    s = np.asarray(inst.s, dtype=np.int64)
-    c = np.asarray(inst.c, dtype=np.float64)
-    W = float(inst.link.d2h_bytes_per_s)  # the D2H engine's bytes per second
-    rel = np.asarray(inst.r, dtype=np.float64)
-    r0 = float(rel.min()) if rel.size else 0.0
-    cap0 = W * np.maximum(0.0, np.asarray(inst.start_s, dtype=np.float64) - r0)
-    ok = [t for t in range(int(inst.n_saved)) if np.isfinite(c[t]) and s[t] > 0]
-    rho_order = np.array(sorted(ok, key=lambda t: (c[t] / s[t], t)), dtype=np.int64)
-    return (int(inst.n_fwd), np.asarray(inst.keep_all_profile, dtype=np.int64), cap0,
-            np.asarray(inst.saved_last_fwd_idx, dtype=np.int64),
-            np.asarray(inst.saved_first_bwd_idx, dtype=np.int64), rho_order, W)
-
-
-def deficit_bound(inst: Instance, M: int) -> float:
-    """A lower bound on the simulated step time of every plan of `inst` under budget `M`
-    (bytes), in s: T* plus the cheapest way, over each op k, to make room at op k.
-
-    At the start of op k a plan holds the keep-all profile (every saved tensor from its
-    production through its last backward reader, the non-saved tensors and workspaces)
-    minus the saved tensors absent then, and at most M. A saved tensor is absent at op k
-    only after its last forward reader and before its last backward one, and only if it
-    is recomp and not yet rebuilt (before its first backward reader) or swapped and its
-    D2H has ended by the start S(k). The D2H engine moves at most W bytes/s, one copy at
-    a time, from the first production r0 on: at most ``W (S(k) - r0)`` bytes by then, with
-    ``S(k) = S*(k) + sigma + R_k`` (stalls and rebuild time before k; rebuilds run in the
-    backward pass only). With ``T = T* + stalls + rebuild time >= T* + sigma + sum c_t``,
-    the extra time is at least the value of the linear program: cover
-    ``deficit_k = keep_all(k) - M - W (S*(k) - r0)`` bytes with stall (W bytes per s) or
-    recomp tensors absent-able at k (s_t bytes, plus W c_t bytes of extra D2H time when
-    k is a backward op, for c_t s each, fractions allowed), solved exactly by the greedy
-    order on c_t / bytes. The bound is T* plus the largest such value over k (T* when no
-    op has a deficit).
-
-    Source: the memory and link rules of ../shared/spec/semantics.md ("swap", "recomp",
-    "Each copy costs a fixed 10 us, then bytes at W"); checked against every simulated
-    plan in tests/test_milp_enumerate.py.
-    """
-    nS = int(inst.n_saved)
-    return float(_deficit_bound(np.zeros(nS, dtype=np.int8), np.zeros(nS, dtype=np.bool_),
-                                0.0, np.asarray(inst.s, dtype=np.int64),
-                                np.asarray(inst.c, dtype=np.float64),
-                                float(inst.ideal_time_s), int(M), *_deficit_arrays(inst)))
-
-
-@njit(cache=True)
 def _node_check(inp, M, order, d0, dec, base, keep_x, rec_x, t_star, cut, nf, ops, kprof,
                 cap0, lastf, firstb, rho_free, W_, adm, adm_on):
     """Whether the node that fixes ``order[:d0]`` to `dec` can hold a plan that runs
@@ -341,9 +222,9 @@ def _subtree(inp, M, order, nopt, base, keep_x, rec_x, dec0, d0, t_star, U, max_
              nf, ops, kprof, cap0, lastf, firstb, rho_free, W_, adm, adm_on, gf):
     """Depth-first search below the prefix ``order[:d0]`` fixed in `dec0` (d0 < len(order);
     `inp` the kernel's inputs (:func:`slackopt.simulate.kernel_inputs`), `M` the budget;
-    `base` the floor profile; `ops` from :func:`_deficit_ops`; `rho_free` the rebuildable
-    tensors of ``order[d0:]`` by c_t / s_t; `adm` from
-    :func:`~slackopt.solvers.milp.admission.admission_arrays`, used when `adm_on`; a
+    `base` the floor profile; `ops` from ``_deficit_ops`` (bounds/deficit.py); `rho_free`
+    the rebuildable tensors of ``order[d0:]`` by c_t / s_t; `adm` from
+    :func:`~slackopt.solvers.milp.bounds.admission.admission_arrays`, used when `adm_on`; a
     subtree is skipped when no plan in it runs faster than the cutoff ``gf * best``).
     Returns (best value, best decisions, leaves, pruned by time, pruned by memory,
     pruned by admission, finished, found a plan faster than U)."""
@@ -419,13 +300,13 @@ class BranchAndBound:
     budget, prepared once (the simulator's arrays, the keep and recomp footprints, the
     deficit bound's arrays) and run any number of times: over every saved tensor
     (:func:`enumerate_optimum`) or over a window of them with the others fixed to the
-    incumbent's decisions (:mod:`~slackopt.solvers.milp.lns`).
+    incumbent's decisions (:mod:`~slackopt.solvers.milp.search.lns`).
 
     Args:
         inst: the (lowered) instance.
         M: the budget (bytes).
 
-    The admission bound (:mod:`~slackopt.solvers.milp.admission`) joins the deficit
+    The admission bound (:mod:`~slackopt.solvers.milp.bounds.admission`) joins the deficit
     bound when ``n_saved^2 x n_ops <= ADMISSION_MAX_WORK`` (its cost per node).
 
     Memory: two int64 arrays [n_saved, n_ops] (GPT-2 XL: 581 x 1355, 6.3 MB each).
