@@ -2,7 +2,7 @@
 queue forces, and the backward stall of prefetches that the runtime's admission test
 holds back until their tensor is needed.
 
-The deficit bound of :mod:`~slackopt.solvers.milp.enumerate` charges a plan for memory
+The deficit bound of :mod:`~slackopt.solvers.milp.bounds.deficit` charges a plan for memory
 only through the D2H engine's bytes and the recomp tensors' rebuilds. On instances whose
 last backward layers allocate large gradients (VGG-16: 0.2 to 0.8 GB a task) it misses
 what makes most plans slow: a swapped tensor whose H2D copy the runtime admits only when
@@ -497,7 +497,7 @@ def admission_bound(dec, fixed, prof, keep_x, M, slack_u, adm):
 
     Args: decisions `dec` (int8 [n_saved]) where `fixed` (bool [n_saved]); the node's
     floor profile `prof` (int64 bytes [n_ops]); keep footprints `keep_x` (int64 bytes
-    [n_saved, n_ops], :func:`~slackopt.solvers.milp.enumerate._footprints`); budget `M`
+    [n_saved, n_ops], :func:`~slackopt.solvers.milp.search.enumeration._footprints`); budget `M`
     (bytes); `adm` from :func:`admission_arrays`. Returns inf when some forward op
     cannot fit."""
     (nf, firstb, lastf, s, c, cfin, rd_ptr, rd_idx, A, rbx, dptr, didx, porder, rptr,

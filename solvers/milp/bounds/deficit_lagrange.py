@@ -1,6 +1,6 @@
 """The deficit bound with copy times: a Lagrangian bound on the step time of every plan
 that prices each offload's fixed latency, which the deficit bound
-(:func:`~slackopt.solvers.milp.enumerate.deficit_bound`) leaves out.
+(:func:`~slackopt.solvers.milp.bounds.deficit.deficit_bound`) leaves out.
 
 The relaxation, per op k (indices are schedule positions; S*(k) the ideal start of op k;
 r0 the earliest ready time of a saved tensor; W the D2H bandwidth; L the copy latency;
