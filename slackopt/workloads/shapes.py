@@ -389,6 +389,14 @@ def _check_float(name: str, value: Any, lo: float, hi: float) -> float:
     return float(value)
 
 
+def _int_in(name: str, value: Any, lo: int, hi: int) -> int:
+    """``value`` as an int in [lo, hi], else :class:`WorkloadError`."""
+    v = check_int(name, value, minimum=lo)
+    if v > hi:
+        raise WorkloadError(f"parameter '{name}' must be in [{lo}, {hi}], got {v}")
+    return v
+
+
 def _check_bool(name: str, value: Any) -> bool:
     if not isinstance(value, bool):
         raise WorkloadError(f"parameter '{name}' must be true or false, got {value!r}")
@@ -519,36 +527,37 @@ def fcn(*, gpu: str | GPU = "a100", link: str | Link | None = None, depth: int =
 
 
 # -------------------------------------------------------------------- unet
-UNET_DEFAULTS: dict[str, Any] = dict(levels=4, batch=8, image=256, width=64, classes=2,
-                                     bn=False, dtype_bytes=None)
+UNET_DEFAULTS: dict[str, Any] = dict(levels=4, convs=2, batch=8, image=256, width=64,
+                                     classes=2, bn=False, dtype_bytes=None)
 """Default parameters of :func:`unet` (the paper's four poolings, 64 channels, 2 classes)."""
 
 
 def unet(*, gpu: str | GPU = "a100", link: str | Link | None = None, levels: int = 4,
-         batch: int = 8, image: int = 256, width: int = 64, classes: int = 2,
-         bn: bool = False, dtype_bytes: int | None = None) -> Instance:
+         convs: int = 2, batch: int = 8, image: int = 256, width: int = 64,
+         classes: int = 2, bn: bool = False, dtype_bytes: int | None = None) -> Instance:
     """U-Net (Ronneberger, Fischer and Brox, "U-Net: Convolutional Networks for Biomedical
     Image Segmentation", MICCAI 2015, figure 1), "same" padding.
 
-    Structure: encoder level i (i = 0 .. levels-1, ``width * 2**i`` channels): two 3 x 3
-    convolutions with ReLU (``enc{i}_1``, ``enc{i}_2``; [BatchNorm]) then a 2 x 2 max pool
-    (``pool{i}``); the bottom: two convolutions at ``width * 2**levels`` channels; decoder
-    level i (from levels-1 down to 0): a 2 x 2 transposed convolution halving the channels
-    (``up{i}``, a temporary), the concatenation with the long skip ``enc{i}_2``
-    (``cat{i}``), two convolutions (``dec{i}_1``, ``dec{i}_2``); a 1 x 1 convolution to
-    `classes` gives the ``logits``, then a per-pixel softmax cross-entropy. The skip
-    ``enc{i}_2`` is read by its pool and its concatenation (forward) and by its ReLU's
-    and the pool's backward: it lives from the encoder to the end of the backward pass,
-    and the concatenation's gradient (a view of which is the skip's) lives from the
-    decoder's backward to the encoder's.
+    Structure: encoder level i (i = 0 .. levels-1, ``width * 2**i`` channels): `convs`
+    3 x 3 convolutions with ReLU (``enc{i}_1`` ... ``enc{i}_{convs}``; [BatchNorm]; the
+    paper has two) then a 2 x 2 max pool (``pool{i}``); the bottom: `convs` convolutions
+    at ``width * 2**levels`` channels; decoder level i (from levels-1 down to 0): a 2 x 2
+    transposed convolution halving the channels (``up{i}``, a temporary), the
+    concatenation with the long skip, the encoder level's last output (``cat{i}``),
+    `convs` convolutions (``dec{i}_1`` ...); a 1 x 1 convolution to `classes` gives the
+    logits (``out``), then a per-pixel softmax cross-entropy. The skip is read by its pool
+    and its concatenation (forward) and by its ReLU's and the pool's backward: it lives
+    from the encoder to the end of the backward pass, and the concatenation's gradient (a
+    view of which is the skip's) lives from the decoder's backward to the encoder's.
 
-    Saved tensors: ``6 * levels + 4`` (28 with the defaults); ``bn`` adds the
-    ``4 * levels + 2`` convolution outputs. Every saved tensor but the image is
-    rebuildable.
+    Saved tensors: ``2 + levels * (2 * convs + 2) + convs`` (28 with the defaults); ``bn``
+    adds the ``convs * (2 * levels + 1)`` convolution outputs (levels 8 and convs 8 with
+    BN: 290). Every saved tensor but the image is rebuildable.
 
     Args:
         gpu, link: presets (names or objects; None: the GPU's link).
-        levels: poolings (>= 1).
+        levels: poolings (1 to 12).
+        convs: 3 x 3 convolutions per level (1 to 16).
         batch: images per step.
         image: side in pixels, a multiple of ``2**levels``.
         width: channels of level 0.
@@ -564,31 +573,30 @@ def unet(*, gpu: str | GPU = "a100", link: str | Link | None = None, levels: int
         WorkloadError: a parameter out of range.
     """
     g, lk, B, dt = _setup(gpu, link, batch, dtype_bytes)
-    L = check_int("levels", levels)
-    if L > 12:
-        raise WorkloadError(f"parameter 'levels' must be in [1, 12], got {L}")
+    L = _int_in("levels", levels, 1, 12)
+    nconv = _int_in("convs", convs, 1, 16)
     image, width = _side("image", image, 2 ** L), check_int("width", width)
     classes, bn = check_int("classes", classes), _check_bool("bn", bn)
     net = _Net(g, dt, B)
     x = net.input(3, image, image)
     skips = []
     for i in range(L):
-        x = net.conv(f"enc{i}_1", x, width * 2 ** i, layer=i, bn=bn)
-        x = net.conv(f"enc{i}_2", x, width * 2 ** i, layer=i, bn=bn)
+        for j in range(1, nconv + 1):
+            x = net.conv(f"enc{i}_{j}", x, width * 2 ** i, layer=i, bn=bn)
         skips.append(x)
         x = net.pool(f"pool{i}", x, layer=i, category="block_input")
-    x = net.conv("mid_1", x, width * 2 ** L, layer=L, bn=bn)
-    x = net.conv("mid_2", x, width * 2 ** L, layer=L, bn=bn)
+    for j in range(1, nconv + 1):
+        x = net.conv(f"mid_{j}", x, width * 2 ** L, layer=L, bn=bn)
     for i in reversed(range(L)):
         u = net.conv(f"up{i}", x, width * 2 ** i, k=2, stride=2, transposed=True,
                      act=False, layer=L + 1 + i, category="upsample")
         x = net.cat(f"cat{i}", [u, skips[i]], layer=L + 1 + i)
-        x = net.conv(f"dec{i}_1", x, width * 2 ** i, layer=L + 1 + i, bn=bn)
-        x = net.conv(f"dec{i}_2", x, width * 2 ** i, layer=L + 1 + i, bn=bn)
+        for j in range(1, nconv + 1):
+            x = net.conv(f"dec{i}_{j}", x, width * 2 ** i, layer=L + 1 + i, bn=bn)
     x = net.conv("out", x, classes, k=1, act=False, layer=-1, category="logits")
     net.loss(x)
-    params = dict(levels=L, batch=B, image=image, width=width, classes=classes, bn=bn,
-                  dtype_bytes=dt)
+    params = dict(levels=L, convs=nconv, batch=B, image=image, width=width,
+                  classes=classes, bn=bn, dtype_bytes=dt)
     return _finish(net, "unet", f"unet{L}", g, lk, params, UNET_DEFAULTS, ("levels",))
 
 
@@ -747,9 +755,7 @@ def densenet(*, gpu: str | GPU = "a100", link: str | Link | None = None, blocks:
         WorkloadError: a parameter out of range.
     """
     g, lk, B, dt = _setup(gpu, link, batch, dtype_bytes)
-    nb = check_int("blocks", blocks)
-    if nb > 6:
-        raise WorkloadError(f"parameter 'blocks' must be in [1, 6], got {nb}")
+    nb = _int_in("blocks", blocks, 1, 6)
     nl, k = check_int("layers", layers), check_int("growth", growth)
     image, classes = _side("image", image, 2 ** (nb + 1)), check_int("classes", classes)
     rebuild = _check_bool("rebuild_block_inputs", rebuild_block_inputs)
@@ -843,8 +849,8 @@ def mobilenet(*, gpu: str | GPU = "a100", link: str | Link | None = None, blocks
     `blocks` sets the depth: the table's 17 blocks; fewer than 7 take the first stages
     with one block each, more scale the table's repeats. Saved tensors: 6 per block with
     expansion (expansion and depthwise convolution outputs and their ReLU6 outputs, the
-    projection's convolution output, the block output), 4 for t = 1, stem 3 and the
-    image, head 4: 23 for blocks = 3, 107 for 17, 293 for 48. Block outputs (the next
+    projection's convolution output, the block output), 4 for t = 1, the stem 2 and the
+    image, head 4: 23 for blocks = 3, 107 for 17, 289 for 48. Block outputs (the next
     block's input) have no recipe unless ``rebuild_block_inputs``.
 
     Args:
@@ -866,9 +872,7 @@ def mobilenet(*, gpu: str | GPU = "a100", link: str | Link | None = None, blocks
         WorkloadError: a parameter out of range.
     """
     g, lk, B, dt = _setup(gpu, link, batch, dtype_bytes)
-    nblk = check_int("blocks", blocks)
-    if nblk > 256:
-        raise WorkloadError(f"parameter 'blocks' must be in [1, 256], got {nblk}")
+    nblk = _int_in("blocks", blocks, 1, 256)
     image = _side("image", image, 32)
     alpha = _check_float("width", width, 0.0, 8.0)
     classes = check_int("classes", classes)
@@ -959,12 +963,8 @@ def branches(*, gpu: str | GPU = "a100", link: str | Link | None = None, cells: 
         WorkloadError: a parameter out of range.
     """
     g, lk, B, dt = _setup(gpu, link, batch, dtype_bytes)
-    nc = check_int("cells", cells)
-    if nc > 64:
-        raise WorkloadError(f"parameter 'cells' must be in [1, 64], got {nc}")
-    mb = check_int("max_branches", max_branches, minimum=2)
-    if mb > 8:
-        raise WorkloadError(f"parameter 'max_branches' must be in [2, 8], got {mb}")
+    nc = _int_in("cells", cells, 1, 64)
+    mb = _int_in("max_branches", max_branches, 2, 8)
     seed = check_int("seed", seed, minimum=0)
     image = _side("image", image, 2 ** (nc // 3))
     ch = ch0 = check_int("channels", channels)
