@@ -72,6 +72,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from slackopt.hardware import COPY_LATENCY_S
+from slackopt.simulate.rules import copy_time
 
 KINDS = ("F", "B", "W")
 """Unit kinds: forward, backward (input-gradient half where split), weight-gradient half."""
@@ -508,7 +509,8 @@ InfiniBand."""
 
 def hop_time_s(activation_bytes: int, interconnect: str = DEFAULT_INTERCONNECT) -> float:
     """Time (s) to pass one microbatch's boundary activation (or its gradient) to the next
-    stage: ``latency_s + activation_bytes / bytes_per_s`` of the interconnect.
+    stage: a copy over the interconnect (:func:`slackopt.simulate.rules.copy_time`:
+    ``latency_s``, then ``activation_bytes`` at ``bytes_per_s``).
 
     For a transformer stage the boundary activation is the hidden state, batch * sequence *
     hidden * dtype bytes (e.g. 1 * 4096 * 8192 * 2 B = 64 MiB for Llama-3-70B in BF16:
@@ -527,4 +529,4 @@ def hop_time_s(activation_bytes: int, interconnect: str = DEFAULT_INTERCONNECT) 
         raise ValueError(f"interconnect: {interconnect!r} is not one of "
                          f"{', '.join(INTERCONNECTS)}")
     link = INTERCONNECTS[interconnect]
-    return link.latency_s + size / link.bytes_per_s
+    return copy_time(size, link.bytes_per_s, link.latency_s)

@@ -48,7 +48,7 @@ from slackopt.instance import Instance
 from slackopt.linkbudget import forward_link_budget_bytes
 from slackopt.plan import KEEP, RECOMP, SWAP, Plan
 from slackopt.simulate import Evaluation, simulate
-from slackopt.simulate.rules import copy_time
+from slackopt.simulate.rules import copy_time, fifo_ends
 from slackopt.solverbase import (
     MIN_BUDGET_REL_TOL,
     BaseSolver,
@@ -163,18 +163,6 @@ def _positions(instance: Instance, items: Any) -> np.ndarray:
     for x in items if items is not None else ():
         out.append(instance.saved_position(x) if isinstance(x, str) else int(x))
     return np.array(sorted(set(out)), dtype=np.int64)
-
-
-def _fifo_ends(release: np.ndarray, dur: np.ndarray) -> np.ndarray:
-    """End times of jobs served in the given order on one channel.
-
-    ``end_k = max(release_k, end_{k-1}) + dur_k`` in closed form:
-    ``end_k = C_k + max_{j <= k}(release_j - C_{j-1})`` with C the cumulative durations.
-    """
-    if release.size == 0:
-        return np.zeros(0)
-    cd = np.cumsum(dur)
-    return cd + np.maximum.accumulate(release - (cd - dur))
 
 
 # --------------------------------------------------------------------------- compiled kernels
@@ -493,7 +481,7 @@ def offload_schedule(instance: Instance, positions: Any) -> np.ndarray:
     order, each starting no earlier than its r and taking latency + s / W_d2h (sec. 3.2)."""
     pr = _prep(instance)
     pos = np.sort(np.asarray(positions, dtype=np.int64))
-    return _fifo_ends(pr.r[pos], pr.dur[pos])
+    return fifo_ends(pr.r[pos], pr.dur[pos])
 
 
 def prefetch_schedule(instance: Instance, positions: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -528,7 +516,7 @@ def _prefetch_ends(pr: _Prep, s_ord: np.ndarray) -> np.ndarray:
     rel = np.full(s_ord.size, np.inf)
     rel[ok] = pr.rel_sorted[ri[ok]]
     rel = np.maximum(rel, pr.TF)
-    return _fifo_ends(rel, copy_time(s_ord.astype(np.float64), pr.w_h2d, pr.lat))
+    return fifo_ends(rel, copy_time(s_ord.astype(np.float64), pr.w_h2d, pr.lat))
 
 
 def pass1(
@@ -667,7 +655,7 @@ def pass1(
 
     pos = np.flatnonzero(inS)
     off = nan.copy()
-    off[pos] = _fifo_ends(r[pos], dur[pos])
+    off[pos] = fifo_ends(r[pos], dur[pos])
     pre = nan.copy()
     if pos.size:
         order_, ends = prefetch_schedule(instance, pos)

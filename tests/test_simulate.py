@@ -5,6 +5,7 @@ Every expected number below is worked out by hand in the comment beside it.
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from slackopt import Plan, simulate
@@ -249,7 +250,7 @@ def test_simulate_takes_bytes(budget):
 
 
 def test_the_shared_runtime_rules_by_hand():
-    """slackopt.simulate.rules, the one statement of the H2D admission and the copy time,
+    """slackopt.simulate.rules, the one statement of every runtime rule,
     and the compiled kernel built from those very functions."""
     from slackopt.simulate import _kernel, rules
 
@@ -262,5 +263,25 @@ def test_the_shared_runtime_rules_by_hand():
     assert rules.copy_rate(100.0, 0.5, True) == 50.0 and rules.copy_rate(100.0, 0.5, False) == 100.0
     assert rules.copy_time(100, 50.0, 0.1) == approx(2.1)
     assert rules.copy_time(100, 50.0, 0.1, 0.5) == approx(4.1)
-    for f in (rules.lookahead_window, rules.h2d_admits, rules.copy_rate):
+    assert rules.allocation_fits(90, 10, 100) and not rules.allocation_fits(90, 11, 100)
+    assert rules.shortfall(90, 15, 100) == 5 and rules.shortfall(90, 5, 100) == -5
+    assert rules.host_admits(10**9, 1, -1)                       # no host limit
+    assert rules.host_admits(90, 10, 100) and not rules.host_admits(90, 11, 100)
+    # A 100 B copy at 50 B/s with a 0.25 s latency, started at t = 1: latency phase to
+    # 1.25, then 2 s of bytes; an event of another resource at 2.25 leaves 50 B.
+    assert rules.copy_start(1.0, 100, 0.25) == (1.25, 100.0)
+    assert rules.copy_event(1.0, 1.25, 100.0, 50.0) == 1.25       # in its latency phase
+    assert rules.copy_advance(1.0, 1.25, 100.0, 50.0, 1.25, 1.25) == (100.0, False)
+    assert rules.copy_event(1.25, 1.25, 100.0, 50.0) == 3.25
+    assert rules.copy_advance(1.25, 1.25, 100.0, 50.0, 3.25, 2.25) == (50.0, False)
+    assert rules.copy_advance(2.25, 1.25, 50.0, 50.0, 3.25, 3.25) == (50.0, True)
+    # FIFO: a copy ready at 2 behind one ending at 3 starts at 3: 3 + 0.25 + 100 / 50.
+    assert rules.fifo_copy_end(3.0, 2.0, 100, 50.0, 0.25) == 5.25
+    assert rules.fifo_copy_end(1.0, 2.0, 100, 50.0, 0.25) == 4.25
+    np.testing.assert_allclose(rules.fifo_ends(np.array([0.0, 0.5, 10.0]),
+                                               np.array([2.0, 1.0, 1.0])), [2.0, 3.0, 11.0])
+    assert rules.fifo_ends(np.zeros(0), np.zeros(0)).size == 0
+    for f in (rules.lookahead_window, rules.h2d_admits, rules.copy_rate, rules.allocation_fits,
+              rules.shortfall, rules.host_admits, rules.copy_start, rules.copy_event,
+              rules.copy_advance):
         assert getattr(_kernel, "_" + f.__name__).py_func is f

@@ -62,7 +62,7 @@ from slackopt.errors import SlackoptError
 from slackopt.instance import Instance
 from slackopt.plan import RECOMP, SWAP, Plan
 from slackopt.simulate._tasks import TaskList, _static
-from slackopt.simulate.rules import copy_rate
+from slackopt.simulate.rules import copy_advance, copy_event, copy_rate, copy_start
 
 TIME_TOL_S = 1e-12
 """Tolerance (s) of every time comparison of :func:`check_schedule` (float rounding)."""
@@ -162,7 +162,7 @@ def copy_ends(d2h: list[tuple[float, int, str]], h2d: list[tuple[float, int, str
         for e in (0, 1):
             a = act[e]
             if a is not None:
-                cand[e] = a[1] if now < a[1] else now + a[2] / rates[e]
+                cand[e] = copy_event(now, a[1], a[2], rates[e])
             elif nxt[e] < len(lists[e]):
                 cand[e] = max(now, lists[e][orders[e][nxt[e]]][0])
         t = min(cand)
@@ -172,10 +172,8 @@ def copy_ends(d2h: list[tuple[float, int, str]], h2d: list[tuple[float, int, str
             a = act[e]
             if a is None:
                 continue
-            transfer = now >= a[1]
-            if transfer:
-                a[2] -= rates[e] * (t - now)
-            if transfer and cand[e] == t:           # its last byte moved at t
+            a[2], done = copy_advance(now, a[1], a[2], rates[e], cand[e], t)
+            if done:                                # its last byte moved at t
                 ends[e][a[0]] = t
                 last[e] = a[0]
                 act[e] = None
@@ -196,7 +194,7 @@ def copy_ends(d2h: list[tuple[float, int, str]], h2d: list[tuple[float, int, str
                     f"the {label[e]} copy of '{name}' starts at {_ms(start)}, while the "
                     f"{label[e]} engine still copies '{lists[e][p][2]}' (until "
                     f"{_ms(ends[e][p])}): one copy at a time per engine")
-            act[e] = [i, now + latency_s, float(size)]
+            act[e] = [i, *copy_start(now, size, latency_s)]
             nxt[e] += 1
 
 

@@ -35,7 +35,9 @@ compute stream and what happens when an allocation does not fit.
 A copy costs ``link.copy_latency_s``, then moves its bytes at :func:`.rules.copy_rate`
 (its direction's bandwidth W, ``link.d2h_bytes_per_s`` or ``link.h2d_bytes_per_s``, or
 ``duplex_factor * W`` while a copy in the other direction is in flight, its latency phase
-included).
+included): :func:`.rules.copy_start`, :func:`.rules.copy_event` and
+:func:`.rules.copy_advance` move it from event to event. A task starts only if its
+allocation fits (:func:`.rules.allocation_fits`).
 Host pinned memory (``Instance.host_memory_bytes``, an extension of docs/model.md): a
 swapped tensor occupies host memory from the start of its D2H until its last backward
 reader ends (or its D2H ends, if that is later); a D2H whose start would raise occupancy
@@ -70,7 +72,17 @@ from slackopt.simulate._tasks import (
     host_failure,
 )
 from slackopt.simulate.evaluation import Evaluation
-from slackopt.simulate.rules import copy_rate, h2d_admits, lookahead_window
+from slackopt.simulate.rules import (
+    allocation_fits,
+    copy_advance,
+    copy_event,
+    copy_rate,
+    copy_start,
+    h2d_admits,
+    host_admits,
+    lookahead_window,
+    shortfall,
+)
 
 _INF = float("inf")
 _PRESENT = (_DEV, _FWD, _EVICT)
@@ -315,7 +327,7 @@ class Engine:
                 self.h2d_stall[nm] = self.h2d_stall.get(nm, 0.0) + now - self.wait_inputs_since
             self.wait_inputs_since = -1.0
         a = self.alloc[k]
-        if self.used + a > self.M:
+        if not allocation_fits(self.used, a, self.M):
             return False
         # Start task k.
         tr = self.trace
@@ -384,7 +396,7 @@ class Engine:
             self.on_arrived(t)
         else:
             self.state[t] = _FETCH
-            self.h2d = [t, self.now + self.inst.link.copy_latency_s, float(s[t]), self.now]
+            self.h2d = [t, *copy_start(self.now, s[t], self.inst.link.copy_latency_s), self.now]
         self.mem_sample()
 
     def _progress(self) -> None:
@@ -401,7 +413,7 @@ class Engine:
                 t = d2hq[0]
                 s = self.st.s[t]
                 if not self.host_held[t]:
-                    if 0 <= self.host_limit < self.host_used + s:
+                    if not host_admits(self.host_used, s, self.host_limit):
                         self.failure = host_failure(self.st.saved_names[t], s, self.host_used,
                                                     self.host_limit, self.now)
                         return
@@ -409,7 +421,7 @@ class Engine:
                     self.host_used += s
                 d2hq.popleft()
                 self.d2h_queued[t] = False
-                self.d2h = [t, self.now + self.inst.link.copy_latency_s, float(s), self.now]
+                self.d2h = [t, *copy_start(self.now, s, self.inst.link.copy_latency_s), self.now]
                 self.d2h_bytes += s
                 progressed = True
             if self.h2d is None and self.fwd_finished and self._try_start_h2d():
@@ -437,25 +449,21 @@ class Engine:
             h2d_rate = copy_rate(w_h2d, duplex, d2h is not None)
             d2h_t = h2d_t = _INF
             if d2h is not None:
-                d2h_t = d2h[1] if now < d2h[1] else now + d2h[2] / d2h_rate
+                d2h_t = copy_event(now, d2h[1], d2h[2], d2h_rate)
                 ev = min(ev, d2h_t)
             if h2d is not None:
-                h2d_t = h2d[1] if now < h2d[1] else now + h2d[2] / h2d_rate
+                h2d_t = copy_event(now, h2d[1], h2d[2], h2d_rate)
                 ev = min(ev, h2d_t)
             if ev == _INF:
                 if self._stuck():
                     self.mem_sample()
                     continue
                 break
-            dt = ev - now
-            # A copy in its latency phase moves no bytes; one whose event is `ev` either
-            # leaves its latency phase (transfer starts) or has moved its last byte.
-            d2h_fin = d2h is not None and d2h_t == ev and now >= d2h[1]
-            h2d_fin = h2d is not None and h2d_t == ev and now >= h2d[1]
-            if d2h is not None and not d2h_fin and now >= d2h[1]:
-                d2h[2] -= d2h_rate * dt
-            if h2d is not None and not h2d_fin and now >= h2d[1]:
-                h2d[2] -= h2d_rate * dt
+            d2h_fin = h2d_fin = False
+            if d2h is not None:
+                d2h[2], d2h_fin = copy_advance(now, d2h[1], d2h[2], d2h_rate, d2h_t, ev)
+            if h2d is not None:
+                h2d[2], h2d_fin = copy_advance(now, h2d[1], h2d[2], h2d_rate, h2d_t, ev)
             self.now = now = ev
             # ---------------- completions at `now` -----------------
             if d2h_fin:
@@ -533,10 +541,10 @@ class Engine:
             if head < 0 or state[head] != _HOST:  # pragma: no cover - invariant
                 raise RuntimeError(f"internal: task '{self.task_name(k)}' waits for "
                                    "a copy that is not queued")
-            short = self.used + s[head] - M
+            short = shortfall(self.used, s[head], M)
             what = h2d_need(names[head], s[head])
         else:
-            short = self.used + self.alloc[k] - M
+            short = shortfall(self.used, self.alloc[k], M)
             what = f"{self.alloc[k]} B for"
         if short <= 0:  # pragma: no cover - invariant
             raise RuntimeError(f"internal: task '{self.task_name(k)}' is blocked "

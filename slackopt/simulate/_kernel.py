@@ -27,9 +27,15 @@ from slackopt.simulate import rules
 from slackopt.simulate._tasks import ABSENT, DEV, FETCH, FWD, HOST
 
 # The runtime rules, compiled (inlined: no call overhead in the event loop).
+_allocation_fits = njit(inline="always", cache=True)(rules.allocation_fits)
+_shortfall = njit(inline="always", cache=True)(rules.shortfall)
+_host_admits = njit(inline="always", cache=True)(rules.host_admits)
 _lookahead_window = njit(inline="always", cache=True)(rules.lookahead_window)
 _h2d_admits = njit(inline="always", cache=True)(rules.h2d_admits)
 _copy_rate = njit(inline="always", cache=True)(rules.copy_rate)
+_copy_start = njit(inline="always", cache=True)(rules.copy_start)
+_copy_event = njit(inline="always", cache=True)(rules.copy_event)
+_copy_advance = njit(inline="always", cache=True)(rules.copy_advance)
 
 # Result codes.
 OK, FAIL_ALLOC, FAIL_H2D, INTERNAL_NOT_RESIDENT, INTERNAL_NOT_QUEUED, INTERNAL_NO_SHORT = (
@@ -391,7 +397,7 @@ def run_barrier_free(inp, dec, M):
                         h2d_stall[last] = h2d_stall[last] + now - wait_since
                     wait_since = -1.0
                     a = alloc[k]
-                    if used + a <= M:
+                    if _allocation_fits(used, a, M):
                         idle = now - prev_end
                         if idle > 0.0:
                             if k < n_fwd:
@@ -421,7 +427,7 @@ def run_barrier_free(inp, dec, M):
             if d_t < 0 and qh < qt:
                 t = d2hq[qh]
                 if not host_held[t]:
-                    if 0 <= host_limit and host_limit < host_used + s[t]:
+                    if not _host_admits(host_used, s[t], host_limit):
                         code = FAIL_HOST
                         fail_task = k
                         fail_head = t
@@ -432,8 +438,7 @@ def run_barrier_free(inp, dec, M):
                 qh += 1
                 d2h_q[t] = False
                 d_t = t
-                d_lat = now + lat
-                d_rem = float(s[t])
+                d_lat, d_rem = _copy_start(now, s[t], lat)
                 d2h_bytes += s[t]
                 progressed = True
             if h_t < 0 and fwd_finished:
@@ -465,8 +470,7 @@ def run_barrier_free(inp, dec, M):
                         else:
                             state[t] = FETCH
                             h_t = t
-                            h_lat = now + lat
-                            h_rem = float(s[t])
+                            h_lat, h_rem = _copy_start(now, s[t], lat)
                         progressed = True
 
         if code != OK:
@@ -479,10 +483,10 @@ def run_barrier_free(inp, dec, M):
         d_ev = INF
         h_ev = INF
         if d_t >= 0:
-            d_ev = d_lat if now < d_lat else now + d_rem / d_rate
+            d_ev = _copy_event(now, d_lat, d_rem, d_rate)
             ev = min(ev, d_ev)
         if h_t >= 0:
-            h_ev = h_lat if now < h_lat else now + h_rem / h_rate
+            h_ev = _copy_event(now, h_lat, h_rem, h_rate)
             ev = min(ev, h_ev)
         if ev == INF:
             while hn > 0 and (qkey[ht[0]] != hk[0] or state[ht[0]] != HOST):
@@ -499,9 +503,9 @@ def run_barrier_free(inp, dec, M):
                 if head < 0 or state[head] != HOST:
                     return (INTERNAL_NOT_QUEUED, now, 0.0, 0.0, 0.0, 0, 0, 0, 0, 0, k, head,
                             0, h2d_stall, task_op, task_t)
-                short = used + s[head] - M
+                short = _shortfall(used, s[head], M)
             else:
-                short = used + alloc[k] - M
+                short = _shortfall(used, alloc[k], M)
             if short <= 0:
                 return (INTERNAL_NO_SHORT, now, 0.0, 0.0, 0.0, 0, 0, 0, 0, 0, k, head, short,
                         h2d_stall, task_op, task_t)
@@ -546,13 +550,12 @@ def run_barrier_free(inp, dec, M):
             fail_task = k
             fail_head = head
             break
-        dt = ev - now
-        d_fin = d_t >= 0 and d_ev == ev and now >= d_lat
-        h_fin = h_t >= 0 and h_ev == ev and now >= h_lat
-        if d_t >= 0 and not d_fin and now >= d_lat:
-            d_rem -= d_rate * dt
-        if h_t >= 0 and not h_fin and now >= h_lat:
-            h_rem -= h_rate * dt
+        d_fin = False
+        h_fin = False
+        if d_t >= 0:
+            d_rem, d_fin = _copy_advance(now, d_lat, d_rem, d_rate, d_ev, ev)
+        if h_t >= 0:
+            h_rem, h_fin = _copy_advance(now, h_lat, h_rem, h_rate, h_ev, ev)
         now = ev
         if d_fin:
             t = d_t

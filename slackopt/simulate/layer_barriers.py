@@ -51,7 +51,7 @@ from __future__ import annotations
 from slackopt.instance import Instance
 from slackopt.plan import SWAP, Plan
 from slackopt.simulate._engine import _FWD, _HOST, Engine
-from slackopt.simulate.rules import h2d_admits
+from slackopt.simulate.rules import h2d_admits, shortfall
 
 
 def runtime_layers(instance: Instance) -> list[int]:
@@ -185,12 +185,12 @@ class LayerBarriers(Engine):
         for t in self.fetch[r]:
             if self.state[t] in (_HOST, _FWD) and self.qkey[t] < 0:
                 if self.at_issue:
-                    if self.used + s[t] > self.M:
+                    if not h2d_admits(self.used, s[t], 0, self.M):  # no look-ahead at issue
                         self.failure = (
                             f"layer of task '{self.task_name(self.k)}' cannot allocate the "
                             f"prefetch of '{self.st.saved_names[t]}' ({s[t]} B) at t = "
                             f"{self.now * 1e3:.6g} ms: {self.used} B of M = {self.M} B in use, "
-                            f"{self.used + s[t] - self.M} B short")
+                            f"{shortfall(self.used, s[t], self.M)} B short")
                         return
                     self.used += s[t]
                     self.peak = max(self.peak, self.used)

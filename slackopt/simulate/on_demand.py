@@ -44,6 +44,7 @@ from __future__ import annotations
 from slackopt.instance import Instance
 from slackopt.plan import SWAP, Plan
 from slackopt.simulate._engine import _DEV, _EVICT, _FWD, _HOST, _PRESENT, Engine
+from slackopt.simulate.rules import shortfall
 
 
 class OnDemand(Engine):
@@ -127,9 +128,9 @@ class OnDemand(Engine):
             head = self._head()
             if head < 0 or self.state[head] != _HOST:
                 return False
-            short = self.used + s[head] - M
+            short = shortfall(self.used, s[head], M)
         else:
-            short = self.used + self.alloc[k] - M
+            short = shortfall(self.used, self.alloc[k], M)
         if short <= self.pending:
             return False                     # evictions in flight cover it
         return self._evict(k, short - self.pending)

@@ -16,9 +16,10 @@ slackopt/simulate/rules.py): a swapped tensor stays on the device until its D2H 
 ended; D2H copies run one at a time in queue order (the op after which the tensor is
 ready, then its position); the H2D queue is ordered by need (task, then tensor index)
 and the copy considered is the earliest-need one whose D2H has ended; a considered copy
-starts only if used + its size + the allocations of the next three tasks fit in M,
-unless the compute stream already waits for it; H2D copies run one at a time; memory
-never exceeds M; the rebuilds of a gap run before its op, recipe inputs first.
+starts only if used + its size + the allocations of the next ``ADMISSION_LOOKAHEAD``
+tasks fit in M (``h2d_admits``), unless the compute stream already waits for it; H2D
+copies run one at a time; memory never exceeds M; the rebuilds of a gap run before its
+op, recipe inputs first.
 
 **F, forward stall** (:func:`fwd_stall_lb`). Run the fixed swaps alone through the D2H
 queue at the full D2H rate from their ideal ready times r_t: their copies end at
@@ -83,6 +84,13 @@ from numba import njit
 
 from slackopt.instance import Instance
 from slackopt.plan import RECOMP, SWAP
+from slackopt.simulate import rules
+from slackopt.simulate.rules import ADMISSION_LOOKAHEAD
+
+# The runtime rules the bounds apply, compiled (inlined).
+_h2d_admits = njit(inline="always", cache=True)(rules.h2d_admits)
+_copy_time = njit(inline="always", cache=True)(rules.copy_time)
+_fifo_copy_end = njit(inline="always", cache=True)(rules.fifo_copy_end)
 
 ADMISSION_MAX_WORK = 2_000_000
 """The enumeration computes F and B only when n_saved^2 x n_ops is at most this (VGG-16:
@@ -155,7 +163,7 @@ def admission_arrays(inst: Instance, inp) -> tuple:
             np.array(porder, dtype=np.int64), rptr, ridx, fifo,
             np.asarray(inst.r, dtype=np.float64), start,
             start + np.asarray(inp.op_dur, dtype=np.float64), float(inp.latency),
-            float(inp.w_d2h), float(inp.w_d2h) * min(1.0, float(inp.duplex)),
+            float(inp.w_d2h), rules.copy_rate(float(inp.w_d2h), float(inp.duplex), True),
             float(inp.w_h2d))
 
 
@@ -169,8 +177,7 @@ def _d2h_ends(dec, fixed, s, fifo, rel, lat, wd2h, sel):
     for i in range(fifo.shape[0]):
         t = fifo[i]
         if fixed[t] and dec[t] == SWAP and s[t] > 0 and sel[t]:
-            st = cur if cur > rel[t] else rel[t]
-            cur = st + lat + s[t] / wd2h
+            cur = _fifo_copy_end(cur, rel[t], s[t], wd2h, lat)
             Q[t] = cur
     return Q
 
@@ -216,15 +223,15 @@ def fwd_stall_lb(dec, fixed, prof, M, nf, s, lastf, start, Q):
 
 @njit(cache=True)
 def _lb_tasks(j, slots, n, A, R, m):
-    """The least total allocation (bytes) of the next `slots` (at most 3) tasks from gap
-    j on: in each gap g, at most R[g] rebuilds of at least m[g] bytes each, then op g
-    (A[g] bytes)."""
-    f = np.zeros(4, dtype=np.int64)      # f[q]: the gaps after the current one
+    """The least total allocation (bytes) of the next `slots` (at most
+    ``ADMISSION_LOOKAHEAD``) tasks from gap j on: in each gap g, at most R[g] rebuilds of
+    at least m[g] bytes each, then op g (A[g] bytes)."""
+    f = np.zeros(ADMISSION_LOOKAHEAD + 1, dtype=np.int64)   # f[q]: the gaps after the current one
     g_last = j + slots - 1
     if g_last > n - 1:
         g_last = n - 1
     for g in range(g_last, j - 1, -1):
-        h = np.zeros(4, dtype=np.int64)
+        h = np.zeros(ADMISSION_LOOKAHEAD + 1, dtype=np.int64)
         for q in range(1, slots + 1):
             best = -1
             rmax = R[g] if R[g] < q else q
@@ -315,7 +322,7 @@ def _d2h_backlog(dec, fixed, s, fifo, rel, lat, wslow):
             B -= rel[v] - prev
             if B < 0.0:
                 B = 0.0
-        B += lat + s[v] / wslow
+        B += _copy_time(s[v], wslow, lat)
         back[v] = B
         prev = rel[v]
     return back
@@ -446,7 +453,8 @@ def blocked_stall_lb(dec, fixed, prof, keep_x, M, slack_u, nf, firstb, s, c, cfi
             # every input is on the device, so the wait is for memory and the copy's
             # reservation (which holds A[k]) is refused; from E on, only another missing
             # input can leave room
-            if k < K and other and base - miss + _lb_tasks(k + 1, 2, n, A, R, m) + s[t] <= M:
+            if k < K and other and _h2d_admits(
+                    base - miss, s[t], _lb_tasks(k + 1, ADMISSION_LOOKAHEAD - 1, n, A, R, m), M):
                 blocked = False
                 break
             # while a rebuild of gap k runs or waits; skipped when every task that may
@@ -465,19 +473,20 @@ def blocked_stall_lb(dec, fixed, prof, keep_x, M, slack_u, nf, firstb, s, c, cfi
                 # gap k come before op k
                 if k < E:
                     R[k] -= 1
-                    lb = _lb_tasks(k, 3, n, A, R, m)
+                    lb = _lb_tasks(k, ADMISSION_LOOKAHEAD, n, A, R, m)
                     R[k] += 1
                 else:
-                    lb = _lb_tasks(k, 3, n, A, R, m)
-                if base - A[k] - mayrs + lb + s[t] <= M:
+                    lb = _lb_tasks(k, ADMISSION_LOOKAHEAD, n, A, R, m)
+                if _h2d_admits(base - A[k] - mayrs, s[t], lb, M):
                     blocked = False
                     break
             # while op k runs (k < K: from op K on t is on the device)
-            if k < K and base + _lb_tasks(k + 1, 3, n, A, R, m) + s[t] <= M:
+            if k < K and _h2d_admits(
+                    base, s[t], _lb_tasks(k + 1, ADMISSION_LOOKAHEAD, n, A, R, m), M):
                 blocked = False
                 break
         if blocked:
-            tot += lat + s[t] / wh2d
+            tot += _copy_time(s[t], wh2d, lat)
     return tot
 
 

@@ -59,6 +59,7 @@ import numpy as np
 from numba import njit
 
 from slackopt.instance import Instance
+from slackopt.simulate.rules import copy_time
 
 GRID = 16
 """lam values tried on every op with a keep-all excess: 0 and 2^-j for j < GRID - 1 (the
@@ -214,7 +215,7 @@ def lagrangian_deficit_bound(inst: Instance, M: int, *, deadline: float | None =
     s = np.asarray(inst.s, dtype=np.float64)
     c = np.asarray(inst.c, dtype=np.float64)
     W = float(inst.link.d2h_bytes_per_s)
-    w = float(inst.link.copy_latency_s) + s / W
+    w = copy_time(s, W, float(inst.link.copy_latency_s))
     r0 = float(np.min(inst.r))
     lastf = np.asarray(inst.saved_last_fwd_idx, dtype=np.int64)
     firstb = np.asarray(inst.saved_first_bwd_idx, dtype=np.int64)
