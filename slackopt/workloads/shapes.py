@@ -97,13 +97,15 @@ MAX_RECIPE_OPS = 6
 """Longest recipe (ops) a generator gives; longer chains get none (``slackopt profile``'s
 default ``max_recipe_ops``)."""
 
-_WEIGHTED = ("conv", "deconv", "fc")
+_WEIGHTED = ("conv", "deconv")
+"""Node kinds with weights: a backward ``.dgrad`` and ``.wgrad`` each."""
 
 
 @dataclass(frozen=True, slots=True)
 class _Node:
-    """One forward op: kind, op name, stage, the tensors it reads, the one it writes (None
-    for the loss) with its bytes, FLOPs, HBM bytes moved and weight bytes."""
+    """One forward op: name, kind, stage, the tensors it reads, the one it writes (None
+    for the loss) with its bytes, its FLOPs and the HBM bytes it moves (weights
+    included)."""
 
     op: str
     kind: str
