@@ -245,7 +245,7 @@ def test_local_search_more_calls_never_slower():
     """The local search is deterministic in its call budget: a larger budget runs a longer
     prefix of the same candidates. On unet2 (b16, PCIe 5) at 0.8 P it improves
     SlackSwap's plan to the enumerated optimum, three tensors away."""
-    from slackopt.solvers.milp.incumbent import Incumbent, improve
+    from slackopt.solvers.milp.search.incumbent import Incumbent, improve
     from slackopt.solvers.slackswap import SlackSwap
     inst = instance("unet2-b16-pcie5")
     M = int(0.8 * inst.P)

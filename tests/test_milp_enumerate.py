@@ -1,4 +1,4 @@
-"""The exact enumeration phase of the MILP solver (solvers/milp/enumerate.py) against brute
+"""The exact enumeration phase of the MILP solver (solvers/milp/search/enumeration.py) against brute
 force: every decision vector simulated through slackopt.simulate.
 
 Checked: each pruning bound holds for every feasible plan (the recompute-time bound
@@ -23,15 +23,9 @@ from hypothesis import strategies as st
 from slackopt.plan import RECOMP, Plan
 from slackopt.simulate import simulate
 from slackopt.solvers.milp import MILP
-from slackopt.solvers.milp.enumerate import (
-    _deficit_arrays,
-    _deficit_bound,
-    _footprints,
-    deficit_bound,
-    enumerate_optimum,
-    search_space,
-)
-from slackopt.solvers.milp.incumbent import Incumbent
+from slackopt.solvers.milp.bounds.deficit import _deficit_arrays, _deficit_bound, deficit_bound
+from slackopt.solvers.milp.search.enumeration import _footprints, enumerate_optimum, search_space
+from slackopt.solvers.milp.search.incumbent import Incumbent
 from slackopt.workloads import make
 from tests.helpers_milp import case_times, check_solve, enumerate_plans, instance, random_instance
 

@@ -1,5 +1,5 @@
-"""The large-neighbourhood search of the MILP solver (solvers/milp/lns.py) and the window
-mode of the enumeration's branch and bound (solvers/milp/enumerate.py), against brute
+"""The large-neighbourhood search of the MILP solver (solvers/milp/search/lns.py) and the window
+mode of the enumeration's branch and bound (solvers/milp/search/enumeration.py), against brute
 force: every decision vector simulated through slackopt.simulate.
 
 Checked: a window searched to its end returns exactly the fastest plan that agrees with
@@ -21,9 +21,9 @@ import pytest
 from slackopt.plan import Plan
 from slackopt.simulate import simulate
 from slackopt.solvers.milp import MILP
-from slackopt.solvers.milp.enumerate import BranchAndBound, enumerate_optimum
-from slackopt.solvers.milp.incumbent import Incumbent
-from slackopt.solvers.milp.lns import (
+from slackopt.solvers.milp.search.enumeration import BranchAndBound, enumerate_optimum
+from slackopt.solvers.milp.search.incumbent import Incumbent
+from slackopt.solvers.milp.search.lns import (
     _start_size,
     _two_blocks,
     _windows,

@@ -372,7 +372,7 @@ def test_production_suite_from_the_cli_and_in_compare():
     transformer: one row per planner, every status a shared word, and no feasible row
     over M."""
     pytest.importorskip("torch", reason="torch-knapsack calls PyTorch (the [torch] extra)")
-    from slackopt.cli import _solver_specs
+    from slackopt.cli._options import solver_specs as _solver_specs
     from slackopt.compare import SUITES, compare
 
     assert _solver_specs("production") == list(SUITES["production"])

@@ -17,7 +17,9 @@ link's ``copy_latency_s``, then moves its bytes at the link's bandwidth, or at
 ``duplex_factor`` times it while the other direction copies), memory accounting against
 M and the step-time accounting T - T* = forward stalls + backward stalls + recompute. The
 rules more than one module applies (H2D admission, copy rate and time) live in
-:mod:`slackopt.simulate.rules`.
+:mod:`slackopt.simulate.rules`. :func:`barrier_free_actions` logs the barrier-free
+runtime's actions by task position, for a runtime that executes a plan on a real step
+(:mod:`slackopt.simulate.actions`).
 
 This package imports :mod:`slackopt.instance`, :mod:`slackopt.plan`,
 :mod:`slackopt.errors` and numpy (and, for the compiled engine and :func:`warm_up`, numba
@@ -45,6 +47,7 @@ from slackopt.simulate._tasks import (
     h2d_need,
     host_failure,
 )
+from slackopt.simulate.actions import Action, ActionSchedule, barrier_free_actions
 from slackopt.simulate.evaluation import Evaluation
 from slackopt.simulate.layer_barriers import LayerBarriers, runtime_layers
 from slackopt.simulate.on_demand import OnDemand
@@ -195,4 +198,5 @@ def _run_compiled(inst: Instance, decisions: np.ndarray, M: int) -> Evaluation:
 
 
 __all__ = ["Evaluation", "simulate", "warm_up", "build_tasks", "runtime_layers", "RUNTIMES",
-           "TaskList", "KEEP", "SWAP", "RECOMP", "_Static", "_static", "kernel_inputs"]
+           "TaskList", "KEEP", "SWAP", "RECOMP", "_Static", "_static", "kernel_inputs",
+           "Action", "ActionSchedule", "barrier_free_actions"]
