@@ -167,3 +167,64 @@ def test_bad_units_are_refused_naming_the_field(units, field, match):
     with pytest.raises(InstanceError, match=match) as e:
         Instance("u", ops, [], HAND.link, units=units)
     assert e.value.field == field
+
+
+def _stage_sample(n: int) -> list[Instance]:
+    """A fixed sample of small pipeline stages (strategies.stages), each lowered to at
+    most 5 saved storages so that every plan can be simulated."""
+    from hypothesis import HealthCheck, Phase, given, settings
+    from hypothesis import strategies as st
+
+    from tests.strategies import stages
+
+    out: list[Instance] = []
+
+    @settings(max_examples=n * 4, phases=[Phase.generate], deadline=None, derandomize=True,
+              database=None, suppress_health_check=list(HealthCheck))
+    @given(data=st.data())
+    def draw(data) -> None:
+        s = data.draw(stages(max_saved=2, max_ops=6)).lowered
+        if 0 < s.n_saved <= 5 and len(out) < n:
+            out.append(s)
+
+    draw()
+    return out
+
+
+STAGES = _stage_sample(12)
+
+
+def _all_plans(s: Instance):
+    import itertools
+
+    choices = [[KEEP, SWAP, RECOMP] if np.isfinite(c) else [KEEP, SWAP] for c in s.c]
+    for dec in itertools.product(*choices):
+        yield Plan(np.array(dec, dtype=np.int8), s.saved_names)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("k", range(len(STAGES)))
+def test_milp_on_a_stage_claims_only_what_every_plan_obeys(k):
+    """On pipeline stages the exact tier's bound (T*), its model floor and its statuses
+    hold for every plan: brute force over all 3^n plans at budgets from the floor to P."""
+    from slackopt import solve
+    from slackopt.solvers.milp import model_floor
+
+    s = STAGES[k]
+    floor = model_floor(s)
+    plans = list(_all_plans(s))
+    if floor > 0:  # below the floor no plan runs
+        assert not any(simulate(s, p, floor - 1).feasible for p in plans)
+    for M in sorted({floor, floor + (s.P - floor) // 3, floor + 2 * (s.P - floor) // 3,
+                     max(s.P - 1, floor)}):
+        steps = [ev.step_time_s for ev in (simulate(s, p, M) for p in plans) if ev.feasible]
+        res = solve(s, "milp", M, time_limit_s=5, seed=0)
+        if not steps:
+            assert res.status in ("infeasible", "timeout")
+            continue
+        best = min(steps)
+        assert res.status != "infeasible"
+        if res.lower_bound_s is not None:
+            assert res.lower_bound_s <= best * (1 + 1e-12)
+        if res.status == "optimal":
+            assert res.evaluation.step_time_s <= best * (1 + 1e-9)

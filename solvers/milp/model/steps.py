@@ -60,7 +60,7 @@ def floor_profile(inst: Instance) -> np.ndarray:
     its last forward reader and during each backward op that reads it (the all-swap
     footprint, contained in the keep and recomp ones). :func:`model_floor` is its
     maximum."""
-    n, nf = inst.n_ops, inst.n_fwd
+    n, is_bwd = inst.n_ops, inst.is_bwd
     delta = np.zeros(n + 1, dtype=np.int64)
     s = np.asarray(inst.s, dtype=np.int64)
     np.add.at(delta, inst.saved_prod_idx, s)
@@ -68,7 +68,7 @@ def floor_profile(inst: Instance) -> np.ndarray:
     prof = np.asarray(inst.static_profile, dtype=np.int64) + np.cumsum(delta[:-1])
     for t in range(inst.n_saved):
         for r in inst.saved_reader_idx[t].tolist():
-            if r >= nf:
+            if is_bwd[r]:
                 prof[r] += s[t]
     return prof
 

@@ -52,10 +52,16 @@ rest is the time-indexed model's."""
 class Phase:
     """One step of the search: `run(settings, state)` improves the state in place and
     returns False when it is off or has nothing to do (then ``info["phases"]`` leaves it
-    out); a phase that settles the answer sets ``state.end``."""
+    out); a phase that settles the answer sets ``state.end``.
+
+    `stages`: the phase runs on pipeline stages too (``Instance.single_pass`` False). Only
+    phases that claim nothing but plans the evaluator scored do: the bound sources and the
+    exact searches are proven for one forward and one backward pass, so on a stage the
+    certified bound is T* (docs page "The exact tier")."""
 
     name: str
     run: Callable[[Settings, _Search], bool | None]
+    stages: bool = False
 
 
 def bound_phase(source: BoundSource) -> Phase:
@@ -189,14 +195,14 @@ def _lns(solver: Settings, st: _Search) -> bool | None:
 
 
 PHASES: tuple[Phase, ...] = (
-    Phase("seeds", _seeds),
+    Phase("seeds", _seeds, stages=True),
     bound_phase(DeficitBound()),
     bound_phase(CheckpointLP(share=CHECKPOINT_SHARE)),
     bound_phase(TimingLP(share=TIMING_LP_SHARE)),
-    Phase("local_search", _local_search),
-    Phase("kicks", _kicks),
+    Phase("local_search", _local_search, stages=True),
+    Phase("kicks", _kicks, stages=True),
     Phase("enumeration", _enumeration),
-    Phase("lns", _lns),
+    Phase("lns", _lns, stages=True),
     bound_phase(TimingMILP(share=TIMING_SHARE)),
     Phase("milp", model_phase),
 )
