@@ -155,8 +155,8 @@ def proven_status(info: dict[str, Any], lower_bound_s: float,
 
 
 def settle_status(claim: str | None, evaluation: Evaluation | None,
-                  lower_bound_s: float | None, info: dict[str, Any]
-                  ) -> tuple[str, float | None]:
+                  lower_bound_s: float | None, info: dict[str, Any], *,
+                  record: bool = True) -> tuple[str, float | None]:
     """The status word of a result and the lower bound it keeps, from the solver's claim,
     the final plan's evaluation and the solver's bound: the one rule, applied once per
     solve where that evaluation is at hand (:meth:`slackopt.solverbase.BaseSolver.solve`;
@@ -178,9 +178,9 @@ def settle_status(claim: str | None, evaluation: Evaluation | None,
     - "infeasible", "timeout" or "error" with a plan: the claim stands; L is dropped when
       the plan runs in less than L (:func:`bound_error`).
 
-    A plan status the facts refute (no plan, a plan that does not run, "optimal" or
-    "bounded" without a bound) is recorded in ``info["status_refuted"]`` (the claim and
-    why), so a solver's wrong claim stays visible
+    With `record`, a plan status the facts refute (no plan, a plan that does not run,
+    "optimal" or "bounded" without a bound) is recorded in ``info["status_refuted"]`` (the
+    claim and why), so a solver's wrong claim stays visible
     (:func:`slackopt.testing.check_solver` fails on it).
 
     Args:
@@ -190,6 +190,8 @@ def settle_status(claim: str | None, evaluation: Evaluation | None,
         lower_bound_s: L (s), or None.
         info: the result's info dict (changed in place: ``gap``, ``bound_error``,
             ``bound_note``, ``plan_proven_optimal``, ``status_refuted``).
+        record: record a refuted claim (False where `claim` need not be one: the status
+            of a :class:`SolveResult` has a default).
 
     Returns:
         (status, the lower bound kept or None).
@@ -203,9 +205,10 @@ def settle_status(claim: str | None, evaluation: Evaluation | None,
         raise ValueError(f"status '{claim}' is not one of {', '.join(STATUSES)}")
     L = lower_bound_s
     plan_claim = claim in PLAN_STATUSES
+    refuted = info if record else {}
     if evaluation is None:
         if plan_claim:
-            info["status_refuted"] = {"claimed": claim, "why": "no plan"}
+            refuted["status_refuted"] = {"claimed": claim, "why": "no plan"}
         return (claim if claim is not None and not plan_claim else "infeasible"), L
     runs, T = bool(evaluation.feasible), float(evaluation.step_time_s)
     if claim is not None and not plan_claim:
@@ -214,11 +217,11 @@ def settle_status(claim: str | None, evaluation: Evaluation | None,
         return claim, L
     if not runs:
         if plan_claim:
-            info["status_refuted"] = {"claimed": claim, "why": "the plan does not run under "
-                                      f"the budget: {evaluation.failure}"}
+            refuted["status_refuted"] = {"claimed": claim, "why": "the plan does not run "
+                                         f"under the budget: {evaluation.failure}"}
         return "infeasible", L
     if L is None and claim in ("optimal", "bounded"):
-        info["status_refuted"] = {"claimed": claim, "why": "no lower bound"}
+        refuted["status_refuted"] = {"claimed": claim, "why": "no lower bound"}
     status = None if L is None else proven_status(info, L, T)
     return (status, L) if status is not None else ("feasible", None)
 

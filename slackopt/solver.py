@@ -410,8 +410,9 @@ def solve(
         res.planning_time_s = elapsed
     if res.plan is not None and res.evaluation is None:  # a result not judged by its solver
         res.evaluation = simulate(low, res.plan, m)
+        # no note of a refuted claim: a SolveResult's status defaults to "feasible"
         res.status, res.lower_bound_s = settle_status(res.status, res.evaluation,
-                                                      res.lower_bound_s, res.info)
+                                                      res.lower_bound_s, res.info, record=False)
     if low_start is not None and _beat_start_plan(res, low, m, low_start):
         res.plan = start_plan
     elif res.plan is not None and low is not instance:
