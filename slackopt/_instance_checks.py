@@ -24,7 +24,7 @@ from slackopt.errors import InstanceError
 
 if TYPE_CHECKING:
     from slackopt.hardware import Link
-    from slackopt.instance import Op, Tensor
+    from slackopt.records import Op, Tensor
 
 PHASES = ("fwd", "bwd", "rebuild")
 RNG_REGEN_KIND = "rng_regen"
