@@ -1234,7 +1234,9 @@ class SlackSwap(BaseSolver):
 
     # ------------------------------------------------------------------ rounds
     def _rounds(self, inst: Instance, M: int, deadline: float | None) -> dict[str, Any]:
-        """Run the validation/repair rounds at budget M; return the best and the log."""
+        """Run the validation/repair rounds at budget M; return the best, the log and
+        ``seen``, every plan evaluated (decision bytes -> (its Evaluation under M, its
+        number))."""
         tol = max(1e-9, 1e-6 * inst.ideal_time_s)
         c = np.asarray(inst.c)
         seen: dict[bytes, tuple[Evaluation, int]] = {}
@@ -1316,7 +1318,8 @@ class SlackSwap(BaseSolver):
                 k_inf += 1
                 if M_plan <= 0:
                     break
-        return {"best": best, "rounds": rounds, "evaluations": n_eval, "timed_out": timed_out}
+        return {"best": best, "rounds": rounds, "evaluations": n_eval, "timed_out": timed_out,
+                "seen": seen}
 
     @staticmethod
     def _round_info(inst: Instance, pl: PlannedRound, ev: Evaluation, kind: str,
@@ -1387,19 +1390,22 @@ class SlackSwap(BaseSolver):
                 "counts": pl.to_plan(instance).counts(),
             })
             return Outcome(pl.to_plan(instance), status="feasible",
-                           objective_s=float(ev.step_time_s), info=info)
+                           objective_s=float(ev.step_time_s), evaluation=ev, info=info)
         # No feasible round.
         last = plan(instance, M, g=self.g, swap_order=self.swap_order, use_link=self.use_link)
         info.update({"swapped_bytes": int(instance.s[last.decisions == SWAP].sum()),
                      "recomputed_bytes": int(instance.s[last.decisions == RECOMP].sum())})
+        seen = out["seen"].get(last.decisions.tobytes())  # its round's evaluation, if it ran
+        ev_last = seen[0] if seen is not None else None
         if out["timed_out"]:
             return Outcome(last.to_plan(instance), status="timeout", min_budget_bytes=None,
-                           info=info)
+                           evaluation=ev_last, info=info)
         if self.min_budget_search:  # the base class bisects over feasible_at
             info["min_budget_method"] = (
                 "bisection over M in (M, P], SlackSwap feasible at the upper end, "
                 f"resolution {MIN_BUDGET_REL_TOL:.1%} of P")
-        return Outcome(last.to_plan(instance), status="infeasible", info=info)
+        return Outcome(last.to_plan(instance), status="infeasible", evaluation=ev_last,
+                       info=info)
 
     def feasible_at(self, instance: Instance, budget_bytes: int, run: Run | None = None) -> bool:
         """True if SlackSwap's rounds find a feasible plan at budget M (bytes), without a

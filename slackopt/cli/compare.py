@@ -211,8 +211,9 @@ def bench_cmd(
         "--solvers", help="Solvers, as for compare: names, 'all', a suite ('production') or "
         "a JSON list.")],
     suite: Annotated[str, typer.Option(
-        "--suite", help="'bench' (the repository's instances/bench/manifest.json), a "
-        "manifest.json, or a folder holding one.")] = "bench",
+        "--suite", help="'bench' or 'shapes' (the repository's instances/bench/ or "
+        "instances/shapes/manifest.json), a manifest.json, or a folder holding one.")
+    ] = "bench",
     budgets: Annotated[str | None, typer.Option(
         "--budgets", help="Comma-separated budgets (default: those of the references "
         "file, else 0.1,0.3,0.5,0.7).")] = None,

@@ -20,7 +20,7 @@ import numpy as np
 
 from slackopt.instance import Instance
 from slackopt.plan import KEEP, RECOMP, SWAP, Plan
-from slackopt.simulate import simulate
+from slackopt.simulate import Evaluation, simulate
 
 _INF = float("inf")
 SUBSETS_ALL = 400
@@ -42,6 +42,7 @@ class Incumbent:
         dec: its decisions (int8 array over saved tensors), or None.
         source: which phase proposed it ("slackswap", "local_search", "milp:3", ...).
         evaluations: plans simulated (each decision vector once).
+        evaluation: the incumbent's evaluation under M, or None.
     """
 
     def __init__(self, inst: Instance, M: int,
@@ -50,6 +51,7 @@ class Incumbent:
         self.step_s = _INF
         self.dec: np.ndarray | None = None
         self.source = ""
+        self.evaluation: Evaluation | None = None
         self.evaluations = 0
         self._seen: dict[bytes, float] = {}
         self._on_improve = on_improve
@@ -68,6 +70,7 @@ class Incumbent:
         self._seen[key] = val
         if val < self.step_s:
             self.step_s, self.dec, self.source = val, dec.copy(), source
+            self.evaluation = ev
             if self._on_improve is not None:
                 self._on_improve(val, source)
         return val

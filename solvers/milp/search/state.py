@@ -218,7 +218,7 @@ class _Search:
         # the simulated step of the plan returned
         objective = self.objective if self.objective is not None or plan is None else U
         out = Outcome(plan=plan, status=status, objective_s=objective,
-                      lower_bound_s=lower, info=self.info)
+                      lower_bound_s=lower, evaluation=self.inc.evaluation, info=self.info)
         if "min_budget_bytes" in self.info:  # stated here: no bisection in BaseSolver.solve
             out.min_budget_bytes = self.info["min_budget_bytes"]
         return out
