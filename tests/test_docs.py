@@ -1,10 +1,12 @@
 """The documentation site builds: ``mkdocs build --strict`` (every page in the nav, no
-broken link or anchor, the API reference generated from the docstrings), and the README
-stays the short entry point it is meant to be (its examples run in test_readme.py)."""
+broken link or anchor, the API reference generated from the docstrings, no warning of
+mkdocstrings or griffe about a docstring), and the README stays the short entry point it
+is meant to be (its examples run in test_readme.py)."""
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -14,17 +16,45 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def build_site(config: Path, site: Path) -> subprocess.CompletedProcess:
+    """``mkdocs build --strict`` of `config` into `site`, without ``-q``: mkdocs counts
+    the warnings that --strict turns into a failure through its log, and ``-q`` raises
+    the log level above them, so a quiet build exits 0 whatever it warns about."""
+    return subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-f",
+                           str(config), "--site-dir", str(site)], capture_output=True,
+                          text=True, timeout=600, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+
+
+def assert_built_cleanly(res: subprocess.CompletedProcess) -> None:
+    warnings = [ln for ln in res.stderr.splitlines() if ln.startswith(("WARNING", "ERROR"))]
+    assert res.returncode == 0 and not warnings, "\n".join(warnings) or res.stderr[-3000:]
+
+
 def test_the_site_builds_strictly(tmp_path: Path) -> None:
     pytest.importorskip("mkdocs")
-    res = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-q",
-                          "--site-dir", str(tmp_path / "site")], cwd=ROOT,
-                         capture_output=True, text=True, timeout=600,
-                         env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
-    assert res.returncode == 0, res.stderr[-3000:]
+    assert_built_cleanly(build_site(ROOT / "mkdocs.yml", tmp_path / "site"))
     for page in ("index", "model", "cli", "bounds", "api"):
         assert (tmp_path / "site" / ("index.html" if page == "index" else page)).exists()
     api = (tmp_path / "site" / "api" / "index.html").read_text(encoding="utf-8")
     assert "solve_budgets" in api and "BaseSolver" in api
+
+
+def test_a_docstring_warning_fails_the_build(tmp_path: Path) -> None:
+    """The check above on a site of one API page whose function documents two
+    parameters as one entry (griffe warns twice): the build fails and names it."""
+    pytest.importorskip("mkdocs")
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "index.md").write_text("# API\n\n::: twoargs.f\n")
+    (tmp_path / "twoargs.py").write_text(
+        'def f(a: int, b: int) -> int:\n    """Add.\n\n    Args:\n        a, b: the terms.\n'
+        '    """\n    return a + b\n')
+    config = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+    config = re.sub(r"(?ms)^nav:.*?(?=^\S)", "nav:\n  - API: index.md\n", config)
+    (tmp_path / "mkdocs.yml").write_text(config)
+    res = build_site(tmp_path / "mkdocs.yml", tmp_path / "site")
+    with pytest.raises(AssertionError, match="griffe: .*twoargs.py.*'a, b'"):
+        assert_built_cleanly(res)
+    assert res.returncode == 1
 
 
 def test_every_page_is_in_the_nav_and_the_readme_links_it() -> None:

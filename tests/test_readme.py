@@ -185,10 +185,20 @@ def test_the_readme_has_the_examples_this_test_runs() -> None:
         a[1] == "compare" and "--out" in a for a, _ in commands(b))]
     assert sweeps  # a slow sweep that writes a file: started and interrupted, not run
     for b in ALL:
-        if b.lang == "bash":
-            assert "pip install" in b.text and b.text.count("\n") == 0, b.text
-        else:
-            assert b.lang in ("text", "python", "json", ""), (b.line, b.lang)
+        assert b.lang in ("bash", "text", "python", "json", ""), (b.line, b.lang)
+
+
+def test_the_install_and_test_commands_are_those_ci_runs() -> None:
+    """README.md's two bash blocks are one line each: the install-and-run command, and
+    the test command, which is the last line of .ci/run; a docs page may show the first
+    one command per line (joined by ``&&``, a trailing ``\\`` continuing a line)."""
+    install, test = (b.text for b in ALL if b.lang == "bash" and b.page == "README.md")
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").strip().splitlines()[-1]
+    assert test == ci and "\n" not in install and "pip install" in install
+    for b in ALL:
+        if b.lang == "bash" and b.page != "README.md":
+            lines = b.text.replace("\\\n", " ").splitlines()
+            assert " && ".join(" ".join(ln.split()) for ln in lines) == install, b.line
 
 
 @pytest.mark.parametrize("block", [b for b in ALL if b.lang == "json"], ids=_id)
