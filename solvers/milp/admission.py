@@ -79,9 +79,9 @@ on small instances (``ADMISSION_MAX_WORK``).
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from slackopt.instance import Instance
+from slackopt.jit import njit
 from slackopt.plan import RECOMP, SWAP
 
 ADMISSION_MAX_WORK = 2_000_000
