@@ -12,6 +12,7 @@ import ast
 from pathlib import Path
 
 import networkx as nx
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -76,6 +77,7 @@ def import_graph() -> nx.DiGraph:
     return g
 
 
+@pytest.mark.slow
 def test_graph_sees_the_edges_it_must() -> None:
     """The checker itself: known imports are edges (a parser that saw none would pass the
     checks below vacuously)."""
@@ -89,6 +91,7 @@ def test_graph_sees_the_edges_it_must() -> None:
     assert not g.has_edge("slackopt._instance_checks", "slackopt.instance")  # TYPE_CHECKING
 
 
+@pytest.mark.slow
 def test_no_import_circle() -> None:
     """No module of slackopt/ imports one that imports it back, directly or not (issue 24:
     solver.py and solverbase.py imported each other)."""
@@ -96,6 +99,7 @@ def test_no_import_circle() -> None:
     assert cycles == [], f"import circles: {cycles[:5]}"
 
 
+@pytest.mark.slow
 def test_core_never_reaches_compare_or_the_solvers() -> None:
     """The core (instance, plan, simulate, the solver contract, testing) depends on no
     sweep module, not even through another module; nothing in slackopt/ imports a
@@ -138,6 +142,7 @@ def test_importing_the_core_loads_no_sweep_or_solver_module() -> None:
     assert out == ["[]", "True ['DeprecationWarning']"]
 
 
+@pytest.mark.slow
 def test_only_the_command_line_reaches_the_experiments() -> None:
     """The paper and the analyses (slackopt.experiments) are built on the library and never
     imported by it: no module outside experiments/ imports them but the command line

@@ -33,6 +33,8 @@ from slackopt.io import load_instance
 from slackopt.solver import OPTIMAL_REL_TOL
 from tests.helpers_milp import enumerate_plans, same_producer
 
+pytestmark = pytest.mark.slow  # every test here takes seconds (a milp solve each)
+
 DATA = Path(__file__).parent / "data" / "milp_soundness"
 
 
