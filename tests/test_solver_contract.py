@@ -37,6 +37,7 @@ from slackopt.testing import (
     parametrize_with_checks,
 )
 from slackopt.workloads.synthetic import chain
+from tests.helpers import TORCH_SOLVERS
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -44,8 +45,15 @@ _CTX = CheckContext()
 
 
 @pytest.mark.slow
-@parametrize_with_checks(None, _CTX)
+@parametrize_with_checks([n for n in registered_solvers() if n not in TORCH_SOLVERS], _CTX)
 def test_registered_solver_passes_check(solver, check) -> None:
+    check(solver)
+
+
+@pytest.mark.slow
+@pytest.mark.torch
+@parametrize_with_checks(sorted(TORCH_SOLVERS), _CTX)
+def test_registered_torch_solver_passes_check(solver, check) -> None:
     check(solver)
 
 
