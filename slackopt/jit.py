@@ -209,7 +209,9 @@ def write_record() -> tuple[int, list[str]]:
             if disp.targetoptions.get("inline", "never") == "never":
                 idle.append(disp.py_func.__qualname__)
             continue
-        indexes.append(str(disp._cache._cache_file._index_path))
+        cache_file = getattr(disp._cache, "_cache_file", None)  # None: numba cannot cache
+        if cache_file is not None:
+            indexes.append(str(cache_file._index_path))
     rec = {"sources": {p: _sha256(p) for p in sorted(_sources)}, "indexes": sorted(indexes)}
     path = record_path()
     path.parent.mkdir(parents=True, exist_ok=True)
