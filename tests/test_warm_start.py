@@ -28,6 +28,9 @@ COLD = {"enum_plans": 0, "lns_plans": 0, "local_search": False, "warm_start": Fa
 @pytest.fixture(scope="module")
 def chain12() -> tuple[slackopt.Instance, int, Plan, float]:
     """chain(12, seed=3) at 0.5 P and its optimum (proven by the milp's enumeration)."""
+    from slackopt.solvers.milp import MILP
+
+    MILP.warm_up()  # the kernels' loads and the seeds' imports, outside the 30 s below
     inst = chain(12, seed=3)
     M = int(0.5 * inst.P)
     opt = slackopt.solve(inst, "milp", M, time_limit_s=30, seed=0)
