@@ -1,7 +1,7 @@
 """The benchmark suite's reference values: runs the exact MILP (and cheap planners, for
 more candidate plans) on every instance of a suite and updates its references.json.
 
-Run: python benchmarks/bench_references.py [--suite bench|PATH] [--references FILE]
+Run: python benchmarks/bench_references.py [--suite bench|shapes|PATH] [--references FILE]
          [--budgets 0.1,0.3,0.5,0.7] [--time-limit 300] [--only FILTER]
          [--solvers milp,checkpoint,production] [--store FILE]
          [--workers N | --scheduler tcp://HOST:PORT] [--from-store FILE]
@@ -64,7 +64,8 @@ def main(argv: list[str] | None = None) -> int:
     from slackopt.errors import SlackoptError, interrupt_cause
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--suite", default="bench", help="bench, a manifest.json or its folder")
+    ap.add_argument("--suite", default="bench",
+                    help="bench, shapes, a manifest.json or its folder")
     ap.add_argument("--references", type=Path, default=None,
                     help="the references file (default: references.json beside the manifest)")
     ap.add_argument("--budgets", default=",".join(f"{b:g}" for b in DEFAULT_BUDGETS),

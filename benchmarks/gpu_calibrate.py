@@ -11,7 +11,7 @@ Two checks, on the first CUDA device:
 2. **Roofline against measured op times.** For Hugging Face configs shipped in
    instances/configs/ cut to ``--layers`` decoder layers (the suite profiles the full
    models with ``--fake``), one training step is profiled three ways with
-   :func:`slackopt.profile.profile_step`: real tensors on the GPU timed by CUDA events
+   :func:`slackopt.torch.profile_step`: real tensors on the GPU timed by CUDA events
    (``timing="measure"``), the same model timed by the roofline of the GPU's preset
    (``--gpu``, default from the device name), and the model built under fake tensors
    (``build_from_factory(fake=True)``) with that roofline, as ``make_bench.py`` does. It
@@ -111,7 +111,7 @@ def measure_link(torch, mib: int, reps: int = 5) -> dict:
 
 def _step_s(torch, model, inputs, device: str, reps: int = 5) -> float:
     """Median seconds of one unprofiled training step (CUDA events; wall clock on CPU)."""
-    from slackopt.profile import run_loss
+    from slackopt.torch import run_loss
 
     stream = torch.cuda.current_stream() if device == "cuda" else None
     times = []
@@ -125,7 +125,7 @@ def _step_s(torch, model, inputs, device: str, reps: int = 5) -> float:
 def compare_roofline(torch, key: str, shape: str, layers: int, gpu: str, link,
                      device: str = "cuda") -> dict:
     """Profile one config three ways (module doc, check 2); the comparison as a dict."""
-    from slackopt.profile import build_from_factory, profile_step
+    from slackopt.torch import build_from_factory, profile_step
 
     target = f"hf:{ROOT / 'instances' / 'configs' / key / 'config.json'}"
     params = {"num_hidden_layers": layers}

@@ -7,16 +7,22 @@ for a GPU), on the first CUDA device:
    ``--repeat`` steps) with the host link of the GPU (``--link``, default from the device
    name: H100/H200 -> pcie5, else pcie4);
 2. solve with SlackSwap at 0.5 P and 0.3 P;
-3. execute each plan (:func:`slackopt.torch_runtime.measure_plan`: one warm-up step, then
+3. execute each plan (:func:`slackopt.torch.measure_plan`: one warm-up step, then
    ``--steps`` measured ones) and one more step after zeroing the gradients, compared with
    the unplanned step's gradients.
 
 It prints, per model and budget: the simulated and the measured step time (median), the
-simulated peak (bytes the evaluator holds under M) and ``torch.cuda.max_memory_allocated``
+simulated peak (bytes the evaluator holds under M), ``torch.cuda.max_memory_allocated``
 above the allocation before the step (it also holds what the instance leaves outside M:
-parameter gradients), whether the runtime matched the simulation (``matches_plan``: the
-same copies, evictions and rebuilds, the same saved bytes after every task) and the
-largest absolute gradient difference to the unplanned step.
+parameter gradients), the accounted peak (the simulated peak with every block the runtime
+managed held until it was really free and its copy streams were done:
+``RuntimeReport.accounted_peak_bytes``, docs/pytorch.md "The plan's peak on the device"),
+``torch.cuda.max_memory_reserved`` above the reservation before the step (what blocks
+waiting for their streams cost the caching allocator), whether the runtime matched the
+simulation (``matches_plan``: the same copies, evictions and rebuilds, the same saved
+bytes after every task) and the largest absolute gradient difference to the unplanned
+step. The JSON rows also list the blocks held past the evaluator's free of them
+(``held_past_drop``).
 
 Usage: ``python benchmarks/gpu_check.py [--steps 3] [--repeat 5] [--link pcie5]
 [--json out.json]``. Exit status 2 (with a message) on a machine without CUDA.
@@ -100,8 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     import warnings
 
     from slackopt import solve
-    from slackopt.profile import profile_step, run_loss
-    from slackopt.torch_runtime import execute_plan, measure_plan
+    from slackopt.torch import execute_plan, measure_plan, profile_step, run_loss
 
     dev = torch.device("cpu") if a.dry_run else torch.device("cuda", 0)
     gpu_name = "cpu (dry run)" if a.dry_run else torch.cuda.get_device_name(dev)
@@ -112,7 +117,8 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     print(f"{gpu_name}, link {link}, torch {torch.__version__}")
     hdr = (f"{'model':<11} {'M/P':>4} {'sim ms':>8} {'meas ms':>8} {'unpl ms':>8} "
-           f"{'sim peak MB':>11} {'cuda peak MB':>12} {'match':>5} {'max |dgrad|':>11}")
+           f"{'sim peak MB':>11} {'cuda peak MB':>12} {'acct peak MB':>12} "
+           f"{'reserved MB':>11} {'match':>5} {'max |dgrad|':>11}")
     print(hdr)
     for name, model, inputs, loss_fn in _models(torch, a.dry_run, a.large):
         model = model.to(dev).train()
@@ -159,7 +165,11 @@ def main(argv: list[str] | None = None) -> int:
             meas, sim = out["measured"], out["simulated"]
             row.update(simulated_step_s=sim["step_time_s"], measured_step_s=meas["step_time_s"],
                        simulated_peak_bytes=sim["peak_bytes"],
-                       cuda_peak_bytes=meas["peak_bytes"], matches_plan=meas["matches_plan"],
+                       cuda_peak_bytes=meas["peak_bytes"],
+                       accounted_peak_bytes=meas["accounted_peak_bytes"],
+                       reserved_peak_bytes=meas["reserved_peak_bytes"],
+                       held_past_drop=meas["held_past_drop"],
+                       matches_plan=meas["matches_plan"],
                        last_step_matches_plan=rep.matches_plan(), max_grad_diff=diff,
                        decisions=out["decisions"], d2h_bytes=meas["d2h_bytes"],
                        h2d_bytes=meas["h2d_bytes"], evictions=meas["evictions"])
@@ -168,6 +178,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"{meas['step_time_s'] * 1e3:>8.2f} {unplanned_s * 1e3:>8.2f} "
                   f"{sim['peak_bytes'] / 1e6:>11.3f} "
                   f"{(meas['peak_bytes'] or 0) / 1e6:>12.3f} "
+                  f"{meas['accounted_peak_bytes'] / 1e6:>12.3f} "
+                  f"{(meas['reserved_peak_bytes'] or 0) / 1e6:>11.3f} "
                   f"{str(meas['matches_plan'] and rep.matches_plan()):>5} {diff:>11.3g}")
         model.to("cpu")
         if not a.dry_run:

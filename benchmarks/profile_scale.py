@@ -5,11 +5,11 @@ Run: python benchmarks/profile_scale.py [--layers 1,8,32] [--tokens 8192] [--gpu
 
 Each size runs in a fresh Python process (so that peak memory is its own) that does what
 ``slackopt profile --fake hf:CONFIG -i 1xTOKENS --gpu GPU -p num_hidden_layers=L`` does:
-:func:`slackopt.profile.profile_factory` with ``fake=True`` (the model is built by
+:func:`slackopt.torch.profile_factory` with ``fake=True`` (the model is built by
 ``AutoModelForCausalLM.from_config`` under PyTorch's ``FakeTensorMode`` in the config's
 dtype, bfloat16, and traced with roofline timing), then writes the instance file. It reports
 
-- import s: importing torch, transformers and slackopt.profile (paid once per command);
+- import s: importing torch, transformers and slackopt.torch (paid once per command);
 - profile s: building the fake model, tracing the step and building the instance (wall);
 - write s: :func:`slackopt.io.save_instance`;
 - peak RSS: the process's peak resident set (``resource.getrusage``, ``ru_maxrss``), all
@@ -37,7 +37,7 @@ import json, resource, sys, time
 t0 = time.perf_counter()
 import torch, transformers  # noqa: F401
 from slackopt import io
-from slackopt.profile import profile_factory
+from slackopt.torch import profile_factory
 t1 = time.perf_counter()
 config, layers, tokens, gpu, out = sys.argv[1:]
 inst = profile_factory("hf:" + config, ["1x" + tokens], params={"num_hidden_layers": int(layers)},

@@ -33,8 +33,8 @@ from pathlib import Path
 from slackopt import solve
 from slackopt.experiments.runtime_gap import runtime_gap
 from slackopt.io import load_instance
-from slackopt.solvers.milp.checkpoint import checkpoint_bound
-from slackopt.solvers.milp.enumerate import deficit_bound
+from slackopt.solvers.milp.bounds.checkpoint import checkpoint_bound
+from slackopt.solvers.milp.bounds.deficit import deficit_bound
 
 ROOT = Path(__file__).resolve().parent.parent
 SMALL = ROOT / "instances" / "small"

@@ -18,9 +18,9 @@ from pathlib import Path
 
 from slackopt.instance import budget_bytes
 from slackopt.io import load_instance
-from slackopt.solvers.milp.checkpoint import checkpoint_bound
-from slackopt.solvers.milp.enumerate import deficit_bound
-from slackopt.solvers.milp.timing_bound import timing_bound
+from slackopt.solvers.milp.bounds.checkpoint import checkpoint_bound
+from slackopt.solvers.milp.bounds.deficit import deficit_bound
+from slackopt.solvers.milp.bounds.timing import timing_bound
 
 ROOT = Path(__file__).resolve().parent.parent
 ROWS = {

@@ -6,7 +6,7 @@ recomputed under a device-memory budget; solvers plan, one evaluator scores.
 
 from slackopt.errors import SlackoptError
 from slackopt.hardware import Link
-from slackopt.instance import Instance, Op, Recipe, Tensor, budget_bytes
+from slackopt.instance import Instance, Op, Recipe, Tensor, UnitSpan, budget_bytes
 from slackopt.plan import KEEP, RECOMP, SWAP, Plan
 from slackopt.simulate import Evaluation, simulate
 from slackopt.solver import (
@@ -24,7 +24,7 @@ from slackopt.solverbase import BaseSolver, Outcome, Param, Run, SolverParamErro
 __all__ = [
     "BaseSolver", "Evaluation", "Instance", "KEEP", "Link", "Op", "Outcome", "Param", "Plan",
     "RECOMP", "Recipe", "Run", "SWAP", "SlackoptError", "SolveResult", "Solver",
-    "SolverParamError", "Tensor", "budget_bytes", "get_solver", "register_solver",
+    "SolverParamError", "Tensor", "UnitSpan", "budget_bytes", "get_solver", "register_solver",
     "registered_solvers", "simulate", "solve", "solve_budgets", "unregister_solver",
 ]
 __version__ = "0.1.0"

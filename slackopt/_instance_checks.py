@@ -24,7 +24,7 @@ from slackopt.errors import InstanceError
 
 if TYPE_CHECKING:
     from slackopt.hardware import Link
-    from slackopt.instance import Op, Tensor
+    from slackopt.records import Op, Tensor, UnitSpan
 
 PHASES = ("fwd", "bwd", "rebuild")
 RNG_REGEN_KIND = "rng_regen"
@@ -233,11 +233,13 @@ def _phase_codes(phases: list[Any]) -> np.ndarray:
                     dtype=np.int64)
 
 
-def check_ops(ops: Sequence[Op]) -> tuple[dict[str, int], np.ndarray]:
+def check_ops(ops: Sequence[Op], interleaved: bool = False) -> tuple[dict[str, int],
+                                                                    np.ndarray]:
     """Check every op: name (printable, unique), phase (one of PHASES, forward ops then
-    backward then rebuild-only), duration_s (s, finite, in [0, MAX_DURATION_S]),
-    workspace_bytes (integer in [0, MAX_BYTES]), kind (printable) and flops (finite,
-    >= 0).
+    backward then rebuild-only; with `interleaved`, the units of a pipeline schedule,
+    forward and backward ops in any order before the rebuild-only ones), duration_s (s,
+    finite, in [0, MAX_DURATION_S]), workspace_bytes (integer in [0, MAX_BYTES]), kind
+    (printable) and flops (finite, >= 0).
 
     Returns:
         (name -> index, index in PHASES of each op's phase).
@@ -267,10 +269,10 @@ def check_ops(ops: Sequence[Op]) -> tuple[dict[str, int], np.ndarray]:
         _Check(~dup, _at, err("name", "duplicate op name", "give every op a unique name")),
         _Check(ph >= 0, _at, err("phase", "phase '{op.phase}' is not one of " + _QUOTED_PHASES,
                                  f"use one of {_QUOTED_PHASES}")),
-        _Check(ph >= prev, _at, lambda i: InstanceError(
+        _Check((ph >= prev) | (interleaved & (prev < 2)), _at, lambda i: InstanceError(
             f"op '{ops[i].name}': phase '{ops[i].phase}' after a '{PHASES[prev[i]]}' op",
-            f"ops[{i}].phase", "list all forward ops, then all backward ops, then "
-            "rebuild-only ops")),
+            f"ops[{i}].phase", "list the scheduled ops (all forward ops, then all "
+            "backward ops, or the units of a pipeline schedule), then rebuild-only ops")),
         _Check(_values_ok(durs, MAX_DURATION_S), _at, err(
             "duration_s", f"duration_s must be finite, >= 0 and <= {MAX_DURATION_S:g} s, "
             "got {op.duration_s!r}", _FIX_VALUE)),
@@ -284,6 +286,75 @@ def check_ops(ops: Sequence[Op]) -> tuple[dict[str, int], np.ndarray]:
             "flops", "flops must be finite and >= 0, got {op.flops!r}", _FIX_VALUE)),
     ])
     return index, ph
+
+
+# ----------------------------------------------------------------------------- units
+UNIT_KINDS = ("F", "B", "W")
+"""Kinds of schedule units: forward, backward (input-gradient half where split),
+weight-gradient half of a split backward (:class:`~slackopt.records.UnitSpan`)."""
+
+
+def check_units(units: Sequence[UnitSpan], ph: np.ndarray) -> np.ndarray:
+    """Check the units of a pipeline schedule: kind (one of UNIT_KINDS), n_ops (integer
+    >= 1), microbatch and chunk (integers >= 0), earliest_start_s (s, finite, in
+    [0, MAX_DURATION_S]); (microbatch, kind, chunk) once each; the spans cover the
+    scheduled ops exactly; an F unit runs forward ops only, a B or W unit backward ops.
+
+    Args:
+        units: the units in schedule order.
+        ph: index in PHASES of every op's phase (scheduled ops first).
+
+    Returns:
+        The unit of each scheduled op (int64, shape (n_sched,)).
+
+    Raises:
+        InstanceError: for the first unit that fails, naming it and its field
+            (``units[i].n_ops``).
+    """
+    n_sched = int(np.count_nonzero(ph < 2))
+    seen: set[tuple[Any, ...]] = set()
+    at = 0
+    for i, u in enumerate(units):
+        where = f"units[{i}]"
+        if u.kind not in UNIT_KINDS:
+            raise InstanceError(f"unit #{i}: kind {u.kind!r} is not one of "
+                                f"{', '.join(UNIT_KINDS)}", f"{where}.kind",
+                                "use F (forward), B (backward) or W (weight gradient)")
+        for field in ("n_ops", "microbatch", "chunk"):
+            v = getattr(u, field)
+            low = 1 if field == "n_ops" else 0
+            if not (is_int(v) and v >= low):
+                raise InstanceError(f"unit #{i}: {field} must be an integer >= {low}, got "
+                                    f"{v!r}", f"{where}.{field}", f"use an integer >= {low}")
+        e = u.earliest_start_s
+        if not (is_real(e) and math.isfinite(e) and 0 <= e <= MAX_DURATION_S):
+            raise InstanceError(f"unit #{i}: earliest_start_s must be finite, >= 0 and <= "
+                                f"{MAX_DURATION_S:g} s, got {e!r}", f"{where}.earliest_start_s",
+                                _FIX_VALUE)
+        key = (u.microbatch, u.kind, u.chunk)
+        if key in seen:
+            raise InstanceError(f"unit #{i}: {u.kind} of microbatch {u.microbatch}, chunk "
+                                f"{u.chunk} is listed twice", where,
+                                "list each unit of the schedule once")
+        seen.add(key)
+        if at + u.n_ops > n_sched:
+            raise InstanceError(f"unit #{i}: the units span more than the {n_sched} "
+                                "scheduled ops", f"{where}.n_ops",
+                                "make the units' n_ops add up to the number of forward "
+                                "and backward ops")
+        want = 0 if u.kind == "F" else 1
+        bad = np.flatnonzero(ph[at:at + u.n_ops] != want)
+        if bad.size:
+            raise InstanceError(
+                f"unit #{i} ({u.kind} of microbatch {u.microbatch}) spans op #{at + bad[0]} "
+                f"of phase '{PHASES[ph[at + bad[0]]]}'", f"{where}.n_ops",
+                "an F unit runs forward ops only, a B or W unit backward ops only")
+        at += u.n_ops
+    if at != n_sched:
+        raise InstanceError(f"the units span {at} of the {n_sched} scheduled ops", "units",
+                            "make the units' n_ops add up to the number of forward and "
+                            "backward ops")
+    return np.repeat(np.arange(len(units), dtype=np.int64), [u.n_ops for u in units])
 
 
 # ----------------------------------------------------------------------------- tensors

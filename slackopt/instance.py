@@ -63,7 +63,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
@@ -84,88 +83,13 @@ from slackopt._instance_checks import (
     check_storage_and_mutation,
     check_tensors,
     check_total,
+    check_units,
     is_int,
     is_real,
 )
 from slackopt.errors import InstanceError
 from slackopt.hardware import Link
-
-
-@dataclass(frozen=True, slots=True)
-class Op:
-    """One operator (kernel) of the iteration.
-
-    Attributes:
-        name: unique name.
-        phase: "fwd", "bwd", or "rebuild" (only re-run by recipes, never scheduled).
-        duration_s: run time on the compute stream (s), finite and >= 0.
-        layer: block index (0-based) or -1 outside the repeated blocks.
-        kind: operator class ("gemm", "attention", "layernorm", "dropout", ...).
-        workspace_bytes: scratch memory held while the op runs (bytes).
-        flops: floating-point operations (for intensity I; 0 if unknown).
-        never_recompute: collectives, data-dependent shapes: any recipe through it is invalid.
-        random: draws random numbers (dropout): rebuilt only from saved RNG state.
-    """
-
-    name: str
-    phase: str
-    duration_s: float
-    layer: int = -1
-    kind: str = "other"
-    workspace_bytes: int = 0
-    flops: float = 0.0
-    never_recompute: bool = False
-    random: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class Recipe:
-    """How to rebuild a dropped tensor.
-
-    Attributes:
-        ops: names of the ops re-run, in order (phase "fwd" or "rebuild").
-        inputs: saved tensors the re-run reads; they must be resident (a recomp input is
-            rebuilt first, a swapped input is fetched first).
-        transient_bytes: intermediates held while the rebuild runs (bytes).
-    """
-
-    ops: tuple[str, ...]
-    inputs: tuple[str, ...] = ()
-    transient_bytes: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class Tensor:
-    """One tensor of the iteration.
-
-    Attributes:
-        name: unique name.
-        size_bytes: bytes, >= 0.
-        producer: name of the scheduled op that produces it.
-        readers: names of the scheduled ops that read it (forward and backward).
-        recipe: how to rebuild it, or None if it cannot be rebuilt (c = inf).
-        category: tensor class ("block_input", "qkv", "mask", "grad", ...).
-        storage: None if the tensor owns its storage; else the name of the *base* tensor
-            whose storage it views (a transpose, a slice, a reshape). The base must own its
-            storage (no chains), and the view must be produced in the same phase as its
-            base, no earlier than it. The storage's bytes are the base's ``size_bytes``;
-            the view's own ``size_bytes`` (its elements) is informational only. See
-            "Storage aliasing" in the :class:`Instance` docstring.
-        mutated_by: names of forward ops that overwrite this tensor in place after its
-            producer (``relu_``, ``add_``, ``masked_fill_``). Each must be
-            one of its readers. The value the backward pass reads is the one after the last
-            mutation, so a recipe must re-run every mutating op; a recipe that does not
-            is rejected (InstanceError "add the op to the recipe, or drop the recipe").
-    """
-
-    name: str
-    size_bytes: int
-    producer: str
-    readers: tuple[str, ...] = ()
-    recipe: Recipe | None = None
-    category: str = "other"
-    storage: str | None = None
-    mutated_by: tuple[str, ...] = ()
+from slackopt.records import Op, Recipe, Tensor, UnitSpan
 
 
 class Instance:
@@ -182,6 +106,10 @@ class Instance:
             through a random op is invalid (c = inf). See the module docstring.
         host_memory_bytes: host pinned-memory limit for swapped storages (bytes, int in
             [0, 2**62]), or None for unlimited.
+        units: the units of a pipeline stage's schedule (:class:`UnitSpan`, in order),
+            which span the scheduled ops one after the other; forward and backward ops
+            may then interleave (docs/model.md, "A pipeline stage"). None: one forward
+            unit and one backward unit without idle time, the one-microbatch step.
 
     Raises:
         InstanceError: naming the op or tensor, and carrying the field (a path into these
@@ -214,6 +142,7 @@ class Instance:
         *,
         rng_capture: bool = True,
         host_memory_bytes: int | None = None,
+        units: Sequence[UnitSpan] | None = None,
     ) -> None:
         self.name = str(name)
         self.ops: tuple[Op, ...] = tuple(ops)
@@ -234,6 +163,7 @@ class Instance:
                                               else int(host_memory_bytes))
         self._lowered: Instance | None = None
         self.saved_unit: np.ndarray | None = None
+        self._units_given = None if units is None else tuple(units)
         self._validate_and_index()
         if self._any_view:
             self._lower()
@@ -245,8 +175,17 @@ class Instance:
         mutation, recipes), and derive its arrays; raises InstanceError."""
         ops, tensors = self.ops, self.tensors
         check_link(self.link)
-        self._op_index, ph = check_ops(ops)
+        self._op_index, ph = check_ops(ops, interleaved=self._units_given is not None)
         self.n_ops = n_sched = int(np.count_nonzero(ph < 2))
+        if self._units_given is not None:
+            op_unit = check_units(self._units_given, ph)
+            self.units = self._units_given
+        else:
+            n_f = int(np.count_nonzero(ph == 0))
+            self.units = tuple(UnitSpan(k, n) for k, n in (("F", n_f), ("B", n_sched - n_f))
+                               if n)
+            op_unit = np.repeat(np.arange(len(self.units), dtype=np.int64),
+                                [u.n_ops for u in self.units])
         ti = check_tensors(tensors, self._op_index, n_sched)
         self._t_index = ti.index
         # views and in-place mutation (list.count finds whether any, in C)
@@ -258,7 +197,7 @@ class Instance:
         # The op graph (producer -> reader) is acyclic by construction: every reader was
         # checked to run after its producer. It is built on first use (self.graph).
         self._graph: nx.DiGraph | None = None
-        self._index_schedule(ph[:n_sched] == 1)
+        self._index_schedule(ph[:n_sched] == 1, op_unit)
         per_tensor = self._index_tensors(ti)
         rec = check_recipes(tensors, ops, self.saved, ti.prod, self.is_saved, self._op_index,
                             ti.index, ph, self.rng_capture)
@@ -271,17 +210,42 @@ class Instance:
         self._derive_saved(rec.c, *per_tensor)
         self._derive_profiles()
 
-    def _index_schedule(self, is_bwd: np.ndarray) -> None:
-        """The ideal schedule of the scheduled ops (`is_bwd`: which are backward ops)."""
+    def _index_schedule(self, is_bwd: np.ndarray, op_unit: np.ndarray) -> None:
+        """The ideal schedule of the scheduled ops (`is_bwd`: which are backward ops;
+        `op_unit`: the unit of each): ops back to back, each unit from the later of the
+        previous unit's end and its earliest start."""
         n_sched = len(is_bwd)
         dur = np.array([op.duration_s for op in self.ops[:n_sched]], dtype=np.float64)
-        end = np.cumsum(dur)
+        units = self.units
+        earliest = np.array([u.earliest_start_s for u in units], dtype=np.float64)
+        if self._units_given is None:
+            end = np.cumsum(dur)
+        else:  # each unit continues the running sum from its start (no idle: bit for bit)
+            end = np.empty(n_sched)
+            prev, at = 0.0, 0
+            for u, e in zip(units, earliest.tolist(), strict=True):
+                seg = np.concatenate(([max(prev, e)], dur[at:at + u.n_ops]))
+                end[at:at + u.n_ops] = np.cumsum(seg)[1:]
+                at += u.n_ops
+                prev = float(end[at - 1])
         self.durations_s = dur
         self.start_s, self.end_s = end - dur, end
         self.is_bwd = is_bwd
-        self.n_fwd = n_fwd = int(np.count_nonzero(~is_bwd))
-        self.forward_time_s = float(end[n_fwd - 1]) if n_fwd else 0.0
+        self.n_fwd = int(np.count_nonzero(~is_bwd))
+        fwd = np.flatnonzero(~is_bwd)
+        self.forward_time_s = float(end[fwd[-1]]) if fwd.size else 0.0
         self.ideal_time_s = float(end[-1]) if n_sched else 0.0
+        self.op_unit = op_unit
+        self.op_earliest_s = earliest[op_unit]
+        sizes = np.array([u.n_ops for u in units], dtype=np.int64)
+        self.unit_last_op = np.cumsum(sizes) - 1
+        # One forward pass, then one backward pass, without idle time: the step every
+        # single-microbatch rule (and bound) of the model is stated for.
+        self.single_pass = bool(
+            not np.any(is_bwd[:-1] & ~is_bwd[1:])
+            and np.all(earliest <= np.concatenate(([0.0], end[self.unit_last_op[:-1]]))))
+        for arr in (op_unit, self.op_earliest_s, self.unit_last_op):
+            arr.flags.writeable = False
 
     def _index_tensors(self, ti: TensorIndex) -> tuple[np.ndarray, np.ndarray, np.ndarray,
                                                         list[np.ndarray]]:
@@ -291,7 +255,7 @@ class Instance:
             (last forward use, first and last backward use (-1: none), reader indices in
             schedule order) per tensor.
         """
-        tensors, n_fwd = self.tensors, self.n_fwd
+        tensors, is_bwd = self.tensors, self.is_bwd
         nt = len(tensors)
         prod, flat, counts = ti.prod, ti.flat, ti.counts
         size = np.empty(nt, dtype=np.int64)
@@ -304,7 +268,7 @@ class Instance:
         last = prod.copy()
         np.maximum.at(last, owner, flat)
         last_fwd = prod.copy()
-        fw = flat < n_fwd
+        fw = ~is_bwd[flat]
         np.maximum.at(last_fwd, owner[fw], flat[fw])
         big = np.iinfo(np.int64).max
         fb = np.full(nt, big, dtype=np.int64)
@@ -315,7 +279,7 @@ class Instance:
         self.tensor_producer_idx = prod
         self.tensor_last_reader_idx = last
         self.tensor_size = size
-        saved_mask = (first_bwd >= 0) & (prod < n_fwd)
+        saved_mask = (first_bwd >= 0) & ~is_bwd[prod]
         saved = np.flatnonzero(saved_mask)
         self.saved = saved[np.argsort(prod[saved], kind="stable")]
         self.saved_names: tuple[str, ...] = tuple(tensors[j].name for j in self.saved)
@@ -335,6 +299,9 @@ class Instance:
             for u in self.tensors[j].mutated_by:
                 ready[k] = max(ready[k], self._op_index[u])
         self.saved_ready_idx = ready
+        # The end of the forward unit of its microbatch (its producer's unit): no H2D of
+        # the tensor starts before it (the end of the forward pass in a single pass).
+        self.saved_fwd_end_idx = self.unit_last_op[self.op_unit[prod[sv]]]
         self.s = self.tensor_size[sv].copy()
         self.r = self.end_s[ready] if sv.size else np.zeros(0)
         self.d = self.start_s[first_bwd[sv]] if sv.size else np.zeros(0)
@@ -351,7 +318,7 @@ class Instance:
                     self.tensor_last_reader_idx, self.is_bwd, self.is_saved,
                     self.recipe_transient, self.recipe_workspace, self.saved_prod_idx,
                     self.saved_ready_idx, self.saved_last_fwd_idx, self.saved_first_bwd_idx,
-                    self.saved_last_bwd_idx):
+                    self.saved_last_bwd_idx, self.saved_fwd_end_idx):
             arr.flags.writeable = False
 
     def _derive_profiles(self) -> None:
@@ -419,7 +386,8 @@ class Instance:
         try:
             low = Instance(self.name, self.ops, merged, self.link, self.meta,
                            rng_capture=self.rng_capture,
-                           host_memory_bytes=self.host_memory_bytes)
+                           host_memory_bytes=self.host_memory_bytes,
+                           units=self._units_given)
         except InstanceError as e:
             raise self._lowered_error(e, merged, groups) from None
         self._lowered = low
@@ -451,6 +419,12 @@ class Instance:
         if rest.startswith(".recipe.inputs["):  # inputs naming views were merged
             rest = ".recipe.inputs"
         return InstanceError(e.problem, field + rest, e.fix)
+
+    @property
+    def scheduled_units(self) -> tuple[UnitSpan, ...] | None:
+        """The units the instance was built with (a pipeline stage's schedule), or None
+        for the one-microbatch step (then :attr:`units` is its F and B unit)."""
+        return self._units_given
 
     @property
     def aliased(self) -> bool:

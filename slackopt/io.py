@@ -22,10 +22,12 @@ Two file formats, both JSON objects that start with ``"format"`` and ``"schema_v
   Optional instance-level fields (written only when they differ from the default):
   ``"rng_capture": false`` (RNG state cannot be saved: no recipe may run a random op) and
   ``"host_memory_bytes": N`` (host pinned-memory limit for swapped storages, bytes;
-  absent or null = unlimited). Optional tensor fields (written only when set):
-  ``"storage": "base"`` (the tensor is a view of tensor ``base``'s storage) and
-  ``"mutated_by": [op, ...]`` (forward ops that overwrite it in place). Their meaning:
-  :mod:`slackopt.instance` ("Extensions").
+  absent or null = unlimited) and ``"units": [{"kind", "n_ops", "microbatch", "chunk",
+  "earliest_start_s"}, ...]`` (the units of a pipeline stage's schedule, spanning the
+  ops in order; absent = one forward and one backward pass). Optional tensor fields
+  (written only when set): ``"storage": "base"`` (the tensor is a view of tensor
+  ``base``'s storage) and ``"mutated_by": [op, ...]`` (forward ops that overwrite it
+  in place). Their meaning: :mod:`slackopt.instance` ("Extensions").
 
   Fields mean what the attributes of :class:`~slackopt.instance.Op`,
   :class:`~slackopt.instance.Tensor`, :class:`~slackopt.instance.Recipe` and
@@ -97,7 +99,7 @@ from slackopt.errors import (
     json_problem,
 )
 from slackopt.hardware import Link
-from slackopt.instance import Instance, Op, Recipe, Tensor
+from slackopt.instance import Instance, Op, Recipe, Tensor, UnitSpan
 from slackopt.plan import DECISION_NAMES, POLICIES, Plan, check_runtime_params
 
 INSTANCE_FORMAT = "slackopt-instance"
@@ -181,6 +183,17 @@ class TensorModel(TypedDict):
     mutated_by: NotRequired[list[str]]
 
 
+class UnitModel(TypedDict):
+    """``units[i]``: one unit of a pipeline stage's schedule."""
+
+    __pydantic_config__ = _STRICT  # type: ignore[misc]
+    kind: str
+    n_ops: int
+    microbatch: NotRequired[int]
+    chunk: NotRequired[int]
+    earliest_start_s: NotRequired[float]
+
+
 class InstanceFileModel(TypedDict):
     """An instance file (schema version 1)."""
 
@@ -192,6 +205,7 @@ class InstanceFileModel(TypedDict):
     link: LinkModel
     rng_capture: NotRequired[bool]
     host_memory_bytes: NotRequired[int | None]
+    units: NotRequired[list[UnitModel]]
     ops: Annotated[list[OpModel], Field(fail_fast=True)]
     tensors: Annotated[list[TensorModel], Field(fail_fast=True)]
     meta: NotRequired[dict[str, Any]]
@@ -690,6 +704,10 @@ def instance_to_dict(instance: Instance) -> dict[str, Any]:
         extra["rng_capture"] = False
     if instance.host_memory_bytes is not None:
         extra["host_memory_bytes"] = int(instance.host_memory_bytes)
+    if instance.scheduled_units is not None:
+        extra["units"] = [{"kind": u.kind, "n_ops": int(u.n_ops), "microbatch": int(u.microbatch),
+                           "chunk": int(u.chunk), "earliest_start_s": float(u.earliest_start_s)}
+                          for u in instance.scheduled_units]
     if extra:  # after "link", before "ops"
         keys = list(doc)
         at = keys.index("ops")
@@ -742,7 +760,9 @@ def _instance_of(m: Mapping[str, Any]) -> Instance:
     try:
         return Instance(m["name"], m["ops"], m["tensors"], Link(**m["link"]),
                         meta=m.get("meta", {}),
-                        **{k: m[k] for k in ("rng_capture", "host_memory_bytes") if k in m})
+                        **{k: m[k] for k in ("rng_capture", "host_memory_bytes") if k in m},
+                        **({"units": [UnitSpan(**u) for u in m["units"]]} if "units" in m
+                           else {}))
     except InstanceError as e:
         key = e.field.removeprefix("link.")
         if key in ("d2h_bytes_per_s", "h2d_bytes_per_s") and key not in m["link"] \

@@ -232,7 +232,8 @@ def timeline(evaluation: Evaluation | Mapping[str, Evaluation], instance: Instan
 
     Args:
         evaluation: an Evaluation made with ``simulate(..., trace=True)``, or a mapping
-            {label: Evaluation} to stack several steps on one time axis (e.g. two solvers).
+            {label: Evaluation} to stack several steps on one time axis (e.g. two solvers;
+            each panel's title starts with its label, the solver that made the plan).
         instance: the instance, to tell forward from backward operators and mark T_F.
         title: figure title (default: the instance name and budget).
         width: figure width (inches).
@@ -291,9 +292,11 @@ def memory_profile(evaluation: Evaluation | Mapping[str, Evaluation],
 
     Args:
         evaluation: an Evaluation made with ``simulate(..., trace=True)``, or {label:
-            Evaluation} to draw several plans on one axis.
+            Evaluation} to draw several plans on one axis (labels name who made each
+            plan, e.g. the solver).
         instance: adds the keep-all profile of the ideal schedule and its peak P.
-        title: figure title.
+        title: figure title (default: the instance; for one evaluation also its label
+            and its verdict: step time and throughput, or why it is infeasible).
         width: figure width (inches).
 
     Returns:
@@ -347,10 +350,11 @@ def memory_profile(evaluation: Evaluation | Mapping[str, Evaluation],
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="upper right")
     if title is None:
-        ev0 = next(iter(evs.values()))
+        label, ev0 = next(iter(evs.items()))
         name = instance.name if instance is not None else "one training step"
-        title = f"Memory over the step of {name}: {_verdict(ev0)}" if len(evs) == 1 \
-            else f"Memory over the step of {name}"
+        title = f"Memory over the step of {name}"
+        if len(evs) == 1:
+            title += (f", plan of {label}" if label else "") + f": {_verdict(ev0)}"
     ax.set_title(title, fontsize=10)
     return fig
 
@@ -382,7 +386,8 @@ def _layer_columns(instance: Instance) -> tuple[list[str], np.ndarray]:
 
 
 def plan_map(instance: Instance, plan: Plan, *, budget_bytes: int | None = None,
-             title: str | None = None, width: float | None = None) -> Figure:
+             label: str | None = None, title: str | None = None, width: float | None = None
+             ) -> Figure:
     """Decision per tensor category per layer (the paper's Figure 3).
 
     Each cell holds the saved tensors of one category (row) in one block (column;
@@ -394,7 +399,9 @@ def plan_map(instance: Instance, plan: Plan, *, budget_bytes: int | None = None,
         instance: the instance.
         plan: a plan for it.
         budget_bytes: the budget M it was made for (bytes), shown in the title if given.
-        title: figure title (default: instance name, M and bytes per decision).
+        label: who made the plan (a solver name), named in the title if given.
+        title: figure title (default: instance name, the label, M and bytes per
+            decision).
         width: figure width (inches; default grows with the number of layers).
 
     Returns:
@@ -458,7 +465,8 @@ def plan_map(instance: Instance, plan: Plan, *, budget_bytes: int | None = None,
         if budget_bytes is not None:
             under = f" under M = {_fmt_bytes(budget_bytes)}" + (
                 f" ({budget_bytes / instance.P:.0%} of P)" if instance.P else "")
-        title = (f"Plan map of {instance.name}{under}\nkeep {_fmt_bytes(bb['keep'])} "
+        by = f", plan of {label}" if label else ""
+        title = (f"Plan map of {instance.name}{by}{under}\nkeep {_fmt_bytes(bb['keep'])} "
                  f"({bb['keep'] / tot:.0%}), swap {_fmt_bytes(bb['swap'])} "
                  f"({bb['swap'] / tot:.0%}), recompute {_fmt_bytes(bb['recomp'])} "
                  f"({bb['recomp'] / tot:.0%}) of A = {_fmt_bytes(instance.A)}; "

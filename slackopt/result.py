@@ -1,9 +1,10 @@
-"""What a solver returns: :class:`SolveResult`, the status words and the bound check.
+"""What a solver returns: :class:`SolveResult`, the status words and the status rule.
 
 The contract's vocabulary, shared by :mod:`slackopt.solver` (the registry and
 :func:`slackopt.solve`) and :mod:`slackopt.solverbase` (the base class). It imports
 neither, so they import it and not each other; both re-export its names, which stay
 public under ``slackopt.solver`` (``slackopt.solver.STATUSES``, ...).
+:func:`settle_status` is the one function that decides a result's status word.
 """
 
 from __future__ import annotations
@@ -67,8 +68,10 @@ class SolveResult:
         seed: the seed used, or None.
         info: solver-specific details. Infeasible results put the smallest budget the
             solver can reach in ``info["min_budget_bytes"]`` (or None if unknown).
-        evaluation: the evaluator's verdict on ``plan``, filled in by
-            :func:`slackopt.solve`.
+        evaluation: the evaluator's verdict on ``plan`` under the budget: the one
+            evaluation of the solve (:meth:`slackopt.solverbase.BaseSolver.solve` makes it
+            or takes the solver's own, :func:`slackopt.solve` makes it for a solver that
+            hands none), None without a plan.
 
     Raises:
         ValueError: a status that is not one of :data:`STATUSES`.
@@ -117,8 +120,8 @@ def bound_error(info: dict[str, Any], lower_bound_s: float, step_time_s: float) 
 
 def proven_status(info: dict[str, Any], lower_bound_s: float,
                   step_time_s: float) -> str | None:
-    """The status word a plan that runs in T with a lower bound L earns; the one rule of
-    :meth:`slackopt.solverbase.BaseSolver.solve` and :func:`slackopt.solve`'s start plan.
+    """The status word a plan that runs in T with a lower bound L earns (the part of
+    :func:`settle_status` for a plan that runs).
 
     - L above T (or not a number): a proven error of the bound (:func:`bound_error`
       records it): returns None, the caller drops the bound; the plan is "feasible".
@@ -151,5 +154,77 @@ def proven_status(info: dict[str, Any], lower_bound_s: float,
     return "optimal" if info["gap"] <= OPTIMAL_REL_TOL else "bounded"
 
 
+def settle_status(claim: str | None, evaluation: Evaluation | None,
+                  lower_bound_s: float | None, info: dict[str, Any], *,
+                  record: bool = True) -> tuple[str, float | None]:
+    """The status word of a result and the lower bound it keeps, from the solver's claim,
+    the final plan's evaluation and the solver's bound: the one rule, applied once per
+    solve where that evaluation is at hand (:meth:`slackopt.solverbase.BaseSolver.solve`;
+    :func:`slackopt.solve` for a solver that hands no evaluation, and for a start plan it
+    takes). Words mean what was proven: "optimal" and "bounded" need a plan that runs
+    and a bound.
+
+    T is the plan's simulated step time under M, L the solver's lower bound:
+
+    - no plan (`evaluation` None): the claim when it is "infeasible", "timeout" or
+      "error", else "infeasible" (a plan status needs a plan); L kept.
+    - no claim or a plan status ("optimal", "bounded", "feasible"), and the plan does not
+      run under M: "infeasible", L kept (a bound holds for every plan, this one's fate
+      does not refute it).
+    - no claim or a plan status, and the plan runs: without L, "feasible"; with L, what
+      :func:`proven_status` proves: "optimal" or "bounded" with ``info["gap"]``, or
+      "feasible" with L dropped (L above T is a proven error, :func:`bound_error`; L <= 0
+      proves no gap).
+    - "infeasible", "timeout" or "error" with a plan: the claim stands; L is dropped when
+      the plan runs in less than L (:func:`bound_error`).
+
+    With `record`, a plan status the facts refute (no plan, a plan that does not run,
+    "optimal" or "bounded" without a bound) is recorded in ``info["status_refuted"]`` (the
+    claim and why), so a solver's wrong claim stays visible
+    (:func:`slackopt.testing.check_solver` fails on it).
+
+    Args:
+        claim: the solver's status (one of :data:`STATUSES`), or None to let the
+            evaluation decide.
+        evaluation: the final plan's evaluation under M, or None when there is no plan.
+        lower_bound_s: L (s), or None.
+        info: the result's info dict (changed in place: ``gap``, ``bound_error``,
+            ``bound_note``, ``plan_proven_optimal``, ``status_refuted``).
+        record: record a refuted claim (False where `claim` need not be one: the status
+            of a :class:`SolveResult` has a default).
+
+    Returns:
+        (status, the lower bound kept or None).
+
+    Raises:
+        ValueError: a claim that is not one of :data:`STATUSES`.
+
+    Source: the status words of :class:`SolveResult` (DESIGN.md, "Central types").
+    """
+    if claim is not None and claim not in STATUSES:
+        raise ValueError(f"status '{claim}' is not one of {', '.join(STATUSES)}")
+    L = lower_bound_s
+    plan_claim = claim in PLAN_STATUSES
+    refuted = info if record else {}
+    if evaluation is None:
+        if plan_claim:
+            refuted["status_refuted"] = {"claimed": claim, "why": "no plan"}
+        return (claim if claim is not None and not plan_claim else "infeasible"), L
+    runs, T = bool(evaluation.feasible), float(evaluation.step_time_s)
+    if claim is not None and not plan_claim:
+        if runs and L is not None and bound_error(info, L, T):
+            L = None
+        return claim, L
+    if not runs:
+        if plan_claim:
+            refuted["status_refuted"] = {"claimed": claim, "why": "the plan does not run "
+                                         f"under the budget: {evaluation.failure}"}
+        return "infeasible", L
+    if L is None and claim in ("optimal", "bounded"):
+        refuted["status_refuted"] = {"claimed": claim, "why": "no lower bound"}
+    status = None if L is None else proven_status(info, L, T)
+    return (status, L) if status is not None else ("feasible", None)
+
+
 __all__ = ["OPTIMAL_REL_TOL", "PLAN_STATUSES", "STATUSES", "SolveResult", "bound_error",
-           "proven_status"]
+           "proven_status", "settle_status"]

@@ -9,8 +9,9 @@ Solvers register under the entry-point group ``slackopt.solvers`` (see pyproject
 or at runtime with :func:`register_solver`, or are named by ``"path/to/file.py:ClassName"``;
 this module knows no solver by name (:data:`SOLVER_ALIASES` maps old names to
 canonical ones, without importing anything). New solvers subclass
-:class:`slackopt.solverbase.BaseSolver`. Only the evaluator ranks plans: :func:`solve`
-re-simulates every returned plan and attaches the :class:`~slackopt.simulate.Evaluation`.
+:class:`slackopt.solverbase.BaseSolver`. Only the evaluator ranks plans: every result of
+:func:`solve` carries the :class:`~slackopt.simulate.Evaluation` of its plan under the
+budget, made once per solve.
 """
 
 from __future__ import annotations
@@ -31,8 +32,9 @@ from slackopt.result import (  # noqa: F401  (re-exported: slackopt.solver.STATU
     SolveResult,
     bound_error,
     proven_status,
+    settle_status,
 )
-from slackopt.simulate import simulate, warm_up
+from slackopt.simulate import simulate
 from slackopt.solverbase import describe_params, non_default_params
 
 ENTRY_POINT_GROUP = "slackopt.solvers"
@@ -360,10 +362,17 @@ def solve(
         ``planning_time_s`` measured here if the solver left it at 0 (the start plan's
         simulation is not counted).
 
-    Views (``Tensor.storage``): the solver plans ``instance.lowered`` (one saved unit per
-    storage) and its plan is expanded back to every view (:meth:`Plan.from_lowered`), so
+    One lowering, one evaluation, one status decision: the solver plans
+    ``instance.lowered`` (views, ``Tensor.storage``: one saved unit per storage; the
+    instance itself without views), every simulation of the solve runs there, and the
+    plan is expanded back to every view once at the end (:meth:`Plan.from_lowered`), so
     every solver handles aliasing without knowing about it; ``info`` and the solver's own
-    messages name storages by their base tensor.
+    messages name storages by their base tensor. The result's evaluation is the one the
+    solve made of its plan (:meth:`~slackopt.solverbase.BaseSolver.solve` makes it, or
+    takes the solver's own); only a result that comes without one (a solver written
+    against the protocol alone) is simulated here, and its status decided here by
+    :func:`slackopt.result.settle_status`. A start plan is lowered once, and simulated
+    only when it differs from the solver's plan.
 
     Raises:
         SolverError: unknown solver or bad parameters, or a solver whose ``solve`` returns
@@ -371,11 +380,12 @@ def solve(
         PlanError: a `start_plan` that is not a Plan, or whose tensors are not those of
             `instance`.
     """
+    low_start = None
     if start_plan is not None:
         if not isinstance(start_plan, Plan):
             raise PlanError(f"start_plan is a {type(start_plan).__name__}, not a Plan (read a "
                             "plan file with slackopt.io.load_plan)")
-        start_plan.check(instance)
+        low_start = start_plan.lowered(instance)  # checked against `instance` first
     if isinstance(solver, str):
         solver = get_solver(solver, **params)
     elif not isinstance(solver, Solver):
@@ -384,11 +394,10 @@ def solve(
     elif params:
         raise SolverError("hyperparameters go to the solver's constructor when passing an object")
     m = budget_bytes(instance, budget)
-    warm_up()  # load the compiled evaluator outside the planning-time clock
     low = instance.lowered
     kw: dict[str, Any] = {}
-    if start_plan is not None and getattr(solver, "warm_starts", False):
-        kw["start"] = start_plan.lowered(instance).decisions
+    if low_start is not None and getattr(solver, "warm_starts", False):
+        kw["start"] = low_start.decisions
     t0 = time.perf_counter()
     res = solver.solve(low, m, time_limit_s=time_limit_s, seed=seed, **kw)
     elapsed = time.perf_counter() - t0
@@ -398,48 +407,46 @@ def solve(
                           "plan() only subclasses slackopt.BaseSolver, which writes solve())")
     if not res.planning_time_s:
         res.planning_time_s = elapsed
-    if res.plan is not None and low is not instance:
+    if res.plan is not None and res.evaluation is None:  # a result not judged by its solver
+        res.evaluation = simulate(low, res.plan, m)
+        # no note of a refuted claim: a SolveResult's status defaults to "feasible"
+        res.status, res.lower_bound_s = settle_status(res.status, res.evaluation,
+                                                      res.lower_bound_s, res.info, record=False)
+    if low_start is not None and _beat_start_plan(res, low, m, low_start):
+        res.plan = start_plan
+    elif res.plan is not None and low is not instance:
         res.plan = Plan.from_lowered(instance, res.plan)
-    if res.plan is not None:
-        res.evaluation = simulate(instance, res.plan, m)
-        if res.status in PLAN_STATUSES and not res.evaluation.feasible:
-            res.status = "infeasible"
-        elif (res.lower_bound_s is not None and res.evaluation.feasible
-              and bound_error(res.info, res.lower_bound_s, res.evaluation.step_time_s)):
-            res.lower_bound_s = None
-            if res.status in ("optimal", "bounded"):
-                res.status = "feasible"
-    if start_plan is not None:
-        _beat_start_plan(res, instance, m, start_plan)
     return res
 
 
-def _beat_start_plan(res: SolveResult, instance: Instance, m: int, start: Plan) -> None:
+def _beat_start_plan(res: SolveResult, low: Instance, m: int, start: Plan) -> bool:
     """The start-plan rule of :func:`solve`: `res` takes `start` when `start` runs under M
-    and `res`'s plan does not, or runs slower (changes `res` in place)."""
-    ev = simulate(instance, start, m)
+    and `res`'s plan does not, or runs slower. `low` is the instance the solver planned
+    (``instance.lowered``), `start` the start plan on it and `res`'s plan is on it too.
+    The start plan is simulated unless it is `res`'s plan (whose evaluation `res` has).
+
+    Returns:
+        True when `res` takes the start plan: its evaluation, step time as objective and
+        status (:func:`slackopt.result.settle_status`) are set, the caller sets the plan.
+        ``info["start_plan"]`` records both step times and whether it was taken.
+    """
+    same = res.plan is not None and res.evaluation is not None and res.plan == start
+    ev = res.evaluation if same else simulate(low, start, m)
     own = res.evaluation if res.plan is not None and res.status in PLAN_STATUSES else None
     own_step = float(own.step_time_s) if own is not None and own.feasible else None
     taken = ev.feasible and (own_step is None or float(ev.step_time_s) < own_step)
     res.info["start_plan"] = {"step_s": float(ev.step_time_s) if ev.feasible else None,
                               "solver_step_s": own_step, "taken": bool(taken)}
     if not taken:
-        return
-    T = float(ev.step_time_s)
-    res.plan, res.evaluation, res.objective_s = start, ev, T
+        return False
+    res.evaluation, res.objective_s = ev, float(ev.step_time_s)
     for k in ("gap", "min_budget_bytes", "min_budget_note", "plan_proven_optimal"):
         res.info.pop(k, None)
-    L = res.lower_bound_s
-    if L is None or res.status not in PLAN_STATUSES:
-        # A bound that came with "infeasible" or "timeout" claimed something the start plan
-        # refutes or does not need; only a plan status's bound is kept.
-        res.lower_bound_s = None
-        res.status = "feasible"
-        return
-    status = proven_status(res.info, L, T)
-    if status is None:
-        res.lower_bound_s = None
-    res.status = status or "feasible"
+    # Only a plan status's bound is kept: one that came with "infeasible" or "timeout"
+    # claimed something the start plan refutes or does not need.
+    L = res.lower_bound_s if res.status in PLAN_STATUSES else None
+    res.status, res.lower_bound_s = settle_status("feasible", ev, L, res.info)
+    return True
 
 
 def solve_budgets(

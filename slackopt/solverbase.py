@@ -51,7 +51,9 @@ Rules for ``plan(instance, budget_bytes, run)``:
   ``lower_bound_s`` only if valid for every plan.
 - A bare Plan is judged by the evaluator under M. An :class:`Outcome` may set the status
   (one of :data:`slackopt.result.STATUSES`), ``objective_s``, ``lower_bound_s``,
-  ``min_budget_bytes`` (skips the bisection), a precomputed ``evaluation`` and ``info``.
+  ``min_budget_bytes`` (skips the bisection), ``evaluation`` and ``info``. A solver that
+  simulated its final plan under M hands that ``evaluation`` on: it becomes the result's,
+  and the plan is not simulated again (one evaluation per solve).
 - Infeasible answers get ``info["min_budget_bytes"]`` by bisection over
   :meth:`BaseSolver.feasible_at` (which re-runs ``plan`` at another budget; override it
   with something cheaper, or set ``min_budget_search = False``).
@@ -83,7 +85,7 @@ from slackopt.bisection import smallest_true
 from slackopt.errors import SolverError
 from slackopt.instance import Instance
 from slackopt.plan import KEEP, RECOMP, Plan
-from slackopt.result import PLAN_STATUSES, STATUSES, SolveResult, proven_status
+from slackopt.result import PLAN_STATUSES, STATUSES, SolveResult, settle_status
 from slackopt.simulate import Evaluation, simulate
 
 MIN_BUDGET_REL_TOL = 0.005
@@ -371,11 +373,12 @@ class BaseSolver:
     @classmethod
     def warm_up(cls) -> None:
         """Compile what this solver runs compiled (numba kernels: the evaluator's and the
-        solver's own), so that a cold cache is not charged to a time limit. Called once
-        per process by :func:`warm_up` before the first timed :meth:`solve` (and before
-        compare's hard deadline starts). Default: one simulation of a two-layer chain,
-        which compiles the evaluator. A solver with kernels of its own solves a small
-        instance here (e.g. ``cls().solve(warm_up_instance(), ...)``)."""
+        solver's own) through the calls a solve makes, so that numba's on-disk cache holds
+        the signatures solves use. The kernel compile (:mod:`slackopt.compile_kernels`)
+        calls it for slackopt's solvers that override it; a solve never does (what a
+        solve waits for counts in its planning time). Default: one simulation of the
+        warm-up chain, which compiles the evaluator. A solver with kernels of its own
+        solves a small instance here (e.g. ``cls().solve(warm_up_instance(), ...)``)."""
         inst = warm_up_instance()
         simulate(inst, Plan.keep_all(inst), int(inst.P))
 
@@ -431,43 +434,30 @@ class BaseSolver:
         ev = out.evaluation or simulate(instance, out.plan, int(budget_bytes))
         return bool(ev.feasible)
 
-    @staticmethod
-    def _proven(instance: Instance, M: int, out: Outcome, info: dict[str, Any]) -> str:
-        """The status word a plan with a lower bound L earns, by
-        :func:`slackopt.result.proven_status`: "optimal" if its simulated step T has
-        (T - L) / L <= OPTIMAL_REL_TOL, else "bounded" with ``info["gap"]``; "infeasible"
-        if it does not fit. A bound above T proves the solver wrong (recorded in
-        ``info["bound_error"]``) and a bound <= 0 < T proves no gap: either is dropped
-        (``out.lower_bound_s = None``) and the status is "feasible", never a clamped gap
-        or "optimal"."""
-        ev = out.evaluation or simulate(instance, out.plan, M)  # type: ignore[arg-type]
-        if not ev.feasible:
-            return "infeasible"
-        status = proven_status(info, out.lower_bound_s, ev.step_time_s)  # type: ignore[arg-type]
-        if status is None:
-            out.lower_bound_s = None
-            return "feasible"
-        return status
-
     def solve(self, instance: Instance, budget_bytes: int, *, time_limit_s: float | None = None,
               seed: int | None = None, start: np.ndarray | None = None) -> SolveResult:
         """Plan, judge and time one instance under one budget; the result of :meth:`plan`
         assembled into a :class:`~slackopt.result.SolveResult`.
 
-        Status: the Outcome's when it sets one, else "feasible" when the evaluator finds
-        the plan feasible under M and "infeasible" otherwise. A plan status with a
-        ``lower_bound_s`` becomes what the bound proves: "optimal" when the simulated step
+        Evaluation: the Outcome's ``evaluation`` of its plan under M when it has one,
+        else one simulation of the plan; the result carries it (``evaluation``).
+        Status: :func:`slackopt.result.settle_status` of the Outcome's claim, that
+        evaluation and ``lower_bound_s``: without a claim "feasible" or "infeasible" as the
+        plan runs under M or not; a plan status with a plan that does not run becomes
+        "infeasible"; with a bound, a plan that runs is "optimal" when its simulated step
         is within ``OPTIMAL_REL_TOL`` (relative) of the bound, else "bounded", with
         ``info["gap"]``; a bound above the simulated step is a proven error, dropped into
         ``info["bound_error"]`` (status "feasible"). ``objective_s``: the
-        Outcome's, else the evaluated step time of a feasible plan. On an "infeasible"
+        Outcome's, else the evaluated step time of a plan that runs. On an "infeasible"
         status without ``info["min_budget_bytes"]``, the minimum budget is searched by
         :func:`min_budget_by_bisection` over :meth:`feasible_at` (when the
         ``min_budget_search`` hyperparameter or class attribute is true; else None); the
         search stops at the time limit, leaving None and ``info["min_budget_note"]``.
         A known minimum budget comes with ``info["min_budget_basis"]``, what it means
         (:data:`slackopt.result.MIN_BUDGET_BASES`; "solver" unless the solver set another).
-        ``planning_time_s`` covers all of it (perf_counter); ``seed`` is ``run.seed``.
+        ``planning_time_s`` covers all of it (perf_counter), the loading (or, in
+        ``SLACKOPT_KERNELS=compiled`` on a cold cache, the compiling) of the kernels the
+        solve calls included (:mod:`slackopt.jit`); ``seed`` is ``run.seed``.
         When :meth:`plan` returns no plan, ``info["note"]`` says so (unless the solver set
         a note of its own): the reason an "infeasible" without a plan is shown.
 
@@ -494,7 +484,6 @@ class BaseSolver:
             start = check_start(instance, start)
         else:
             start = None
-        warm_up(self)
         run = Run(time_limit_s=time_limit_s, seed=seed, started=time.perf_counter(),
                   start=start)
         M = int(budget_bytes)
@@ -502,16 +491,13 @@ class BaseSolver:
         info = dict(out.info)
         if out.plan is None and not info.get("note"):
             info["note"] = f"{self.name} returned no plan"
-        status, objective = out.status, out.objective_s
-        if status is None:
-            ev = out.evaluation
-            if ev is None and out.plan is not None:
-                ev = simulate(instance, out.plan, M)
-            status = "feasible" if ev is not None and ev.feasible else "infeasible"
-            if objective is None and status == "feasible":
-                objective = float(ev.step_time_s)  # type: ignore[union-attr]
-        if status in PLAN_STATUSES and out.lower_bound_s is not None and out.plan is not None:
-            status = self._proven(instance, M, out, info)
+        ev = None
+        if out.plan is not None:
+            ev = out.evaluation if out.evaluation is not None else simulate(instance, out.plan, M)
+        status, lower = settle_status(out.status, ev, out.lower_bound_s, info)
+        objective = out.objective_s
+        if objective is None and out.status is None and ev is not None and ev.feasible:
+            objective = float(ev.step_time_s)
         if out.min_budget_bytes is not _UNSET:
             info["min_budget_bytes"] = out.min_budget_bytes
             if out.min_budget_bytes is not None:
@@ -531,8 +517,9 @@ class BaseSolver:
                                                f"limit ({run.time_limit_s:g} s)")
         return SolveResult(
             plan=out.plan, solver=self.name, params=self.params, status=status,
-            objective_s=objective, lower_bound_s=out.lower_bound_s,
-            planning_time_s=time.perf_counter() - run.started, seed=run.seed, info=info)
+            objective_s=objective, lower_bound_s=lower,
+            planning_time_s=time.perf_counter() - run.started, seed=run.seed, info=info,
+            evaluation=ev)
 
 
 def check_start(instance: Instance, start: Any) -> np.ndarray:
@@ -596,9 +583,6 @@ def hard_deadline_s(time_limit_s: float | None) -> float | None:
     return HARD_TIMEOUT_FACTOR * float(time_limit_s) + HARD_TIMEOUT_SLACK_S
 
 
-_WARMED: set[type] = set()
-
-
 @functools.cache
 def warm_up_instance() -> Instance:
     """The small instance solvers compile their kernels on: a 4-layer chain (seed 0, A100,
@@ -606,20 +590,6 @@ def warm_up_instance() -> Instance:
     from slackopt.workloads.synthetic import chain
 
     return chain(4, seed=0)
-
-
-def warm_up(solver: Any) -> None:
-    """Run ``type(solver).warm_up()`` once per process (a no-op for objects without it):
-    numba compiles a kernel at its first call (tens of seconds with a cold on-disk cache,
-    e.g. right after installing), and that time must not count against a run's time
-    limit. :meth:`BaseSolver.solve` and compare's runner call it before their clocks
-    start."""
-    cls = solver if isinstance(solver, type) else type(solver)
-    hook = getattr(cls, "warm_up", None)
-    if cls in _WARMED or hook is None:
-        return
-    _WARMED.add(cls)  # first: a warm_up that calls solve() does not recurse
-    hook()
 
 
 @dataclass
@@ -674,8 +644,11 @@ class Outcome:
             answer triggers the bisection; None means unknown. A number that means
             something else sets ``info["min_budget_basis"]``
             (:data:`slackopt.result.MIN_BUDGET_BASES`).
-        evaluation: the plan's evaluation under M when already computed (saves one
-            simulation).
+        evaluation: the evaluation the solver made of `plan` under M (the same plan:
+            decisions, policy and runtime parameters), or None. It becomes the result's
+            evaluation as it is: :meth:`BaseSolver.solve` simulates the plan only without
+            one. :func:`slackopt.testing.check_solver` checks it against a fresh
+            simulation.
         info: solver-specific details (JSON-ready values).
     """
 
@@ -720,18 +693,3 @@ __all__ = ["BaseSolver", "DEPRECATED_SEED_PARAM", "HARD_TIMEOUT_FACTOR", "HARD_T
            "check_time_limit", "describe_params", "hard_deadline_s", "min_budget_by_bisection",
            "non_default_params", "param_names"]
 
-
-def __getattr__(name: str) -> Any:
-    """``slackopt.solverbase.solver_code_id``, the code identity's old home: now
-    :func:`slackopt.compare.code_id.solver_code_id` (the store's concern, not the
-    contract's); the old name still resolves, with a DeprecationWarning."""
-    if name == "solver_code_id":
-        import warnings
-
-        warnings.warn("slackopt.solverbase.solver_code_id moved to "
-                      "slackopt.compare.code_id.solver_code_id; import it from there",
-                      DeprecationWarning, stacklevel=2)
-        from slackopt.compare.code_id import solver_code_id
-
-        return solver_code_id
-    raise AttributeError(f"module 'slackopt.solverbase' has no attribute '{name}'")

@@ -26,8 +26,11 @@ The checks (the contract of :class:`slackopt.solverbase.BaseSolver`):
 - ``check_same_seed_same_plan``: two solves with the same seed give the same status and
   decisions.
 - ``check_plans_feasible``: over the check instances and budgets, every status is one of
-  :data:`slackopt.result.STATUSES`, ``result.solver == cls.name``, and every plan
-  reported "feasible"/"optimal" is re-simulated by the evaluator: feasible, peak <= M.
+  :data:`slackopt.result.STATUSES`, ``result.solver == cls.name``, every plan is
+  re-simulated by the evaluator and the result's ``evaluation`` equals that simulation
+  (a solver's ``Outcome.evaluation`` is its plan's under M), no claimed status was
+  refuted (``info["status_refuted"]``, :func:`slackopt.result.settle_status`), and every
+  plan reported "feasible"/"optimal" is feasible with a peak <= M.
 - ``check_min_budget_reachable``: where an infeasible result states
   ``info["min_budget_bytes"] = b``, solving at b gives a feasible plan (re-simulated).
 - ``check_time_limit``: with ``time_limit_s = t`` a solve returns within the hard
@@ -239,7 +242,9 @@ def check_same_seed_same_plan(cls: type, ctx: CheckContext) -> None:
 
 
 def check_plans_feasible(cls: type, ctx: CheckContext) -> None:
-    """Shared status words; every feasible/optimal plan re-simulated, never over M."""
+    """Shared status words; every plan re-simulated: the result's evaluation is that of
+    its plan under M (the one a solver hands on in ``Outcome.evaluation`` included), and
+    a feasible/optimal plan never goes over M."""
     for inst in ctx.instances:
         low = inst.lowered
         for m in ctx.budgets(inst):
@@ -249,10 +254,20 @@ def check_plans_feasible(cls: type, ctx: CheckContext) -> None:
                 raise _fail(cls, f"{where}: status {r.status!r} not in {STATUSES}")
             if r.solver != cls.name:
                 raise _fail(cls, f"{where}: result.solver {r.solver!r} != name {cls.name!r}")
+            ev = None if r.plan is None else simulate(low, r.plan, m)
+            if ev is not None and (r.evaluation is None
+                                   or r.evaluation.to_dict() != ev.to_dict()):
+                raise _fail(cls, f"{where}: the result's evaluation is not its plan's "
+                                 f"under M: {r.evaluation} vs a fresh simulation {ev}")
+            refuted = (r.info or {}).get("status_refuted")
+            if refuted is not None:
+                says = ("there is no plan" if ev is None else f"feasible={ev.feasible}, peak "
+                        f"{ev.peak_bytes} B ({ev.failure or refuted['why']})")
+                raise _fail(cls, f"{where}: reported {refuted['claimed']} but the evaluator "
+                                 f"says {says}")
             if r.status in PLAN_STATUSES:
-                if r.plan is None:
+                if r.plan is None or ev is None:
                     raise _fail(cls, f"{where}: status {r.status} without a plan")
-                ev = simulate(low, r.plan, m)
                 if not ev.feasible or ev.peak_bytes > m:
                     raise _fail(cls, f"{where}: reported {r.status} but the evaluator says "
                                      f"feasible={ev.feasible}, peak {ev.peak_bytes} B "

@@ -61,7 +61,7 @@ from slackopt.errors import interrupt_cause
 from slackopt.instance import Instance
 from slackopt.parentwatch import sigint_blocked
 from slackopt.plan import KEEP, RECOMP, SWAP, Plan
-from slackopt.simulate import simulate
+from slackopt.simulate import Evaluation, simulate
 from slackopt.solverbase import DEPRECATED_SEED_PARAM, BaseSolver, Outcome, Param, Run
 from slackopt.solvers.seeds import NOT_CHEAP_SOLVERS, cheap_solver_names, seed_plans
 
@@ -118,11 +118,16 @@ def score(instance: Instance, plan: Plan, budget_bytes: int) -> Score:
     Raises:
         PlanError: the plan does not fit the instance. BudgetError: M < 0.
     """
+    return _score(instance, plan, budget_bytes)[0]
+
+
+def _score(instance: Instance, plan: Plan, budget_bytes: int) -> tuple[Score, Evaluation]:
+    """:func:`score`, and the plan's evaluation under M it was computed from."""
     try:
         ev = simulate(instance, plan, budget_bytes)
         if ev.feasible:
             return Score(True, 0, float(ev.step_time_s), float(ev.throughput),
-                         int(ev.peak_bytes), 1)
+                         int(ev.peak_bytes), 1), ev
         un = simulate(instance, plan, UNBOUNDED_BUDGET_BYTES)
     except SystemError as e:  # Ctrl-C that landed inside the compiled evaluator
         cause = interrupt_cause(e)
@@ -130,7 +135,7 @@ def score(instance: Instance, plan: Plan, budget_bytes: int) -> Score:
             raise cause from None
         raise
     return Score(False, max(0, int(un.peak_bytes) - int(budget_bytes)), float(un.step_time_s),
-                 0.0, int(un.peak_bytes), 2)
+                 0.0, int(un.peak_bytes), 2), ev
 
 
 # Per-process evaluation context: set in the parent for workers=1, by the pool initializer
@@ -151,9 +156,13 @@ def _init_worker(instance: Instance, budget_bytes: int, parent_pid: int | None =
 
 
 def _score_key(key: bytes) -> Score:
+    return _scored_key(key)[0]
+
+
+def _scored_key(key: bytes) -> tuple[Score, Evaluation]:
     inst = _CTX["instance"]
     plan = Plan(np.frombuffer(key, dtype=np.int8), inst.saved_names)
-    return score(inst, plan, _CTX["M"])
+    return _score(inst, plan, _CTX["M"])
 
 
 def _progress_line(g: int, evaluations: int, best: Score, ideal_s: float, elapsed_s: float,
@@ -503,6 +512,7 @@ class Genetic(BaseSolver):
                                                          rebuildable, ev, run.start)
             hof = tools.HallOfFame(1)
             hof.update(pop)
+            ev.keep(hof[0].key())
             g, stopped_by, history = self._evolve(pop, hof, tb, ev, float(inst.ideal_time_s),
                                                   t0, deadline, time_limit_s)
         finally:
@@ -616,6 +626,7 @@ class Genetic(BaseSolver):
             ev(offspring)
             pop = elite + offspring
             hof.update(offspring)
+            ev.keep(hof[0].key())
             record(g)
             gen_times.append(time.perf_counter() - tg)
             report(g)
@@ -624,8 +635,9 @@ class Genetic(BaseSolver):
     def _outcome(self, inst: Instance, M: int, hof: tools.HallOfFame,
                  seed_keys: dict[bytes, str], seed_log: list[dict[str, Any]],
                  ev: _Evaluator, t0: float, info: dict[str, Any]) -> Outcome:
-        """The final check (never worse than the best seed; the best plan re-evaluated)
-        and the outcome; `info`: the run's history, generations and stop reason, to which
+        """The final check (never worse than the best seed) and the outcome, with the best
+        plan's evaluation under M (the search's, when this process scored it; else one
+        more simulation); `info`: the run's history, generations and stop reason, to which
         the counters are added."""
         cache = ev.cache
         ideal = float(inst.ideal_time_s)
@@ -634,7 +646,7 @@ class Genetic(BaseSolver):
         if best_seed_key is not None and cache[best_seed_key].key < cache[best_key].key:
             best_key = best_seed_key  # pragma: no cover - elitism makes this impossible
         plan = Plan(np.frombuffer(best_key, dtype=np.int8), inst.saved_names)
-        final = simulate(inst, plan, M)
+        final = ev.evaluation(best_key) or simulate(inst, plan, M)
         best = cache[best_key]
         if final.feasible != best.feasible:  # pragma: no cover - the evaluator is pure
             raise RuntimeError("genetic: the best plan's re-evaluation disagrees with its "
@@ -663,24 +675,28 @@ class Genetic(BaseSolver):
         if best.feasible:
             status = "optimal" if best.step_time_s <= ideal * (1 + _IDEAL_RTOL) else "feasible"
             return Outcome(plan, status=status, objective_s=best.step_time_s,
-                           lower_bound_s=ideal, info=info)
+                           lower_bound_s=ideal, evaluation=final, info=info)
         m_un = best.peak_bytes
         runs = simulate(inst, plan, int(m_un)).feasible
         if runs:
             info["min_budget_basis"] = "best_plan_peak"
-        return Outcome(plan, status="infeasible", lower_bound_s=ideal, info=info,
-                       min_budget_bytes=int(m_un) if runs else None)
+        return Outcome(plan, status="infeasible", lower_bound_s=ideal, evaluation=final,
+                       info=info, min_budget_bytes=int(m_un) if runs else None)
 
 
 class _Evaluator:
     """The fitness cache of a run (plan key -> :class:`Score`) with its counters, and the
     worker pool when ``workers > 1``. Calling it scores the individuals whose plans are
     not cached yet (each distinct plan once, in the pool when more than one) and sets
-    every individual's fitness."""
+    every individual's fitness. :meth:`keep` holds on to the evaluation under M of the
+    best plan, when this process made it, so the outcome hands it on instead of
+    simulating the plan again."""
 
     def __init__(self, inst: Instance, M: int, workers: int, mp_start_method: str | None
                  ) -> None:
         self.cache: dict[bytes, Score] = {}
+        self.last: dict[bytes, Evaluation] = {}   # the last call's, scored in this process
+        self.kept: tuple[bytes, Evaluation] | None = None
         self.simulations = self.hits = self.feasible = 0
         self.workers = workers
         _init_worker(inst, M)
@@ -705,8 +721,11 @@ class _Evaluator:
             with sigint_blocked():  # workers start with Ctrl-C blocked
                 it = pool.map(_score_key, todo, chunksize=chunk)
             scores = list(it)
+            self.last = {}
         else:
-            scores = [_score_key(k) for k in todo]
+            scored = [_scored_key(k) for k in todo]
+            scores = [sc for sc, _ in scored]
+            self.last = {k: e for k, (_, e) in zip(todo, scored, strict=True)}
         for k, sc in zip(todo, scores, strict=True):
             cache[k] = sc
             self.simulations += sc.simulations
@@ -715,6 +734,17 @@ class _Evaluator:
             if not ind.fitness.valid:
                 ind.fitness.values = cache[ind.key()].key
         self.hits += len(inds) - len(todo)
+
+    def keep(self, key: bytes) -> None:
+        """Hold on to the evaluation of plan `key` (the hall of fame's best) if the last
+        call scored it in this process; an earlier one is kept otherwise."""
+        e = self.last.get(key)
+        if e is not None:
+            self.kept = (key, e)
+
+    def evaluation(self, key: bytes) -> Evaluation | None:
+        """The evaluation under M of plan `key` if :meth:`keep` holds it, else None."""
+        return self.kept[1] if self.kept is not None and self.kept[0] == key else None
 
     def close(self) -> None:
         """Shut the worker pool down (pending work cancelled)."""

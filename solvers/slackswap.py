@@ -42,9 +42,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from numba import njit
 
 from slackopt.instance import Instance
+from slackopt.jit import njit
 from slackopt.linkbudget import forward_link_budget_bytes
 from slackopt.plan import KEEP, RECOMP, SWAP, Plan
 from slackopt.simulate import Evaluation, simulate
@@ -84,6 +84,16 @@ class _Prep:
         self.TF = float(inst.forward_time_s)
         self.n_ops = inst.n_ops
         self.end_s = np.asarray(inst.end_s, dtype=np.float64)
+        # The window of each offload and the gate of each prefetch: the forward unit of
+        # the tensor's microbatch (a pipeline stage, docs/model.md), from its start to its
+        # end; in a single pass [0, T_F] for every tensor.
+        self.single = inst.single_pass
+        fe = np.asarray(inst.saved_fwd_end_idx, dtype=np.int64)
+        first_op = (np.asarray(inst.unit_last_op) + 1
+                    - np.array([u.n_ops for u in inst.units], dtype=np.int64))
+        fs = first_op[np.asarray(inst.op_unit)[fe]] if n else fe
+        self.fwd_end = self.end_s[fe] if n else np.zeros(0)
+        self.fwd_start = np.asarray(inst.start_s, dtype=np.float64)[fs] if n else np.zeros(0)
         self.prod = np.asarray(inst.saved_prod_idx, dtype=np.int64)
         self.last_fwd = np.asarray(inst.saved_last_fwd_idx, dtype=np.int64)
         self.first_bwd = np.asarray(inst.saved_first_bwd_idx, dtype=np.int64)
@@ -337,16 +347,17 @@ def _first_covering(cc: np.ndarray, need: int, start: int) -> int:
 
 
 @njit(cache=True)
-def _prefetch_insert(Sdur: np.ndarray, Sd: np.ndarray, Sneed: np.ndarray, Sri: np.ndarray,
-                     Scd: np.ndarray, Sacc: np.ndarray, nS: int, j: int, sp: int, dp: float,
-                     ddp: float, cc: np.ndarray, rel_sorted: np.ndarray, TF: float,
-                     b_need: np.ndarray, b_ri: np.ndarray, b_cd: np.ndarray,
-                     b_acc: np.ndarray) -> bool:
-    # Pass 1's prefetch test for a copy (sp bytes, dp s, deadline ddp) joining the queue
-    # (first nS entries of the S* arrays, deadline order) at j, and its insertion if it
-    # passes. The queue before j keeps its schedule; from j on the closed-form FIFO is
-    # recomputed: cumulative bytes, release time (the first credit covering them, not
-    # before T_F; Sri holds each entry's credit index, from which the search for the
+def _prefetch_insert(Sdur: np.ndarray, Sd: np.ndarray, Sg: np.ndarray, Sneed: np.ndarray,
+                     Sri: np.ndarray, Scd: np.ndarray, Sacc: np.ndarray, nS: int, j: int,
+                     sp: int, dp: float, ddp: float, gp: float, cc: np.ndarray,
+                     rel_sorted: np.ndarray, b_need: np.ndarray, b_ri: np.ndarray,
+                     b_cd: np.ndarray, b_acc: np.ndarray) -> bool:
+    # Pass 1's prefetch test for a copy (sp bytes, dp s, deadline ddp, gate gp: the end
+    # of its forward unit, T_F in a single pass) joining the queue (first nS entries of
+    # the S* arrays, deadline order) at j, and its insertion if it passes. The queue
+    # before j keeps its schedule; from j on the closed-form FIFO is recomputed:
+    # cumulative bytes, release time (the first credit covering them, not before the
+    # copy's gate; Sri holds each entry's credit index, from which the search for the
     # larger need starts), cumulative durations summed left to right, running maximum of
     # ``release - start offset``; each copy must end (cd + acc) by its deadline.
     prev_need = Sneed[j - 1] if j > 0 else 0
@@ -359,12 +370,14 @@ def _prefetch_insert(Sdur: np.ndarray, Sd: np.ndarray, Sneed: np.ndarray, Sri: n
             ri = _first_covering(cc, need, prev_ri)
             du = dp
             dd = ddp
+            gate = gp
         else:
             need = Sneed[j + q - 1] + sp
             ri = _first_covering(cc, need, Sri[j + q - 1])
             du = Sdur[j + q - 1]
             dd = Sd[j + q - 1]
-        rel = max(rel_sorted[ri], TF)
+            gate = Sg[j + q - 1]
+        rel = max(rel_sorted[ri], gate)
         cd = prev_cd + du if (q > 0 or j > 0) else du
         acc = max(prev_acc, rel - (cd - du))
         if not cd + acc <= dd:
@@ -378,13 +391,36 @@ def _prefetch_insert(Sdur: np.ndarray, Sd: np.ndarray, Sneed: np.ndarray, Sri: n
     for q in range(nS - 1, j - 1, -1):
         Sdur[q + 1] = Sdur[q]
         Sd[q + 1] = Sd[q]
+        Sg[q + 1] = Sg[q]
     Sdur[j] = dp
     Sd[j] = ddp
+    Sg[j] = gp
     for q in range(nS - j + 1):
         Sneed[j + q] = b_need[q]
         Sri[j + q] = b_ri[q]
         Scd[j + q] = b_cd[q]
         Sacc[j + q] = b_acc[q]
+    return True
+
+
+@njit(cache=True)
+def _offload_fits_with(rS: np.ndarray, durS: np.ndarray, limS: np.ndarray, nS: int, j: int,
+                       rp: float, dp: float, lp: float) -> bool:
+    # Pass 1's offload test where each copy has its own limit (a pipeline stage: the end
+    # of its forward unit's window): the FIFO of S (production order, first nS entries)
+    # with the candidate inserted at j, one copy after the other; every copy must end by
+    # its limit. O(|S|).
+    end = -np.inf
+    for q in range(nS + 1):
+        if q < j:
+            r, du, lim = rS[q], durS[q], limS[q]
+        elif q == j:
+            r, du, lim = rp, dp, lp
+        else:
+            r, du, lim = rS[q - 1], durS[q - 1], limS[q - 1]
+        end = max(end, r) + du
+        if end > lim:
+            return False
     return True
 
 
@@ -501,21 +537,22 @@ def prefetch_schedule(instance: Instance, positions: Any) -> tuple[np.ndarray, n
     pr = _prep(instance)
     pos = np.asarray(positions, dtype=np.int64)
     order = pos[np.lexsort((pos, pr.d[pos]))]
-    return order, _prefetch_ends(pr, pr.s[order])
+    return order, _prefetch_ends(pr, order)
 
 
-def _prefetch_ends(pr: _Prep, s_ord: np.ndarray) -> np.ndarray:
-    """H2D ends for copies of sizes `s_ord` in queue order, gated by the release credits
-    ``pr.credits``."""
-    if s_ord.size == 0:
+def _prefetch_ends(pr: _Prep, order: np.ndarray) -> np.ndarray:
+    """H2D ends for the copies of saved positions `order` in queue order, gated by the
+    release credits ``pr.credits`` and by the end of each tensor's forward unit."""
+    if order.size == 0:
         return np.zeros(0)
+    s_ord = pr.s[order]
     cc = pr.credits
     need = np.cumsum(s_ord)
     ri = np.searchsorted(cc, need, side="left")
     ok = ri < cc.size
     rel = np.full(s_ord.size, np.inf)
     rel[ok] = pr.rel_sorted[ri[ok]]
-    rel = np.maximum(rel, pr.TF)
+    rel = np.maximum(rel, pr.fwd_end[order])
     return fifo_ends(rel, copy_time(s_ord.astype(np.float64), pr.w_h2d, pr.lat))
 
 
@@ -557,6 +594,13 @@ def pass1(
 
     Pass 1 stops once S covers the deficit D = P - M, or when the candidates run out.
 
+    Pipeline stages (docs/model.md, "A pipeline stage"): the link budget is spent per
+    window. A tensor's window is the forward unit of its microbatch, [F_start, F_end]:
+    its D2H must end by ``F_start + (1 - g) (F_end - F_start)`` (one FIFO for all
+    offloads, each copy tested against its own limit, O(|S|) per candidate) and its H2D
+    starts no earlier than F_end, the runtime's rule. A single pass is one window
+    [0, T_F], and the test is the one above.
+
     Host pinned-memory limit (``instance.host_memory_bytes``): a candidate joins S only if
     the bytes of S stay within the limit. Host occupancy never exceeds the bytes of S (a
     storage is held at most once, from its D2H start to its last backward use), so every
@@ -579,7 +623,7 @@ def pass1(
     Args:
         instance: the problem.
         M: memory budget (bytes).
-        g: offload guard (share of T_F).
+        g: offload guard (share of T_F; of each forward unit in a pipeline stage).
         excluded: saved positions or names never to swap.
         order: "rho" or "production".
 
@@ -600,12 +644,19 @@ def pass1(
     cand = np.flatnonzero((pr.s > 0) & ~ex)
     if order == "rho":
         cand = cand[np.lexsort((cand, -np.asarray(instance.rho)[cand]))]
-    limit = (1.0 - g) * pr.TF
     host_cap = instance.host_memory_bytes
-    s, r, d, dur, TF = pr.s, pr.r, pr.d, pr.dur, pr.TF
+    s, r, d, dur = pr.s, pr.r, pr.d, pr.dur
+    # Each offload ends by the guard's share of its window: (1 - g) T_F in a single pass;
+    # in a pipeline stage, (1 - g) of the way through its forward unit.
+    lim = pr.fwd_start + (1.0 - g) * (pr.fwd_end - pr.fwd_start)
+    limit = (1.0 - g) * pr.TF
+    lim_l, gate_l = lim.tolist(), pr.fwd_end.tolist()
 
     inS = np.zeros(n, dtype=bool)
-    off_tree = _OffloadTree(n, r, limit)
+    off_tree = _OffloadTree(n, r, limit) if pr.single else None
+    # A pipeline stage: S in production order (release, duration, limit of each copy).
+    offS: list[int] = []
+    rS, durS, limS = np.zeros(cand.size + 1), np.zeros(cand.size + 1), np.zeros(cand.size + 1)
     # Prefetch state: release credits (fixed, pr.credits); S in queue order (d, then
     # position) as sizes, durations, deadlines and the planned schedule's running values
     # (cumulative bytes, release times, cumulative durations, running maximum of the
@@ -616,6 +667,7 @@ def pass1(
     keys: list[tuple[float, int]] = []
     cap = cand.size + 1
     Sdur, Sd, Scd, Sacc = np.zeros(cap), np.zeros(cap), np.zeros(cap), np.zeros(cap)
+    Sg = np.zeros(cap)
     Sneed, Sri = np.zeros(cap, dtype=np.int64), np.zeros(cap, dtype=np.int64)
     b_need, b_ri = np.zeros(cap, dtype=np.int64), np.zeros(cap, dtype=np.int64)
     b_cd, b_acc = np.zeros(cap), np.zeros(cap)
@@ -627,15 +679,21 @@ def pass1(
         if total >= D:
             break
         checked += 1
-        dp_, hp, rp, ddp = dur_l[p], hdur_l[p], r_l[p], d_l[p]
+        dp_, hp, rp, ddp, gp, lp = dur_l[p], hdur_l[p], r_l[p], d_l[p], gate_l[p], lim_l[p]
         if host_cap is not None and total + s_l[p] > host_cap:
             continue  # host pinned memory full: p stays keep (Pass 2 may recompute it)
         # Quick necessary conditions: the copy alone must fit both windows.
-        if rp + dp_ > limit or TF + hp > ddp:
+        if rp + dp_ > (limit if off_tree is not None else lp) or gp + hp > ddp:
             continue
-        # Offload test, O(log n): the last D2H end with p inserted.
-        if not off_tree.fits_with(p, dp_):
-            continue
+        # Offload test: the last D2H end with p inserted, O(log n) (one limit); in a
+        # pipeline stage every copy against its own limit, O(|S|).
+        if off_tree is not None:
+            if not off_tree.fits_with(p, dp_):
+                continue
+        else:
+            jo = bisect.bisect_left(offS, p)
+            if not _offload_fits_with(rS, durS, limS, len(offS), jo, rp, dp_, lp):
+                continue
         # Prefetch test, O((|S| - j) log n) compiled: p joins the queue at j; copies
         # before j keep their schedule (it passed when they joined), the rest is
         # recomputed, and p is inserted if the test passes.
@@ -644,14 +702,21 @@ def pass1(
             continue  # the releases never cover the queue
         key = (ddp, p)
         j = bisect.bisect_left(keys, key)
-        if not _prefetch_insert(Sdur, Sd, Sneed, Sri, Scd, Sacc, len(keys), j, sp, hp, ddp,
-                                cc, rel_sorted, TF, b_need, b_ri, b_cd, b_acc):
+        if not _prefetch_insert(Sdur, Sd, Sg, Sneed, Sri, Scd, Sacc, len(keys), j, sp, hp,
+                                ddp, gp, cc, rel_sorted, b_need, b_ri, b_cd, b_acc):
             continue
         # Accept p.
         inS[p] = True
         total += sp
         keys.insert(j, key)
-        off_tree.add(p, dp_)
+        if off_tree is not None:
+            off_tree.add(p, dp_)
+        else:
+            k = len(offS)
+            rS[jo + 1:k + 1], durS[jo + 1:k + 1], limS[jo + 1:k + 1] = (
+                rS[jo:k].copy(), durS[jo:k].copy(), limS[jo:k].copy())
+            rS[jo], durS[jo], limS[jo] = rp, dp_, lp
+            offS.insert(jo, p)
 
     pos = np.flatnonzero(inS)
     off = nan.copy()
@@ -1169,7 +1234,9 @@ class SlackSwap(BaseSolver):
 
     # ------------------------------------------------------------------ rounds
     def _rounds(self, inst: Instance, M: int, deadline: float | None) -> dict[str, Any]:
-        """Run the validation/repair rounds at budget M; return the best and the log."""
+        """Run the validation/repair rounds at budget M; return the best, the log and
+        ``seen``, every plan evaluated (decision bytes -> (its Evaluation under M, its
+        number))."""
         tol = max(1e-9, 1e-6 * inst.ideal_time_s)
         c = np.asarray(inst.c)
         seen: dict[bytes, tuple[Evaluation, int]] = {}
@@ -1251,7 +1318,8 @@ class SlackSwap(BaseSolver):
                 k_inf += 1
                 if M_plan <= 0:
                     break
-        return {"best": best, "rounds": rounds, "evaluations": n_eval, "timed_out": timed_out}
+        return {"best": best, "rounds": rounds, "evaluations": n_eval, "timed_out": timed_out,
+                "seen": seen}
 
     @staticmethod
     def _round_info(inst: Instance, pl: PlannedRound, ev: Evaluation, kind: str,
@@ -1284,9 +1352,9 @@ class SlackSwap(BaseSolver):
     @classmethod
     def warm_up(cls) -> None:
         """Compile the evaluator's kernels and the planner's (Pass 1's offload sums, the
-        prefetch queue): one solve of an 8-layer chain at 0.9 P, where the plan swaps.
-        (The 4-layer warm-up chain at 0.8 P, used before, has no plan, its minimum budget
-        being 0.89 P: the first real solve then compiled three kernels on its clock.)"""
+        prefetch queue): one solve of an 8-layer chain at 0.9 P, where the plan swaps (at
+        0.8 P the 4-layer warm-up chain has no plan, its minimum budget being 0.89 P, and
+        the kernels of a swapping plan would not run)."""
         from slackopt.workloads.synthetic import chain
 
         inst = chain(8, seed=0)
@@ -1322,19 +1390,22 @@ class SlackSwap(BaseSolver):
                 "counts": pl.to_plan(instance).counts(),
             })
             return Outcome(pl.to_plan(instance), status="feasible",
-                           objective_s=float(ev.step_time_s), info=info)
+                           objective_s=float(ev.step_time_s), evaluation=ev, info=info)
         # No feasible round.
         last = plan(instance, M, g=self.g, swap_order=self.swap_order, use_link=self.use_link)
         info.update({"swapped_bytes": int(instance.s[last.decisions == SWAP].sum()),
                      "recomputed_bytes": int(instance.s[last.decisions == RECOMP].sum())})
+        seen = out["seen"].get(last.decisions.tobytes())  # its round's evaluation, if it ran
+        ev_last = seen[0] if seen is not None else None
         if out["timed_out"]:
             return Outcome(last.to_plan(instance), status="timeout", min_budget_bytes=None,
-                           info=info)
+                           evaluation=ev_last, info=info)
         if self.min_budget_search:  # the base class bisects over feasible_at
             info["min_budget_method"] = (
                 "bisection over M in (M, P], SlackSwap feasible at the upper end, "
                 f"resolution {MIN_BUDGET_REL_TOL:.1%} of P")
-        return Outcome(last.to_plan(instance), status="infeasible", info=info)
+        return Outcome(last.to_plan(instance), status="infeasible", evaluation=ev_last,
+                       info=info)
 
     def feasible_at(self, instance: Instance, budget_bytes: int, run: Run | None = None) -> bool:
         """True if SlackSwap's rounds find a feasible plan at budget M (bytes), without a

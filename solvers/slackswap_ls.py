@@ -111,7 +111,6 @@ class _Search:
         self.first_bwd = np.asarray(inst.saved_first_bwd_idx, dtype=np.int64)
         self.last_bwd = np.asarray(inst.saved_last_bwd_idx, dtype=np.int64)
         self.layers = np.asarray(inst.saved_layers, dtype=np.int64)
-        self.n_fwd = int(inst.n_fwd)
         self.n_ops = int(inst.n_ops)
         lk = inst.link
         w, lat = float(lk.d2h_bytes_per_s), float(lk.copy_latency_s)
@@ -466,7 +465,7 @@ class _Search:
         out = [int(tt[j]) for j in range(b - 1, a - 1, -1)]
         f = int(ops[b]) if b < len(ops) else self.n_ops
         seen = set(out)
-        for j in range(a - 1, self.n_fwd - 1, -1):
+        for j in range(a - 1, -1, -1):
             y = int(tt[j])
             if y >= 0 and self.last_bwd[y] >= f and y not in seen:
                 out.append(y)

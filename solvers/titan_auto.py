@@ -80,7 +80,7 @@ KEEP_TOLERANCE = 1e-6
 
 
 def _cbc(time_limit_s: float | None) -> Any:
-    from slackopt.solvers.milp.backends import pulp_cbc
+    from slackopt.solvers.milp.linear.backends import pulp_cbc
 
     kw: dict[str, Any] = {"msg": 0}
     if time_limit_s is not None:

@@ -507,6 +507,39 @@ def instances(draw: st.DrawFn, max_saved: int = 6, max_ops: int = 14) -> Instanc
                     rng_capture=draw(st.integers(0, 4)) > 0, host_memory_bytes=host)
 
 
+@st.composite
+def stages(draw: st.DrawFn, max_saved: int = 3, max_ops: int = 8) -> Instance:
+    """Pipeline stages (docs/model.md, "A pipeline stage"): a single-pass instance of
+    :func:`instances` (a profiled microbatch) as stage i of p under a schedule of
+    :data:`slackopt.pipeline.SCHEDULES`, m microbatches, v chunks where the schedule
+    interleaves, hop times from 0 to 3 ms; so several microbatches in flight, idle gaps
+    between units and split backwards (W units) are drawn.
+
+    Args:
+        max_saved, max_ops: the base instance's sizes (:func:`instances`); a stage has up
+            to m * v times as many.
+    """
+    from slackopt.pipeline import SCHEDULES
+    from slackopt.stage import build_stage, weight_grad_ops
+
+    base = draw(instances(max_saved=max_saved, max_ops=max_ops))
+    name = draw(st.sampled_from(sorted(SCHEDULES)))
+    spec = SCHEDULES[name]
+    if spec.split_backward:  # a split needs backward ops in both halves
+        w = weight_grad_ops(base)
+        n_bwd = base.n_ops - base.n_fwd
+        if not w or len(w) == n_bwd:
+            name, spec = "1f1b", SCHEDULES["1f1b"]
+    p = draw(st.integers(1, 3))
+    m = draw(st.integers(p if name == "1f1b" else 1, 4))
+    if spec.interleaved:
+        while m % max(1, m // p):
+            m += 1
+    v = draw(st.integers(1, 2)) if spec.interleaved else 1
+    return build_stage(base, name, draw(st.integers(0, p - 1)), p, m, v,
+                       hop_s=draw(st.sampled_from([0.0, 1e-4, 3e-3])))
+
+
 def budgets(inst: Instance) -> st.SearchStrategy[int]:
     """Budgets (bytes) from the model floor to P, both included.
 
@@ -535,7 +568,7 @@ def budgets(inst: Instance) -> st.SearchStrategy[int]:
     return st.one_of(fracs, st.integers(lo, hi), st.just(lo), st.just(hi))
 
 
-__all__ = ["CONSTRUCTS", "budgets", "constructs", "instances"]
+__all__ = ["CONSTRUCTS", "budgets", "constructs", "instances", "stages"]
 
 
 def sample(n: int, *, max_saved: int = 5, max_ops: int = 14) -> list[tuple[Instance, int]]:

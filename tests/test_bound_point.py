@@ -1,6 +1,6 @@
 """Plan-by-plan soundness of the two bound models outside the time-indexed model (issue 22,
-item 1): the checkpoint LP (solvers/milp/checkpoint.py) and the timing MILP
-(solvers/milp/timing_bound.py).
+item 1): the checkpoint LP (solvers/milp/bounds/checkpoint.py) and the timing MILP
+(solvers/milp/bounds/timing.py).
 
 Each module's validity argument assigns every plan that the barrier-free runtime runs a
 point of its model whose objective is the plan's extra time ``T - T*``
@@ -34,14 +34,14 @@ from slackopt import Instance, Link, Op, Recipe, Tensor
 from slackopt.io import load_instance
 from slackopt.plan import KEEP, RECOMP, SWAP, Plan
 from slackopt.simulate import simulate
-from slackopt.solvers.milp.checkpoint import (
+from slackopt.solvers.milp.bounds.checkpoint import (
     bound_arrays,
     build_checkpoint_model,
     checkpoint_point,
 )
-from slackopt.solvers.milp.model import model_floor
-from slackopt.solvers.milp.runpoint import read_run
-from slackopt.solvers.milp.timing_bound import build_timing_model, timing_point
+from slackopt.solvers.milp.bounds.timing_model import build_timing_model, timing_point
+from slackopt.solvers.milp.certify.runpoint import read_run
+from slackopt.solvers.milp.model.steps import model_floor
 from tests.helpers_milp import random_instance, same_producer
 from tests.strategies import sample
 
@@ -286,6 +286,7 @@ def test_soundness_cases():
     assert checked > 200
 
 
+@pytest.mark.slow
 def test_random_instances():
     """Every plan of the random instances at several budgets."""
     checked = sum(check_instance(label, inst) for label, inst in instances())

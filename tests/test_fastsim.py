@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from slackopt import Instance, Plan, simulate
 from slackopt.workloads import make
 from tests.helpers_sim import SETTINGS, cases
+from tests.strategies import stages
 
 
 def same(inst, plan, M):
@@ -19,10 +20,22 @@ def same(inst, plan, M):
     return ref
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(cases())
 def test_random_small_instances(case):
     same(*case)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_random_pipeline_stages(data):
+    """Several microbatches in flight, idle gaps between units, split backwards."""
+    inst = data.draw(stages()).lowered  # one decision per storage
+    dec = [data.draw(st.sampled_from([0, 1, 2] if np.isfinite(c) else [0, 1]))
+           for c in inst.c.tolist()]
+    M = data.draw(st.integers(0, max(1, int(inst.P * 1.5))))
+    same(inst, Plan(np.array(dec, dtype=np.int8), inst.saved_names), M)
 
 
 @pytest.mark.parametrize("workload, params", [
@@ -104,6 +117,7 @@ def test_warm_up_compiles_the_signature_plans_use():
     assert len(run_barrier_free.signatures) == before  # no new compilation
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(cases(), st.integers(0, 400))
 def test_engines_agree_under_a_host_memory_limit(case, limit):

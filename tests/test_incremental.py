@@ -110,6 +110,34 @@ def test_resumed_runs_equal_full_runs_on_small_random_instances(inst, seed, frac
         assert_same(as_tuple(inc.evaluate(nd)), full_tuple(full(inc, nd)))
 
 
+@pytest.mark.parametrize("schedule, stage", [("1f1b", 0), ("gpipe", 1), ("zb-h1", 0)])
+def test_resumed_runs_equal_full_runs_on_pipeline_stages(schedule, stage):
+    """A pipeline stage (several microbatches, units with earliest starts, prefetches as
+    soon as a forward unit ends): snapshots only in the forward prefix before the first
+    unit ends, and resumed runs equal to full ones."""
+    from slackopt.stage import build_stage
+
+    inst = build_stage(make("gpt2-xl", layers=2), schedule, stage, 2, 4, hop_s=1e-4).lowered
+    assert inc_prefix_ok(inst)
+    rng = np.random.default_rng(2)
+    for frac in (0.4, 0.8):
+        inc = Incremental(inst, int(frac * inst.P), snapshots=6)
+        for _ in range(4):
+            base = random_plan(inst, rng)
+            inc.rebase(base)
+            for k in (1, 2, 1, 2, 5):
+                nd, ts = change(inst, base, rng, k)
+                assert_same(as_tuple(inc.evaluate(nd, ts)), full_tuple(full(inc, nd)))
+
+
+def inc_prefix_ok(inst) -> bool:
+    """The snapshot prefix ends at or before the first op that ends a forward unit and
+    before the first backward op."""
+    p = Incremental(inst, inst.P).prefix
+    return p <= int(np.asarray(inst.saved_fwd_end_idx).min()) and \
+        not np.asarray(inst.is_bwd)[: p + 1].any()
+
+
 def test_the_snapshot_is_the_state_at_its_task():
     """A resumed run starts where the base run was: a plan equal to the base resumed from
     its last snapshot simulates only the tasks from that snapshot on, and ends where the
@@ -120,7 +148,7 @@ def test_the_snapshot_is_the_state_at_its_task():
     dec = random_plan(inst, np.random.default_rng(3))
     base = inc.rebase(dec)
     at = inc._snaps.at
-    assert inc._snaps.taken.all() and at[0] == 0 and at[-1] == inst.n_fwd - 1
+    assert inc._snaps.taken.all() and at[0] == 0 and at[-1] == inst.n_fwd - 1 == inc.prefix
     run = inc.evaluate(dec, np.zeros(0, dtype=np.int64))  # no change: last snapshot
     assert run.step_s == base.step_s and run.code == base.code
     if base.feasible:

@@ -1,4 +1,4 @@
-"""The admission-aware node bounds of the enumeration (solvers/milp/admission.py) against
+"""The admission-aware node bounds of the enumeration (solvers/milp/bounds/admission.py) against
 the evaluator, plan by plan, and the enumeration's gap passes against brute force.
 
 The claim checked (the module docstring's): for a node (some decisions fixed) and a
@@ -26,16 +26,15 @@ from slackopt.plan import KEEP, RECOMP, SWAP, Plan
 from slackopt.simulate import _kernel as fast
 from slackopt.simulate import kernel_inputs, simulate
 from slackopt.solvers.milp import MILP
-from slackopt.solvers.milp.admission import (
+from slackopt.solvers.milp.bounds.admission import (
     _d2h_ends,
     admission_arrays,
     admission_bound,
     fwd_stall_lb,
 )
-from slackopt.solvers.milp.enumerate import BranchAndBound, _footprints
-from slackopt.solvers.milp.incumbent import Incumbent
-from slackopt.solvers.milp.model import model_floor
-from slackopt.solvers.milp.search import ENUM_GAPS
+from slackopt.solvers.milp.model.steps import model_floor
+from slackopt.solvers.milp.search.enumeration import ENUM_GAPS, BranchAndBound, _footprints
+from slackopt.solvers.milp.search.incumbent import Incumbent
 from tests.helpers_milp import enumerate_plans, instance
 from tests.test_bound_point import DATA, instances, plans
 

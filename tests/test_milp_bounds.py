@@ -24,11 +24,13 @@ from slackopt import Instance, Link, Op, Tensor
 from slackopt.plan import SWAP, Plan
 from slackopt.simulate import simulate
 from slackopt.solvers.milp import _ScipBackend, build_model, model_floor
-from slackopt.solvers.milp.checkpoint import checkpoint_bound
-from slackopt.solvers.milp.timing_bound import timing_bound
+from slackopt.solvers.milp.bounds.checkpoint import checkpoint_bound
+from slackopt.solvers.milp.bounds.timing import timing_bound
 from slackopt.solvers.slackswap import SlackSwap
 from tests.helpers_milp import case_times, check_solve, enumerate_plans, random_instance
 from tests.strategies import budgets, instances
+
+pytestmark = pytest.mark.slow  # every test here takes seconds (a milp solve each)
 
 US = 1e-6
 
@@ -142,7 +144,7 @@ def test_bound_valid_on_generated_instances(data):
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(seed=st.integers(0, 2**32 - 1))
 def test_checkpoint_bound_valid_on_random_instances(seed):
-    """checkpoint_bound (solvers/milp/checkpoint.py) never exceeds the enumerated optimum
+    """checkpoint_bound (solvers/milp/bounds/checkpoint.py) never exceeds the enumerated optimum
     and never goes below T*."""
     inst, M = random_instance(seed)
     times = enumerate_plans(inst, M)
@@ -216,7 +218,7 @@ def test_checkpoint_bound_gpt2_xl_backward_rows():
 
     from slackopt.instance import budget_bytes
     from slackopt.io import load_instance
-    from slackopt.solvers.milp.enumerate import deficit_bound
+    from slackopt.solvers.milp.bounds.deficit import deficit_bound
     root = Path(__file__).resolve().parent.parent
     inst = load_instance(root / "instances" / "paper" / "gpt2-xl_a100-pcie4.json")
     M = budget_bytes(inst, 0.1)
@@ -273,7 +275,7 @@ def test_checkpoint_bound_below_every_solvers_plan(name, frac):
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(seed=st.integers(0, 2**32 - 1))
 def test_timing_bound_valid_on_random_instances(seed):
-    """timing_bound (solvers/milp/timing_bound.py), MILP and LP, never exceeds the
+    """timing_bound (solvers/milp/bounds/timing.py), MILP and LP, never exceeds the
     enumerated optimum and never goes below T*."""
     inst, M = random_instance(seed)
     times = enumerate_plans(inst, M)
@@ -345,8 +347,8 @@ def test_timing_bound_below_enumerated_chain_optima(seed, layers, link):
     previous activation; FIFO D2H queues long enough to matter) at 0.45-0.85 P: the
     timing bound is at most the optimum that the exact enumeration proves, and where the
     bound is tight the plan read from the MILP runs at that optimum."""
-    from slackopt.solvers.milp.enumerate import enumerate_optimum
-    from slackopt.solvers.milp.incumbent import Incumbent
+    from slackopt.solvers.milp.search.enumeration import enumerate_optimum
+    from slackopt.solvers.milp.search.incumbent import Incumbent
     from slackopt.workloads.synthetic import chain
     inst = chain(layers, seed=seed, link=link)
     for frac in (0.85, 0.65, 0.45):

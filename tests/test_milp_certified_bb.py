@@ -1,11 +1,11 @@
-"""The certified branch and bound (solvers/milp/certified_bb.py) against exact optima.
+"""The certified branch and bound (solvers/milp/certify/certified_bb.py) against exact optima.
 
 Small random MILPs whose integer variables are binaries (knapsack-like, covering-like,
 equality-constrained with infeasible nodes, and one with an unbounded continuous
 variable whose best value is closed-form per binary vector): the exact optimum is found
 by enumerating every binary vector in rational arithmetic; the certified bound is never
 above it, and equals it (to 1e-9 relative) when the search closes. On the timing model
-(solvers/milp/timing_bound.py) of chain5 and of the recorded case timing_bound_above_opt,
+(solvers/milp/bounds/timing.py) of chain5 and of the recorded case timing_bound_above_opt,
 the bound is at most the enumerated optimum of the evaluator (every plan simulated) and
 at least the certified LP bound.
 """
@@ -22,10 +22,11 @@ import pytest
 
 from slackopt.io import load_instance
 from slackopt.solver import OPTIMAL_REL_TOL
-from slackopt.solvers.milp.backends import lp_relaxation
-from slackopt.solvers.milp.certified_bb import certified_milp_bound
-from slackopt.solvers.milp.lin import _Lin
-from slackopt.solvers.milp.timing_bound import build_timing_model, timing_bound
+from slackopt.solvers.milp.bounds.timing import timing_bound
+from slackopt.solvers.milp.bounds.timing_model import build_timing_model
+from slackopt.solvers.milp.certify.certified_bb import certified_milp_bound
+from slackopt.solvers.milp.certify.lp import lp_relaxation
+from slackopt.solvers.milp.linear.lin import _Lin
 from slackopt.workloads import make
 from tests.helpers_milp import enumerate_plans
 

@@ -1,4 +1,4 @@
-"""Certified LP bounds (solvers/milp/certify.py; issue 22, item 3 and fault 3): the bound
+"""Certified LP bounds (solvers/milp/certify/safe_lp.py; issue 22, item 3 and fault 3): the bound
 of weak duality computed from any row multipliers with rounding errors bounded a priori
 never exceeds the exact optimum.
 
@@ -25,17 +25,17 @@ import pytest
 from slackopt import Plan, simulate
 from slackopt.io import load_instance
 from slackopt.plan import KEEP
-from slackopt.solvers.milp.backends import lp_relaxation
-from slackopt.solvers.milp.certify import (
+from slackopt.solvers.milp.bounds.checkpoint import checkpoint_bound
+from slackopt.solvers.milp.bounds.timing import timing_bound
+from slackopt.solvers.milp.certify.lp import lp_relaxation
+from slackopt.solvers.milp.certify.safe_lp import (
     certifies_infeasible,
     implied_box,
     lin_arrays,
     objective_shift,
     safe_lp_bound,
 )
-from slackopt.solvers.milp.checkpoint import checkpoint_bound
-from slackopt.solvers.milp.lin import _INF, _Lin
-from slackopt.solvers.milp.timing_bound import timing_bound
+from slackopt.solvers.milp.linear.lin import _INF, _Lin
 
 DATA = os.path.join(os.path.dirname(__file__), "data", "milp_soundness")
 
@@ -314,7 +314,7 @@ def test_seconds_below_never_rounds_above_the_exact_value():
     import random
     from fractions import Fraction
 
-    from slackopt.solvers.milp.certify import DATA_SHAVE, seconds_below
+    from slackopt.solvers.milp.certify.safe_lp import DATA_SHAVE, seconds_below
 
     assert seconds_below(0.02062, 0.0, 1e-5) <= 0.02062
     rnd = random.Random(3)

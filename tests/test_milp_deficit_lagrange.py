@@ -1,4 +1,4 @@
-"""The Lagrangian deficit bound with copy times (solvers/milp/deficit_lagrange.py): a
+"""The Lagrangian deficit bound with copy times (solvers/milp/bounds/deficit_lagrange.py): a
 hand-computed case where the latency is what the deficit bound misses, and weak duality
 checked row by row: at every op with a keep-all excess and at multipliers spread over
 their whole range (not only those the search picks), T* + g_k(mu, lam) is at most the
@@ -18,8 +18,8 @@ import slackopt
 from slackopt import Instance, Link, Op, Tensor
 from slackopt.plan import KEEP, SWAP
 from slackopt.solvers.milp import model_floor
-from slackopt.solvers.milp.deficit_lagrange import _certified_value, lagrangian_deficit_bound
-from slackopt.solvers.milp.enumerate import deficit_bound
+from slackopt.solvers.milp.bounds.deficit import deficit_bound
+from slackopt.solvers.milp.bounds.deficit_lagrange import _certified_value, lagrangian_deficit_bound
 from tests.helpers_milp import enumerate_plans, random_instance
 from tests.strategies import budgets, instances
 
@@ -112,6 +112,7 @@ def test_weak_duality_on_random_instances(seed):
     check_weak_duality(inst, M, opt, np.random.default_rng(seed))
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                  HealthCheck.filter_too_much])
@@ -134,7 +135,7 @@ def test_weak_duality_on_generated_instances(data):
 def test_deadline_searches_the_first_chunk_only(monkeypatch):
     """A deadline already past: only the first ``CHUNK`` ops are searched (here 2 of the
     ops with an excess), and the bound, over fewer ops, is at most the full search's."""
-    import slackopt.solvers.milp.deficit_lagrange as dl
+    import slackopt.solvers.milp.bounds.deficit_lagrange as dl
     from slackopt.workloads import make
 
     inst = make("chain", layers=5)

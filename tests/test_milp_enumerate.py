@@ -1,4 +1,4 @@
-"""The exact enumeration phase of the MILP solver (solvers/milp/enumerate.py) against brute
+"""The exact enumeration phase of the MILP solver (solvers/milp/search/enumeration.py) against brute
 force: every decision vector simulated through slackopt.simulate.
 
 Checked: each pruning bound holds for every feasible plan (the recompute-time bound
@@ -23,15 +23,9 @@ from hypothesis import strategies as st
 from slackopt.plan import RECOMP, Plan
 from slackopt.simulate import simulate
 from slackopt.solvers.milp import MILP
-from slackopt.solvers.milp.enumerate import (
-    _deficit_arrays,
-    _deficit_bound,
-    _footprints,
-    deficit_bound,
-    enumerate_optimum,
-    search_space,
-)
-from slackopt.solvers.milp.incumbent import Incumbent
+from slackopt.solvers.milp.bounds.deficit import _deficit_arrays, _deficit_bound, deficit_bound
+from slackopt.solvers.milp.search.enumeration import _footprints, enumerate_optimum, search_space
+from slackopt.solvers.milp.search.incumbent import Incumbent
 from slackopt.workloads import make
 from tests.helpers_milp import case_times, check_solve, enumerate_plans, instance, random_instance
 
@@ -81,6 +75,7 @@ def check_enumeration(inst, M, times, start=None):
     return r
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("key,frac", KEYS)
 def test_enumeration_finds_and_proves_the_optimum(key, frac):
     inst = instance(key)
@@ -144,6 +139,7 @@ def test_work_limit_proves_nothing_and_is_anytime():
     assert not r.complete and r.simulated == 0 and r.bound_s is None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("key,frac", [("hand", 0.6), ("chain5-nvlink", 0.65),
                                       ("unet1", 0.75)])
 def test_solver_with_enumeration_is_optimal_and_deterministic(key, frac):

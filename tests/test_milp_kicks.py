@@ -1,4 +1,4 @@
-"""The rebuild exchanges and the iterated local search of solvers/milp/incumbent.py."""
+"""The rebuild exchanges and the iterated local search of solvers/milp/search/incumbent.py."""
 
 from __future__ import annotations
 
@@ -7,10 +7,12 @@ import pytest
 
 from slackopt.plan import KEEP, RECOMP, SWAP
 from slackopt.solvers.milp import MILP
-from slackopt.solvers.milp.incumbent import Incumbent, _Moves, kick_search
+from slackopt.solvers.milp.search.incumbent import Incumbent, _Moves, kick_search
 from slackopt.solvers.slackswap import SlackSwap
 from tests.helpers import build
 from tests.helpers_milp import enumerated, instance
+
+pytestmark = pytest.mark.slow  # every test here takes seconds (a milp solve each)
 
 
 def _four():

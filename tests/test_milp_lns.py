@@ -1,5 +1,5 @@
-"""The large-neighbourhood search of the MILP solver (solvers/milp/lns.py) and the window
-mode of the enumeration's branch and bound (solvers/milp/enumerate.py), against brute
+"""The large-neighbourhood search of the MILP solver (solvers/milp/search/lns.py) and the window
+mode of the enumeration's branch and bound (solvers/milp/search/enumeration.py), against brute
 force: every decision vector simulated through slackopt.simulate.
 
 Checked: a window searched to its end returns exactly the fastest plan that agrees with
@@ -21,9 +21,9 @@ import pytest
 from slackopt.plan import Plan
 from slackopt.simulate import simulate
 from slackopt.solvers.milp import MILP
-from slackopt.solvers.milp.enumerate import BranchAndBound, enumerate_optimum
-from slackopt.solvers.milp.incumbent import Incumbent
-from slackopt.solvers.milp.lns import (
+from slackopt.solvers.milp.search.enumeration import BranchAndBound, enumerate_optimum
+from slackopt.solvers.milp.search.incumbent import Incumbent
+from slackopt.solvers.milp.search.lns import (
     _start_size,
     _two_blocks,
     _windows,
@@ -57,6 +57,7 @@ def feasible_starts(times):
     return sorted((t, d) for d, t in times.items() if math.isfinite(t))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("key,frac", KEYS)
 def test_window_search_is_the_best_plan_agreeing_outside_the_window(key, frac):
     """For every feasible start and every pair of tensors, the window search ends (far
@@ -95,6 +96,7 @@ def test_lns_with_a_window_covering_every_tensor_finds_the_optimum(key, frac):
     assert r.converged and r.passes == 1 and r.windows == 1
 
 
+@pytest.mark.slow
 def test_lns_is_never_slower_than_its_start_and_deterministic():
     """From every feasible start, with windows of 2 tensors and small work limits, the
     plan is never slower than the start; the same seed gives the same plan and counts."""

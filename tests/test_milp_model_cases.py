@@ -1,4 +1,4 @@
-"""The full-tier time-indexed model (solvers/milp/model.py) on the cases of issue 22
+"""The full-tier time-indexed model (solvers/milp/model/) on the cases of issue 22
 (tests/data/milp_soundness/, copied from the auditor's case files): with the decisions of
 the enumerated optimum fixed, the model's optimum is at most that plan's simulated step
 time, on every backend (the bound holds plan by plan, which the no-good loop relies on).
@@ -8,7 +8,7 @@ time, on every backend (the bound holds plan by plan, which the no-good loop rel
   once chained the copies in production order (a3 before a2) and the model's value with
   the optimum fixed was 17.77095 ms, above the plan's 17.76218 ms.
 - ``full_tier_cuts_off_optimum`` (fault 1): a5's recipe reads a2, another output of its
-  own op f2; ``_rebuild_gaps`` once visited tensors by producer and missed the gap where
+  own op f2; ``rebuild_gaps`` once visited tensors by producer and missed the gap where
   the evaluator rebuilds a2 (before a5's rebuild), so the model had no point with both
   recomputed, and the optimum recomputes both.
 """

@@ -1,6 +1,6 @@
-"""Plan-by-plan soundness of the time-indexed model (solvers/milp/model.py; issue 22,
+"""Plan-by-plan soundness of the time-indexed model (solvers/milp/model/; issue 22,
 item 1): for every plan the evaluator runs, the point that the plan's simulated trace
-defines (:func:`~slackopt.solvers.milp.model_point.point_from_trace`, the package
+defines (:func:`~slackopt.solvers.milp.model.point.point_from_trace`, the package
 docstring's argument "Why the optimum is a lower bound") satisfies every row of the model
 and its objective is the plan's step time. A row that cuts off a real run then fails here
 with any plan that exercises it, named by its family (``fifo_R1[t=..,K=..]``), whether
@@ -29,7 +29,7 @@ from slackopt.io import load_instance
 from slackopt.plan import KEEP, RECOMP, SWAP, Plan
 from slackopt.simulate import simulate
 from slackopt.solvers.milp import build_model, model_floor
-from slackopt.solvers.milp.model_point import point_from_trace
+from slackopt.solvers.milp.model.point import point_from_trace
 from tests.helpers_milp import random_instance
 from tests.strategies import sample
 
@@ -221,6 +221,7 @@ def runs() -> list[tuple[str, Instance, int, list]]:
 
 
 # ------------------------------------------------------------------------- the checks
+@pytest.mark.slow
 @pytest.mark.parametrize("config", sorted(CONFIGS))
 def test_every_plan_is_a_point_of_the_model(config):
     """Every plan the evaluator runs maps to a point that violates no row and whose

@@ -8,7 +8,7 @@ What each case broke (the instance files are in tests/data/milp_soundness/):
 - ``rebuild_gaps_same_producer``, ``full_tier_cuts_off_optimum``,
   ``exact_tier_cuts_off_optimum`` (+ ``_pad``: 14 zero-byte tensors, so the enumeration
   does not run): a recipe that reads another output of its own op; the models' rebuild
-  gaps forbade recomputing both (solvers/milp/model.py, ``_rebuild_gaps``).
+  gaps forbade recomputing both (solvers/milp/model/steps.py, ``rebuild_gaps``).
 - ``full_tier_fifo_inplace``: the full tier chained D2H copies in production order, the
   runtime queues each when the tensor is ready (after its last in-place mutation).
 - ``timing_bound_above_opt`` (+ ``_big``: 30 zero-byte tensors): a numerically wrong LP
@@ -32,6 +32,8 @@ from slackopt import Instance
 from slackopt.io import load_instance
 from slackopt.solver import OPTIMAL_REL_TOL
 from tests.helpers_milp import enumerate_plans, same_producer
+
+pytestmark = pytest.mark.slow  # every test here takes seconds (a milp solve each)
 
 DATA = Path(__file__).parent / "data" / "milp_soundness"
 
@@ -143,10 +145,10 @@ def test_a_bound_source_above_a_simulated_plan_is_dropped(monkeypatch):
     a plan the search simulated is proven wrong on this instance; it is dropped into
     ``info["bound_errors"]`` and decides nothing (here the deficit bound, made 10x too
     large, would otherwise close the gap at once and say "optimal")."""
-    import slackopt.solvers.milp.search as search
+    import slackopt.solvers.milp.bounds.deficit as deficit
 
-    real = search.deficit_bound
-    monkeypatch.setattr(search, "deficit_bound", lambda inst, M: 10 * real(inst, M))
+    real = deficit.deficit_bound
+    monkeypatch.setattr(deficit, "deficit_bound", lambda inst, M: 10 * real(inst, M))
     inst, M, opt = case("full_tier_cuts_off_optimum")
     r = slackopt.solve(inst, "milp", M, time_limit_s=10, seed=0, enum_plans=0)
     errs = r.info["bound_errors"]
@@ -156,6 +158,7 @@ def test_a_bound_source_above_a_simulated_plan_is_dropped(monkeypatch):
     assert r.lower_bound_s <= r.evaluation.step_time_s
 
 
+@pytest.mark.torch
 def test_anytime_floor_never_worse_than_a_cheap_solver():
     """The milp's plan is never slower than any cheap registered solver's plan with the
     same seed, re-simulated under the barrier-free runtime (issue 22, item 6): chain of 12

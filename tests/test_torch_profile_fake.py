@@ -15,17 +15,19 @@ without --input-shape).
 from __future__ import annotations
 
 import json
+import re
 import resource
 from pathlib import Path
 
 import pytest
 
 torch = pytest.importorskip("torch")  # import guard only: CI installs torch
+pytestmark = pytest.mark.torch  # deselect with -m "not torch"
 
 from slackopt import io  # noqa: E402
 from slackopt.cli import main  # noqa: E402
 from slackopt.hardware import GPUS  # noqa: E402
-from slackopt.profile import (  # noqa: E402
+from slackopt.torch import (  # noqa: E402
     ProfileError,
     build_from_factory,
     profile_factory,
@@ -62,6 +64,7 @@ def assert_same_instance(real, fake) -> None:
         {k: b[k] for k in b if k not in ("ops", "tensors", "link", "meta")}
 
 
+@pytest.mark.slow
 def test_fake_equals_real_nanogpt_with_dropout():
     """Random ops (dropout) flagged alike, masks as tensors of category "mask", recipes."""
     real, fake = profile_pair(f"{MODELS}:gpt_factory", ["2x16"], {"dropout": 0.1})
@@ -71,6 +74,7 @@ def test_fake_equals_real_nanogpt_with_dropout():
     assert fake.meta["recipes"]["rebuildable"] > 0 and fake.n_saved > 10
 
 
+@pytest.mark.slow
 def test_fake_equals_real_cnn_inplace_and_batchnorm():
     """In-place ReLU splits a storage into NAME.pre and NAME; BatchNorm never recomputes."""
     real, fake = profile_pair(f"{MODELS}:vision_factory", ["2x3x16x16"])
@@ -80,6 +84,7 @@ def test_fake_equals_real_cnn_inplace_and_batchnorm():
     assert fake.meta["persistent_bytes"]["buffers"] > 0  # running statistics
 
 
+@pytest.mark.slow
 def test_fake_equals_real_transformer_encoder_deepcopied_layers():
     """nn.TransformerEncoder deep-copies its layer: the copies are re-made in the mode."""
     real, fake = profile_pair(f"{MODELS}:encoder_factory", ["2x8x32"])
@@ -87,6 +92,7 @@ def test_fake_equals_real_transformer_encoder_deepcopied_layers():
     assert any(op.kind == "attention" for op in fake.ops)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["gpt2-tiny", "llama-tiny"])
 def test_fake_equals_real_hugging_face_from_config(name):
     """GPT-2 (dropout on, tied head) and Llama (GQA, RoPE) from config files: the batch
@@ -153,6 +159,7 @@ def run_cli(capsys, *args):
     return rc, out, err
 
 
+@pytest.mark.slow
 def test_cli_fake_hf_config_then_describe(capsys, tmp_path):
     """The issue's command on a tiny config; describe reads the file."""
     pytest.importorskip("transformers")
@@ -202,6 +209,7 @@ def test_fake_model_needs_roofline_and_one_mode():
         profile_step(model, real_inputs, loss_fn, timing="roofline", gpu="h100")
 
 
+@pytest.mark.slow
 def test_plan_made_on_the_fake_profile_runs_on_the_real_model():
     """Plan Llama at 0.5 P from its fake profile, then execute the plan on the real model
     that the stored factory rebuilds: the runtime follows the evaluator task by task (its
@@ -210,7 +218,7 @@ def test_plan_made_on_the_fake_profile_runs_on_the_real_model():
     from slackopt import solve
     from slackopt.instance import budget_bytes
     from slackopt.simulate import simulate
-    from slackopt.torch_runtime import execute_plan
+    from slackopt.torch import execute_plan
 
     cfg = HF / "llama-tiny" / "config.json"
     fake = profile_factory(f"hf:{cfg}", ["2x16"], fake=True, timing="roofline", gpu="h100")
@@ -227,6 +235,7 @@ def test_plan_made_on_the_fake_profile_runs_on_the_real_model():
     assert (rep.d2h_bytes, rep.h2d_bytes) == (ev.d2h_bytes, ev.h2d_bytes)
 
 
+@pytest.mark.slow
 def test_shipped_llama_3_8b_config_has_the_published_dimensions():
     """instances/configs/llama-3-8b: one layer of it, faked, holds the parameters worked
     out by hand from the dimensions (bf16, untied head): embedding and head 2 x 128256 x
@@ -249,6 +258,7 @@ def test_shipped_llama_3_8b_config_has_the_published_dimensions():
     assert (theta, c.max_position_embeddings) == (500000.0, 8192)
 
 
+@pytest.mark.slow
 def test_mixture_of_experts_grouped_gemms_are_counted(tmp_path):
     """A Mixtral-style MoE layer (transformers' grouped_mm experts: sort, histc, grouped
     GEMMs, no data-dependent shapes) traces under FakeTensorMode, and each grouped GEMM is
@@ -269,12 +279,13 @@ def test_mixture_of_experts_grouped_gemms_are_counted(tmp_path):
     up, down = 2.0 * s * h * 2 * f, 2.0 * s * f * h
     assert [o.kind for o in grouped] == ["gemm"] * 6
     assert sorted(o.flops for o in grouped) == sorted([up, down] * 3)
-    from slackopt.profile import grouped_mm_flops
+    from slackopt.torch import grouped_mm_flops
 
     assert grouped_mm_flops((5, 7, 3), (3, 11)) == 2 * 7 * 3 * 11  # 3D x 2D: split columns
     assert grouped_mm_flops((4, 5, 7), (4, 7, 3)) == 2 * 4 * 5 * 7 * 3  # batched
 
 
+@pytest.mark.slow
 def test_cli_profile_host_memory_as_make_reads_it(capsys, tmp_path):
     """--host-memory of profile is make's: 'gpu' takes Grace's memory on gh200, a size is
     bytes, and a mistake is one line naming --host-memory and its forms."""
@@ -308,6 +319,10 @@ def test_cli_profile_host_memory_as_make_reads_it(capsys, tmp_path):
                                             ">= 1"]),
     ({}, ["num_hidden_layers=abc"], "1x16", ["--param num_hidden_layers='abc'", ">= 1"]),
     ({}, [], "1x0", ["--input-shape", "'1x0'", ">= 1"]),
+    ({"hidden_size": None}, [], "1x16", ["config.json", "no field hidden_size", "llama",
+                                         "hidden_size=4096", "--param hidden_size=N"]),
+    ({"intermediate_size": None}, [], "1x16", ["config.json", "no field intermediate_size"]),
+    ({"vocab_size": None}, [], "1x16", ["config.json", "no field vocab_size"]),
 ])
 def test_cli_bad_hf_config_is_one_line_naming_the_field(capsys, tmp_path, edit, params, shape,
                                                         words):
@@ -338,3 +353,78 @@ def test_cli_hf_names_the_field_under_the_configs_own_name_and_an_empty_path(cap
                                "h100", "-o", tmp_path / "x.json", *params)
         assert rc == 2 and out == "" and len(err.strip().splitlines()) == 1, err
         assert all(w in err for w in words), (words, err)
+
+
+def test_cli_hf_config_missing_a_size_is_refused_unless_given(capsys, tmp_path):
+    """A size field the architecture has and the file lacks is refused under the config's
+    own name (n_embd on GPT-2), and is taken from --param when given there; a field the
+    architecture does not have (intermediate_size on GPT-2) is not asked for."""
+    pytest.importorskip("transformers")
+    doc = json.loads((HF / "gpt2-tiny" / "config.json").read_text())
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps({k: v for k, v in doc.items() if k != "n_embd"}))
+    base = ["profile", "--fake", f"hf:{cfg}", "-i", "1x16", "--gpu", "h100"]
+    rc, out, err = run_cli(capsys, *base, "-o", tmp_path / "x.json")
+    assert rc == 2 and len(err.strip().splitlines()) == 1, err
+    assert "no field n_embd" in err and "gpt2" in err and "n_embd=768" in err, err
+    rc, out, err = run_cli(capsys, *base, "-p", "n_embd=32", "-o", tmp_path / "y.json",
+                           "--json")
+    assert rc == 0, err
+    assert io.load_instance(tmp_path / "y.json").meta["persistent_bytes"]["parameters"] > 0
+
+
+def test_sequence_beyond_the_position_embeddings_is_said_and_recorded(capsys, tmp_path):
+    """llama-tiny has max_position_embeddings 32: 1 x 40 tokens profiles (RoPE runs any
+    length), with a note on stderr (a ProfileNote warning from the library) and the same
+    note in meta["notes"]; 1 x 32 has none."""
+    pytest.importorskip("transformers")
+    from slackopt.torch import ProfileNote
+
+    llama = f"hf:{HF / 'llama-tiny' / 'config.json'}"
+    with pytest.warns(ProfileNote, match="max_position_embeddings"):
+        inst = profile_factory(llama, ["1x40"], fake=True, timing="roofline", gpu="h100")
+    assert inst.meta["notes"] == [
+        "40 tokens per sequence (-i 1x40) exceed the config's max_position_embeddings (32): "
+        "the step is profiled as asked, but the model was not made for sequences this long"]
+    out_path = tmp_path / "long.json"
+    rc, out, err = run_cli(capsys, "profile", "--fake", llama, "-i", "1x40", "--gpu", "h100",
+                           "-o", out_path, "--json")
+    assert rc == 0, err
+    assert err.strip() == f"slackopt: note: {inst.meta['notes'][0]}"
+    assert json.loads(out)["notes"] == inst.meta["notes"]
+    assert io.load_instance(out_path).meta["notes"] == inst.meta["notes"]
+    short = profile_factory(llama, ["1x32"], fake=True, timing="roofline", gpu="h100")
+    assert short.meta["notes"] == []
+
+
+def test_names_say_model_tokens_gpu_link_and_module_paths():
+    """Two fake profiles of one config on two GPUs have different names (model class,
+    tokens, GPU, link); a real CPU profile names the device. Tensors made in a module are
+    named by its path as named_modules() spells it (model.layers.0.mlp.up_proj), the second
+    and later ones a module path makes get #1, #2, ...; the others (made outside any
+    submodule) by op and output (f0042.mul.Tensor#0)."""
+    pytest.importorskip("transformers")
+    llama = f"hf:{HF / 'llama-tiny' / 'config.json'}"
+    h100 = profile_factory(llama, ["2x16"], fake=True, timing="roofline", gpu="h100")
+    gh200 = profile_factory(llama, ["2x16"], fake=True, timing="roofline", gpu="gh200")
+    assert (h100.name, gh200.name) == ("LlamaForCausalLM-2x16-h100-pcie5",
+                                       "LlamaForCausalLM-2x16-gh200-gh200-c2c")
+    names = [t.name for t in h100.tensors]
+    assert len(set(names)) == len(names)
+    for want in ("model.embed_tokens", "model.layers.0.mlp.up_proj",
+                 "model.layers.1.mlp.down_proj", "model.layers.0.self_attn#1"):
+        assert want in names, (want, names)
+    assert h100.tensor("model.layers.0.mlp.up_proj").producer.endswith(".mm")
+    model = build_from_factory(llama, ["2x16"], fake=True)[0]
+    paths = {p for p, _ in model.named_modules() if p}
+    for t in h100.tensors:
+        base = t.name.removesuffix(".pre").split("#")[0]
+        by_op = re.fullmatch(r"[fb]\d{4}\.[\w.]+#\d+", t.name.removesuffix(".pre"))
+        assert base in paths or by_op, t.name
+        if t.producer.startswith("b"):
+            assert by_op, t.name  # the backward pass runs in no module
+    real = profile_factory(f"{MODELS}:gpt_factory", ["2x16"], warmup=0, repeat=1,
+                           timing="roofline", gpu="a100")
+    assert real.name == "TinyGPT-2x16-a100-pcie4"
+    assert "blocks.0.mlp.1" in [t.name for t in real.tensors]  # the GELU of block 0
+

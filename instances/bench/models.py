@@ -3,7 +3,7 @@ does not build: an encoder-decoder (T5), an image classifier (ViT), the first st
 pipeline-parallel Llama, a diffusion UNet (diffusers) and VGG-16 (PyTorch layers).
 
 Each factory follows the contract of ``slackopt profile MODULE:FACTORY``
-(:func:`slackopt.profile.build_from_factory`): it returns ``{"model", "make_inputs",
+(:func:`slackopt.torch.build_from_factory`): it returns ``{"model", "make_inputs",
 "loss_fn"}``; ``make_inputs(shapes, device)`` turns the ``-i`` shapes into the step's
 inputs. Every model is built in bfloat16 (the training dtype of the suite) from a config
 shipped in instances/configs/, so ``slackopt profile --fake`` traces it without

@@ -55,6 +55,8 @@ DEFAULT_BUDGETS = (0.1, 0.3, 0.5, 0.7)
 BENCH_MANIFEST = Path(__file__).resolve().parents[2] / "instances" / "bench" / MANIFEST_NAME
 """Where ``--suite bench`` looks: the repository's suite, beside the package's source tree
 (an editable install or a clone)."""
+SHAPES_MANIFEST = BENCH_MANIFEST.parents[1] / "shapes" / MANIFEST_NAME
+"""Where ``--suite shapes`` looks: the repository's CNN suite (benchmarks/make_shapes.py)."""
 REFERENCES_SCRIPT = "benchmarks/bench_references.py"
 VIOLATION_RTOL = 1e-9
 """A bound more than this (relative) above a simulated step violates it; a step more than
@@ -128,22 +130,25 @@ class Suite:
 
 
 def resolve_suite(spec: str | os.PathLike) -> Path:
-    """The manifest file of a suite given as ``"bench"`` (the repository's
-    instances/bench/manifest.json, :data:`BENCH_MANIFEST`; a folder named bench is
-    ``./bench``), a manifest file, or a folder holding ``manifest.json``.
+    """The manifest file of a suite given as ``"bench"`` or ``"shapes"`` (the repository's
+    instances/bench/manifest.json, :data:`BENCH_MANIFEST`, or instances/shapes/manifest.json,
+    :data:`SHAPES_MANIFEST`; a folder of either name is ``./bench``, ``./shapes``), a
+    manifest file, or a folder holding ``manifest.json``.
 
     Raises:
-        SlackoptError: "bench" when this slackopt has no suite beside its source tree
-            (an installed wheel), or a path that is neither (naming the fix).
+        SlackoptError: "bench" or "shapes" when this slackopt has no such suite beside its
+            source tree (an installed wheel), or a path that is neither (naming the fix).
     """
-    if str(spec) == "bench":
-        if not BENCH_MANIFEST.is_file():
+    named = {"bench": BENCH_MANIFEST, "shapes": SHAPES_MANIFEST}
+    if str(spec) in named:
+        path = named[str(spec)]
+        if not path.is_file():
             raise SlackoptError(
-                f"the 'bench' suite is not beside this slackopt's source tree (no "
-                f"{BENCH_MANIFEST}): this is an installed package, not a clone. Fix: pass "
-                "--suite path/to/manifest.json (instances/bench/manifest.json in a clone of "
-                "the repository)")
-        return BENCH_MANIFEST
+                f"the '{spec}' suite is not beside this slackopt's source tree (no "
+                f"{path}): this is an installed package, not a clone. Fix: pass "
+                f"--suite path/to/manifest.json (instances/{spec}/manifest.json in a clone "
+                "of the repository)")
+        return path
     p = Path(spec)
     if p.is_dir():
         p = p / MANIFEST_NAME
@@ -445,7 +450,9 @@ def run_bench(suite: str | os.PathLike, solvers: Any, *,
         time_limits: per solver name, a limit replacing `time_limit_s` for its runs
             (``{"milp": 300}``), as for compare.
         store: SQLite store (resumable; keeps the plans for ``--from-store``).
-        workers, scheduler: local processes or a Dask scheduler, as for compare.
+        workers: local processes, as for compare (1: in this process; 0: one per CPU).
+        scheduler: a Dask scheduler address or ``distributed.Client``, as for compare;
+            overrides `workers`.
         references: a references file; default the suite's ``references.json`` if present.
         only: restrict the suite (:meth:`Suite.select`).
         progress: progress bar on stderr.
@@ -475,8 +482,9 @@ def run_bench(suite: str | os.PathLike, solvers: Any, *,
                        bound_violations(df, refs))
 
 
-__all__ = ["BENCH_MANIFEST", "DEFAULT_BUDGETS", "LEADERBOARD_COLUMNS", "LEADERBOARD_HEADERS",
-           "MANIFEST_FORMAT", "BenchResult", "Suite", "SuiteInstance", "bound_violations",
+__all__ = ["BENCH_MANIFEST", "SHAPES_MANIFEST", "DEFAULT_BUDGETS", "LEADERBOARD_COLUMNS",
+           "LEADERBOARD_HEADERS", "MANIFEST_FORMAT", "BenchResult", "Suite", "SuiteInstance",
+           "bound_violations",
            "check_files", "file_sha256", "geometric_mean_gap", "leaderboard",
            "leaderboard_cells", "leaderboard_markdown", "load_manifest", "new_bests",
            "reference_budgets", "resolve_suite", "run_bench"]

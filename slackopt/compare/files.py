@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -74,6 +74,45 @@ def write_results(df: pd.DataFrame, path: str | os.PathLike, *, overwrite: bool 
         if tmp.exists():
             tmp.unlink()
     return p
+
+
+def check_results_out(path: str | os.PathLike, *, store: str | os.PathLike | None = None,
+                      reads: Iterable[tuple[str, str | os.PathLike | None]] = (),
+                      overwrite: bool = False, reader: str = "command") -> None:
+    """Check a results file before a sweep runs (``compare --out``, ``bench --out``), so a
+    refused file costs no run: a results suffix (:data:`RESULT_SUFFIXES`), none of the
+    files the sweep reads (`reads`: (role, path) pairs, `reader` naming who reads:
+    :func:`slackopt.outputs.check_output`),
+    not an existing file unless `overwrite`, not the `store`, pyarrow present for Parquet,
+    and no file where its folder would be.
+
+    Raises:
+        FileFormatError: an unknown suffix, a file the sweep reads, the store, Parquet
+            without pyarrow, or a file on the way to its folder (each with the fix).
+        OutputExistsError: the file exists and `overwrite` is False.
+    """
+    import importlib.util
+
+    from slackopt.outputs import check_output, same_file
+
+    p = Path(path)
+    if p.suffix.lower() not in RESULT_SUFFIXES:
+        raise FileFormatError(p, "", f"unknown results format '{p.suffix or '(none)'}'",
+                              f"end the file name with one of {', '.join(RESULT_SUFFIXES)}")
+    check_output(p, reads=reads, overwrite=overwrite, reader=reader,
+                 fix="write the results elsewhere with --out")
+    if store is not None and same_file(p, store):
+        raise FileFormatError(p, "", "is also the --store file",
+                              "write the table to another file")
+    if p.suffix.lower() == ".parquet" and importlib.util.find_spec("pyarrow") is None:
+        raise FileFormatError(p, "", "Parquet needs pyarrow, which is not installed",
+                              "pip install pyarrow, or write .csv, .json or .sqlite")
+    above = p.parent
+    while not above.exists() and above != above.parent:
+        above = above.parent
+    if above.exists() and not above.is_dir():
+        raise FileFormatError(p, "", f"cannot be written: {above} is a file, not a "
+                              "folder", "choose another path for --out")
 
 
 def read_results(path: str | os.PathLike, references: Any = None) -> pd.DataFrame:

@@ -110,6 +110,7 @@ class Engine:
             tl.cum_alloc, tl.need, tl.release, tl.fwd_rel)
         self.n_tasks = len(tl.dur)
         self.n_fwd = st.n_fwd
+        self.task_fwd, self.earliest = tl.is_fwd, tl.earliest
         n_saved = len(dec)
         self.trace: list[dict[str, Any]] | None = [] if trace else None
         self._h2d_end: dict[int, float] = {}   # saved position -> end of its last H2D
@@ -117,6 +118,7 @@ class Engine:
         self.state = [_ABSENT] * n_saved
         self.d2h_done = [False] * n_saved
         self.fwd_done = [False] * n_saved
+        self.unit_done = [False] * n_saved  # its forward unit has ended: H2D may start
         self.need_ptr = [0] * n_saved
         self.qkey = [-1] * n_saved          # H2D queue key while queued, else -1
         # Heap of (next need task, saved position) of queued tensors on the host; an entry
@@ -132,7 +134,6 @@ class Engine:
         self.comp_busy = False
         self.comp_end = _INF
         self.prev_end = 0.0        # end of the previous task (for stall accounting)
-        self.fwd_finished = self.n_fwd == 0
         self.wait_inputs_since = -1.0
         # Copy engines: [tensor, latency_end, remaining_bytes, start] or None.
         self.d2h: list[Any] | None = None
@@ -236,17 +237,18 @@ class Engine:
     # ================================================================== helpers
     def push_h2d(self, t: int, key: int) -> None:
         """Queue t's H2D copy with priority `key` (the task that needs it next); it can
-        be chosen once t is on the host (at once if it is there already)."""
+        be chosen once t is on the host and its forward unit has ended (at once if both
+        hold already)."""
         self.qkey[t] = key
-        if self.state[t] == _HOST:
+        if self.state[t] == _HOST and self.unit_done[t]:
             heapq.heappush(self.h2dq, (key, t))
 
     def to_host(self, t: int) -> None:
         """Free t's device copy (its host copy is complete); a queued H2D becomes
-        eligible."""
+        eligible once t's forward unit has ended."""
         self.state[t] = _HOST
         self.used -= self.st.s[t]
-        if self.qkey[t] >= 0:
+        if self.qkey[t] >= 0 and self.unit_done[t]:
             heapq.heappush(self.h2dq, (self.qkey[t], t))
 
     def queue_d2h(self, t: int) -> None:
@@ -297,7 +299,7 @@ class Engine:
             if stt == _DEV:
                 continue
             if stt == _FWD:
-                if k >= self.n_fwd:      # lagging D2H: use the device copy
+                if not self.task_fwd[k]:  # lagging D2H: use the device copy
                     state[t] = _DEV
                     qkey[t] = -1
                     self.on_arrived(t)
@@ -331,15 +333,16 @@ class Engine:
             return False
         # Start task k.
         tr = self.trace
-        idle = now - self.prev_end
+        ready = max(self.prev_end, self.earliest[k])  # idle before it is no stall
+        idle = now - ready
         if idle > 0.0:
-            if k < self.n_fwd:
+            if self.task_fwd[k]:
                 self.stall_fwd += idle
             else:
                 self.stall_bwd += idle
             if tr is not None:
                 tr.append({"lane": "stall", "name": self.task_name(k),
-                           "start_s": self.prev_end, "end_s": now, "bytes": 0})
+                           "start_s": ready, "end_s": now, "bytes": 0})
         self.used += a
         if self.used > self.peak:
             self.peak = self.used
@@ -349,7 +352,7 @@ class Engine:
             self.recompute += self.dur[k]
         else:
             op = self.task_op[k]
-            if op < self.n_fwd:
+            if self.task_fwd[k]:
                 out_state = self.swap_out_state
                 for t in self.st.outs[op]:
                     state[t] = out_state if dec[t] == SWAP else _DEV
@@ -404,7 +407,9 @@ class Engine:
         progressed = True
         while progressed:
             progressed = False
-            if not self.comp_busy and self.k < self.n_tasks and self._try_start_compute():
+            k = self.k
+            if (not self.comp_busy and k < self.n_tasks and self.earliest[k] <= self.now
+                    and self._try_start_compute()):
                 progressed = True
             d2hq = self.d2hq
             while d2hq and not self.d2h_queued[d2hq[0]]:
@@ -424,7 +429,7 @@ class Engine:
                 self.d2h = [t, *copy_start(self.now, s, self.inst.link.copy_latency_s), self.now]
                 self.d2h_bytes += s
                 progressed = True
-            if self.h2d is None and self.fwd_finished and self._try_start_h2d():
+            if self.h2d is None and self._try_start_h2d():
                 progressed = True
 
     # ================================================================== main loop
@@ -445,6 +450,8 @@ class Engine:
             now = self.now
             d2h, h2d = self.d2h, self.h2d
             ev = self.comp_end if self.comp_busy else _INF
+            if not self.comp_busy and self.k < self.n_tasks and self.earliest[self.k] > now:
+                ev = self.earliest[self.k]  # the compute stream idles until its unit starts
             d2h_rate = copy_rate(w_d2h, duplex, h2d is not None)
             h2d_rate = copy_rate(w_h2d, duplex, d2h is not None)
             d2h_t = h2d_t = _INF
@@ -497,8 +504,7 @@ class Engine:
         self.used -= self.free[k]
         dec, s, state = self.dec, self.st.s, self.state
         op = self.task_op[k]
-        n_fwd = self.n_fwd
-        if 0 <= op < n_fwd:
+        if self.task_fwd[k]:
             for t in self.st.ready[op]:
                 if dec[t] == SWAP:
                     self.on_produced(t)
@@ -509,8 +515,11 @@ class Engine:
                     self.used -= s[t]
                 elif d == SWAP:
                     self.on_swap_fwd_released(t)
-            if op == n_fwd - 1:
-                self.fwd_finished = True
+            unit_done, qkey = self.unit_done, self.qkey
+            for t in self.st.unit_end[op]:  # the forward unit of t ends: its H2D may start
+                unit_done[t] = True
+                if state[t] == _HOST and qkey[t] >= 0:
+                    heapq.heappush(self.h2dq, (qkey[t], t))
         else:
             need_ptr = self.need_ptr
             for t in self.reads[k]:

@@ -13,9 +13,9 @@ The plan-independent data of an instance is one structure of arrays,
 :class:`KernelInputs` (built once by :func:`kernel_inputs`, cached by the caller);
 :func:`run_barrier_free` takes it, a decision vector and the budget, and returns plain
 numbers. :func:`simulate_from` is the same loop with two additions for local search:
-snapshots of the loop's state at forward tasks (:class:`Snapshots`), from which a plan
-that differs only in tensors produced at or after that task is simulated again without
-its common prefix, and a cutoff that stops a run whose step can no longer end below it.
+snapshots of the loop's state at forward ops (:class:`Snapshots`), from which a plan that
+differs only in tensors produced at or after that op is simulated again without its
+common prefix, and a cutoff that stops a run whose step can no longer end below it.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
 
+from slackopt.jit import njit
 from slackopt.plan import RECOMP, SWAP
 from slackopt.simulate import rules
 from slackopt.simulate._tasks import ABSENT, DEV, FETCH, FWD, HOST
@@ -66,13 +66,17 @@ class KernelInputs(NamedTuple):
     one; ``*_idx``: int64 entries), rows indexed by scheduled op or saved position.
 
     Attributes:
-        n_fwd: number of forward ops.
+        op_fwd: whether each op is a forward op, bool [n_ops].
+        op_earliest: earliest start of each op's unit (s), float64 [n_ops]: 0 in a single
+            pass; in a pipeline stage the compute stream idles until then.
+        ue_ptr, ue_idx: per op, the saved tensors whose forward unit ends with it (no
+            H2D of them starts before).
         op_dur: op durations (s), float64 [n_ops].
         op_alloc, op_free: bytes an op allocates when it starts (non-saved outputs and
             workspace) and frees when it ends, int64 [n_ops].
         rd_ptr, rd_idx: saved tensors each op reads.
         out_ptr, out_idx: saved tensors each op produces.
-        fr_ptr, fr_idx: per forward op, the saved tensors whose last forward reader it is.
+        fr_ptr, fr_idx: per op, the saved tensors whose last forward reader it is.
         s: saved tensor sizes (bytes), int64 [n_saved].
         c: rebuild times (s, inf when not rebuildable), float64 [n_saved].
         rb_extra: bytes a rebuild holds besides its tensor (transient and workspace).
@@ -84,7 +88,10 @@ class KernelInputs(NamedTuple):
         latency: the fixed cost of every copy (s).
     """
 
-    n_fwd: int
+    op_fwd: np.ndarray
+    op_earliest: np.ndarray
+    ue_ptr: np.ndarray
+    ue_idx: np.ndarray
     op_dur: np.ndarray
     op_alloc: np.ndarray
     op_free: np.ndarray
@@ -112,11 +119,12 @@ def kernel_inputs(st, link) -> KernelInputs:
     """The :class:`KernelInputs` of an instance, from the reference evaluator's
     per-instance lists (``st``: :class:`slackopt.simulate._tasks._Static`) and its
     :class:`~slackopt.hardware.Link`, so both engines read the same data."""
-    fwd_rel: list[list[int]] = [[] for _ in range(st.n_fwd)]
+    fwd_rel: list[list[int]] = [[] for _ in range(st.n)]
     for t, i in enumerate(st.fwd_release):
         fwd_rel[i].append(t)
     return KernelInputs(
-        int(st.n_fwd), np.asarray(st.dur, dtype=np.float64),
+        np.asarray(st.is_fwd, dtype=np.bool_), np.asarray(st.op_earliest, dtype=np.float64),
+        *_csr(st.unit_end), np.asarray(st.dur, dtype=np.float64),
         np.asarray(st.op_alloc, dtype=np.int64), np.asarray(st.op_free, dtype=np.int64),
         *_csr(st.reads), *_csr(st.outs), *_csr(fwd_rel),
         np.asarray(st.s, dtype=np.int64), np.asarray(st.c, dtype=np.float64),
@@ -130,27 +138,28 @@ class Snapshots(NamedTuple):
     """States of the event loop of :func:`simulate_from`, one row per requested task.
 
     Row j is the loop's state the first time the next compute task to start is
-    ``at[j]``, a forward op (after the previous task and every event at that instant
-    were processed, before anything else starts). Until then a plan's run reads only the
-    decisions of tensors produced by earlier ops, so a plan that agrees with the
-    snapshot's plan on those tensors reaches the same state, and :func:`simulate_from`
-    resumed from the row runs it from there bit for bit as from the start. The H2D
-    queue's keys are task indices of the plan's backward pass: they are not stored but
-    taken from the resumed plan (in the forward pass every queued key is still the
-    tensor's first backward need and no H2D has started).
+    ``at[j]`` (after the previous task and every event at that instant were processed,
+    before anything else starts). Each ``at[j]`` must be an op of the forward-only prefix
+    of the schedule that ends no forward unit before it: at most the first backward op's
+    index and the first op that ends a forward unit (``n_fwd - 1`` in a single pass).
+    Until then a plan's run reads only the decisions of tensors produced by earlier ops
+    and no H2D can have started, so a plan that agrees with the snapshot's plan on those
+    tensors reaches the same state, and :func:`simulate_from` resumed from the row runs
+    it from there bit for bit as from the start. The H2D queue's keys are task indices
+    of the plan's backward tasks: they are not stored but taken from the resumed plan.
 
     Attributes:
-        at: int64 [S], forward task indices, increasing, each < n_fwd.
+        at: int64 [S], task indices, increasing, within the prefix above.
         taken: bool [S], whether the run reached row j (a failed run stops early).
         state: int8 [S, ns], residency state per saved tensor.
-        flags: bool [S, 5, ns], d2h_done, fwd_done, d2h_q, host_held, host_rel.
+        flags: bool [S, 6, ns], d2h_done, fwd_done, d2h_q, host_held, host_rel, unit_done.
         times: float64 [S, 2, ns], h2d_end and h2d_stall.
         need: int64 [S, ns], backward readers done per tensor.
         d2hq: int64 [S, ns + 1], the D2H queue (its first ``qt`` entries).
         sf: float64 [S, 11], now, comp_end, prev_end, stall_fwd, stall_bwd, recompute,
             wait_since, d_lat, d_rem, h_lat, h_rem.
-        si: int64 [S, 13], used, peak, k, comp_busy, fwd_finished, d2h_bytes, h2d_bytes,
-            evictions, d_t, h_t, host_used, qh, qt.
+        si: int64 [S, 12], used, peak, k, comp_busy, d2h_bytes, h2d_bytes, evictions, d_t,
+            h_t, host_used, qh, qt.
     """
 
     at: np.ndarray
@@ -165,24 +174,24 @@ class Snapshots(NamedTuple):
 
 
 def snapshots(at, n_saved: int) -> Snapshots:
-    """Empty :class:`Snapshots` for the forward tasks `at` (increasing ints) of an
-    instance with `n_saved` saved tensors; no rows for ``at=()``."""
+    """Empty :class:`Snapshots` for the tasks `at` (increasing ints) of an instance with
+    `n_saved` saved tensors; no rows for ``at=()``."""
     at = np.asarray(at, dtype=np.int64).reshape(-1)
     if at.size > 1 and not np.all(np.diff(at) > 0):
         raise ValueError("snapshot tasks must increase")
     m, n = at.size, int(n_saved)
     return Snapshots(at, np.zeros(m, np.bool_), np.zeros((m, n), np.int8),
-                     np.zeros((m, 5, n), np.bool_), np.zeros((m, 2, n)),
+                     np.zeros((m, 6, n), np.bool_), np.zeros((m, 2, n)),
                      np.zeros((m, n), np.int64), np.zeros((m, n + 1), np.int64),
-                     np.zeros((m, 11)), np.zeros((m, 13), np.int64))
+                     np.zeros((m, 11)), np.zeros((m, 12), np.int64))
 
 
 @njit(cache=True)
 def _no_snapshots(ns):
     return Snapshots(np.zeros(0, np.int64), np.zeros(0, np.bool_), np.zeros((0, ns), np.int8),
-                     np.zeros((0, 5, ns), np.bool_), np.zeros((0, 2, ns)),
+                     np.zeros((0, 6, ns), np.bool_), np.zeros((0, 2, ns)),
                      np.zeros((0, ns), np.int64), np.zeros((0, ns + 1), np.int64),
-                     np.zeros((0, 11)), np.zeros((0, 13), np.int64))
+                     np.zeros((0, 11)), np.zeros((0, 12), np.int64))
 
 
 @njit(cache=True)
@@ -227,21 +236,22 @@ def _heap_pop(hk, ht, n):
 def build_tasks(inp, dec):
     """Task list of a plan (`inp`: :class:`KernelInputs`; `dec`: int8 decisions): same
     order as slackopt.simulate.build_tasks. Returns (task_op, task_t)."""
-    n_fwd, rd_ptr, rd_idx = inp.n_fwd, inp.rd_ptr, inp.rd_idx
+    op_fwd, rd_ptr, rd_idx = inp.op_fwd, inp.rd_ptr, inp.rd_idx
     ri_ptr, ri_idx = inp.ri_ptr, inp.ri_idx
     n_ops = inp.op_dur.shape[0]
     ns = dec.shape[0]
     task_op = np.empty(n_ops + ns, dtype=np.int64)
     task_t = np.empty(n_ops + ns, dtype=np.int64)
     nt = 0
-    for i in range(n_fwd):
-        task_op[nt] = i
-        task_t[nt] = -1
-        nt += 1
     rebuilt = np.zeros(ns, dtype=np.bool_)
     stack_t = np.empty(ns + 1, dtype=np.int64)
     stack_j = np.empty(ns + 1, dtype=np.int64)
-    for i in range(n_fwd, n_ops):
+    for i in range(n_ops):
+        if op_fwd[i]:
+            task_op[nt] = i
+            task_t[nt] = -1
+            nt += 1
+            continue
         for p in range(rd_ptr[i], rd_ptr[i + 1]):
             t0 = rd_idx[p]
             if dec[t0] != RECOMP or rebuilt[t0]:
@@ -316,7 +326,8 @@ def simulate_from(inp, dec, M, snaps, resume, record, cutoff):
     Returns:
         The tuple of :func:`run_barrier_free`.
     """
-    n_fwd, op_dur, op_alloc, op_free = inp.n_fwd, inp.op_dur, inp.op_alloc, inp.op_free
+    op_fwd, op_earliest, ue_ptr, ue_idx = inp.op_fwd, inp.op_earliest, inp.ue_ptr, inp.ue_idx
+    op_dur, op_alloc, op_free = inp.op_dur, inp.op_alloc, inp.op_free
     rd_ptr, rd_idx, out_ptr, out_idx = inp.rd_ptr, inp.rd_idx, inp.out_ptr, inp.out_idx
     fr_ptr, fr_idx, rdy_ptr, rdy_idx = inp.fr_ptr, inp.fr_idx, inp.rdy_ptr, inp.rdy_idx
     s, c, rb_extra, ri_ptr, ri_idx = inp.s, inp.c, inp.rb_extra, inp.ri_ptr, inp.ri_idx
@@ -326,6 +337,17 @@ def simulate_from(inp, dec, M, snaps, resume, record, cutoff):
     INF = np.inf
     task_op, task_t = build_tasks(inp, dec)
     nt = task_op.shape[0]
+    # Per-task phase (forward op or not) and earliest start (that of the unit of its op,
+    # or of the op a rebuild is inserted before).
+    task_fwd = np.zeros(nt, dtype=np.bool_)
+    task_rel = np.zeros(nt, dtype=np.float64)
+    nxt = 0.0
+    for k in range(nt - 1, -1, -1):
+        op = task_op[k]
+        if op >= 0:
+            task_fwd[k] = op_fwd[op]
+            nxt = op_earliest[op]
+        task_rel[k] = nxt
     # Per-task durations, allocations, frees and reads (CSR).
     dur = np.empty(nt, dtype=np.float64)
     alloc = np.empty(nt, dtype=np.int64)
@@ -345,7 +367,7 @@ def simulate_from(inp, dec, M, snaps, resume, record, cutoff):
         if op >= 0:
             dur[k] = op_dur[op]
             a = op_alloc[op]
-            if op < n_fwd:
+            if op_fwd[op]:
                 for p in range(out_ptr[op], out_ptr[op + 1]):
                     a += s[out_idx[p]]
             alloc[k] = a
@@ -369,7 +391,9 @@ def simulate_from(inp, dec, M, snaps, resume, record, cutoff):
         rem[k] = rem[k + 1] + dur[k]
     # Backward reader tasks of each saved tensor (CSR, task order) and releases.
     ncnt = np.zeros(ns, dtype=np.int64)
-    for k in range(n_fwd, nt):
+    for k in range(nt):
+        if task_fwd[k]:
+            continue
         for p in range(tr_ptr[k], tr_ptr[k + 1]):
             ncnt[tr_idx[p]] += 1
     nd_ptr = np.zeros(ns + 1, dtype=np.int64)
@@ -377,7 +401,9 @@ def simulate_from(inp, dec, M, snaps, resume, record, cutoff):
         nd_ptr[t + 1] = nd_ptr[t] + ncnt[t]
     nd_idx = np.empty(nd_ptr[ns], dtype=np.int64)
     fill = nd_ptr[:ns].copy()
-    for k in range(n_fwd, nt):
+    for k in range(nt):
+        if task_fwd[k]:
+            continue
         for p in range(tr_ptr[k], tr_ptr[k + 1]):
             t = tr_idx[p]
             nd_idx[fill[t]] = k
@@ -399,6 +425,7 @@ def simulate_from(inp, dec, M, snaps, resume, record, cutoff):
     state = np.zeros(ns, dtype=np.int8)
     d2h_done = np.zeros(ns, dtype=np.bool_)
     fwd_done = np.zeros(ns, dtype=np.bool_)
+    unit_done = np.zeros(ns, dtype=np.bool_)  # its forward unit ended: H2D may start
     need_ptr = np.zeros(ns, dtype=np.int64)
     qkey = np.full(ns, -1, dtype=np.int64)
     cap = 2 * ns + 16
@@ -430,7 +457,6 @@ def simulate_from(inp, dec, M, snaps, resume, record, cutoff):
     comp_busy = False
     comp_end = INF
     prev_end = 0.0
-    fwd_finished = n_fwd == 0
     stall_fwd = 0.0
     stall_bwd = 0.0
     recompute = 0.0
@@ -450,7 +476,7 @@ def simulate_from(inp, dec, M, snaps, resume, record, cutoff):
     fail_head = -1
     short = 0
     n_snap = snaps.at.shape[0]
-    j_snap = n_snap
+    j_snap = 0
     if resume >= 0:
         state[:] = snaps.state[resume]
         d2h_done[:] = snaps.flags[resume, 0]
@@ -458,24 +484,23 @@ def simulate_from(inp, dec, M, snaps, resume, record, cutoff):
         d2h_q[:] = snaps.flags[resume, 2]
         host_held[:] = snaps.flags[resume, 3]
         host_rel[:] = snaps.flags[resume, 4]
+        unit_done[:] = snaps.flags[resume, 5]
         h2d_end[:] = snaps.times[resume, 0]
         h2d_stall[:] = snaps.times[resume, 1]
         need_ptr[:] = snaps.need[resume]
         d2hq[:] = snaps.d2hq[resume]
         sf = snaps.sf[resume]
         now, comp_end, prev_end, stall_fwd, stall_bwd = sf[0], sf[1], sf[2], sf[3], sf[4]
-        recompute, wait_since, d_lat, d_rem, h_lat, h_rem = sf[5], sf[6], sf[7], sf[8], sf[9], \
-            sf[10]
+        recompute, wait_since, d_lat, d_rem = sf[5], sf[6], sf[7], sf[8]
+        h_lat, h_rem = sf[9], sf[10]
         si = snaps.si[resume]
-        used, peak, k, comp_busy, fwd_finished = si[0], si[1], si[2], si[3] != 0, si[4] != 0
-        d2h_bytes, h2d_bytes, evictions, d_t, h_t = si[5], si[6], si[7], si[8], si[9]
-        host_used, qh, qt = si[10], si[11], si[12]
-        for t in range(ns):  # the host copies queued for their H2D, keyed by this plan
-            if state[t] == HOST and qkey[t] >= 0:
+        used, peak, k, comp_busy, d2h_bytes = si[0], si[1], si[2], si[3] != 0, si[4]
+        h2d_bytes, evictions, d_t, h_t, host_used = si[5], si[6], si[7], si[8], si[9]
+        qh, qt = si[10], si[11]
+        for t in range(ns):  # host copies queued for their H2D, keyed by this plan
+            if state[t] == HOST and qkey[t] >= 0 and unit_done[t]:
                 hn = _heap_push(hk, ht, hn, qkey[t], t)
         j_snap = resume + 1
-    elif record:
-        j_snap = 0
     if not record:
         j_snap = n_snap
     for j in range(j_snap, n_snap):
@@ -490,15 +515,15 @@ def simulate_from(inp, dec, M, snaps, resume, record, cutoff):
             snaps.flags[j_snap, 2] = d2h_q
             snaps.flags[j_snap, 3] = host_held
             snaps.flags[j_snap, 4] = host_rel
+            snaps.flags[j_snap, 5] = unit_done
             snaps.times[j_snap, 0] = h2d_end
             snaps.times[j_snap, 1] = h2d_stall
             snaps.need[j_snap] = need_ptr
             snaps.d2hq[j_snap] = d2hq
             snaps.sf[j_snap] = np.array((now, comp_end, prev_end, stall_fwd, stall_bwd,
                                          recompute, wait_since, d_lat, d_rem, h_lat, h_rem))
-            snaps.si[j_snap] = np.array((used, peak, k, 1 if comp_busy else 0,
-                                         1 if fwd_finished else 0, d2h_bytes, h2d_bytes,
-                                         evictions, d_t, h_t, host_used, qh, qt))
+            snaps.si[j_snap] = np.array((used, peak, k, 1 if comp_busy else 0, d2h_bytes,
+                                         h2d_bytes, evictions, d_t, h_t, host_used, qh, qt))
             j_snap += 1
         if not comp_busy and k < nt and now + rem[k] > cutoff:
             code = CUTOFF
@@ -507,7 +532,7 @@ def simulate_from(inp, dec, M, snaps, resume, record, cutoff):
         progressed = True
         while progressed:
             progressed = False
-            if not comp_busy and k < nt:
+            if not comp_busy and k < nt and task_rel[k] <= now:
                 missing = -1
                 for p in range(tr_ptr[k], tr_ptr[k + 1]):
                     t = tr_idx[p]
@@ -515,7 +540,7 @@ def simulate_from(inp, dec, M, snaps, resume, record, cutoff):
                     if stt == DEV:
                         continue
                     if stt == FWD:
-                        if k >= n_fwd:
+                        if not task_fwd[k]:
                             state[t] = DEV
                             qkey[t] = -1
                         continue
@@ -544,9 +569,9 @@ def simulate_from(inp, dec, M, snaps, resume, record, cutoff):
                     wait_since = -1.0
                     a = alloc[k]
                     if _allocation_fits(used, a, M):
-                        idle = now - prev_end
+                        idle = now - max(prev_end, task_rel[k])
                         if idle > 0.0:
-                            if k < n_fwd:
+                            if task_fwd[k]:
                                 stall_fwd += idle
                             else:
                                 stall_bwd += idle
@@ -559,7 +584,7 @@ def simulate_from(inp, dec, M, snaps, resume, record, cutoff):
                             recompute += dur[k]
                         else:
                             op = task_op[k]
-                            if op < n_fwd:
+                            if task_fwd[k]:
                                 for p in range(out_ptr[op], out_ptr[op + 1]):
                                     t = out_idx[p]
                                     state[t] = FWD if dec[t] == SWAP else DEV
@@ -587,7 +612,7 @@ def simulate_from(inp, dec, M, snaps, resume, record, cutoff):
                 d_lat, d_rem = _copy_start(now, s[t], lat)
                 d2h_bytes += s[t]
                 progressed = True
-            if h_t < 0 and fwd_finished:
+            if h_t < 0:
                 while hn > 0 and (qkey[ht[0]] != hk[0] or state[ht[0]] != HOST):
                     hn = _heap_pop(hk, ht, hn)
                 if hn > 0:
@@ -624,6 +649,8 @@ def simulate_from(inp, dec, M, snaps, resume, record, cutoff):
         if k >= nt and not comp_busy:
             break
         ev = comp_end if comp_busy else INF
+        if not comp_busy and k < nt and task_rel[k] > now:
+            ev = task_rel[k]  # the compute stream idles until its unit starts
         d_rate = _copy_rate(w_d2h, duplex, h_t >= 0)
         h_rate = _copy_rate(w_h2d, duplex, d_t >= 0)
         d_ev = INF
@@ -710,7 +737,7 @@ def simulate_from(inp, dec, M, snaps, resume, record, cutoff):
             if state[t] == FWD and fwd_done[t]:
                 state[t] = HOST
                 used -= s[t]
-                if qkey[t] >= 0:
+                if qkey[t] >= 0 and unit_done[t]:
                     hn = _heap_push(hk, ht, hn, qkey[t], t)
             if host_rel[t] and host_held[t]:
                 host_held[t] = False
@@ -726,7 +753,7 @@ def simulate_from(inp, dec, M, snaps, resume, record, cutoff):
             prev_end = now
             used -= free[k]
             op = task_op[k]
-            if op >= 0 and op < n_fwd:
+            if op >= 0 and op_fwd[op]:
                 for p in range(rdy_ptr[op], rdy_ptr[op + 1]):
                     t = rdy_idx[p]
                     if dec[t] == SWAP:
@@ -747,10 +774,13 @@ def simulate_from(inp, dec, M, snaps, resume, record, cutoff):
                         if d2h_done[t] and state[t] == FWD:
                             state[t] = HOST
                             used -= s[t]
-                            if qkey[t] >= 0:
+                            if qkey[t] >= 0 and unit_done[t]:
                                 hn = _heap_push(hk, ht, hn, qkey[t], t)
-                if op == n_fwd - 1:
-                    fwd_finished = True
+                for p in range(ue_ptr[op], ue_ptr[op + 1]):
+                    t = ue_idx[p]  # the forward unit of t ends: its H2D may start
+                    unit_done[t] = True
+                    if state[t] == HOST and qkey[t] >= 0:
+                        hn = _heap_push(hk, ht, hn, qkey[t], t)
             else:
                 for p in range(tr_ptr[k], tr_ptr[k + 1]):
                     need_ptr[tr_idx[p]] += 1

@@ -58,6 +58,16 @@ class _Static:
         self.recipe_inputs = inst.recipe_inputs
         self.prod = inst.saved_prod_idx.tolist()
         self.fwd_release = inst.saved_last_fwd_idx.tolist()
+        # Pipeline stages (docs/model.md, "A pipeline stage"): which ops are forward ops,
+        # each op's earliest start (its unit's), and the saved tensors whose forward unit
+        # ends with op i: no H2D of them starts before that (the end of the forward pass
+        # in a single pass).
+        self.is_fwd = (~inst.is_bwd).tolist()
+        self.op_earliest = inst.op_earliest_s.tolist()
+        unit_end: list[list[int]] = [[] for _ in range(n)]
+        for k, i in enumerate(inst.saved_fwd_end_idx.tolist()):
+            unit_end[i].append(k)
+        self.unit_end = unit_end
         self.saved_names = inst.saved_names
         self.host_limit = -1 if inst.host_memory_bytes is None else inst.host_memory_bytes
 
@@ -111,8 +121,9 @@ def _static(inst: Instance) -> _Static:
 def build_tasks(inst: Instance, decisions: np.ndarray) -> tuple[list[int], list[int]]:
     """The compute-stream task list of a plan.
 
-    Forward ops in order, then each backward op preceded by the rebuilds of its recomp
-    inputs that are not resident yet, recipe inputs first (depth first, in saved order).
+    The scheduled ops in order (forward then backward, or the units of a pipeline
+    stage), each backward op preceded by the rebuilds of its recomp inputs that are not
+    resident yet, recipe inputs first (depth first, in saved order).
 
     Args:
         inst: the instance.
@@ -124,11 +135,16 @@ def build_tasks(inst: Instance, decisions: np.ndarray) -> tuple[list[int], list[
     """
     st = _static(inst)
     dec = decisions.tolist() if isinstance(decisions, np.ndarray) else list(decisions)
-    task_op = list(range(st.n_fwd))
-    task_t = [-1] * st.n_fwd
+    task_op: list[int] = []
+    task_t: list[int] = []
     rebuilt = [False] * len(dec)
     rin = st.recipe_inputs
-    for i in range(st.n_fwd, st.n):
+    is_fwd = st.is_fwd
+    for i in range(st.n):
+        if is_fwd[i]:
+            task_op.append(i)
+            task_t.append(-1)
+            continue
         for t0 in st.reads[i]:
             if dec[t0] != RECOMP or rebuilt[t0]:
                 continue
@@ -165,8 +181,11 @@ class TaskList:
         cum_alloc: prefix sums of ``alloc`` (``cum_alloc[k]`` = sum of alloc[:k]).
         need: per saved tensor, the backward tasks that read it, in order.
         release: per task, the saved tensors whose last backward reader it is.
-        fwd_rel: per forward op, the saved tensors whose last forward reader it is (or
-            their producer, for tensors without one).
+        fwd_rel: per op, the saved tensors whose last forward reader it is (or their
+            producer, for tensors without one); empty for backward ops.
+        is_fwd: per task, whether it is a forward op (rebuilds are backward tasks).
+        earliest: per task, its earliest start (s): that of the unit of its op, or of the
+            op a rebuild is inserted before (0 in a single pass).
     """
 
     def __init__(self, inst: Instance, decisions: np.ndarray) -> None:
@@ -180,7 +199,7 @@ class TaskList:
             if op >= 0:
                 dur.append(st.dur[op])
                 a = st.op_alloc[op]
-                if op < st.n_fwd:
+                if st.is_fwd[op]:
                     for k in st.outs[op]:
                         a += s[k]
                 alloc.append(a)
@@ -198,18 +217,27 @@ class TaskList:
         self.cum_alloc = cum
         n_saved = len(s)
         need: list[list[int]] = [[] for _ in range(n_saved)]
-        for k in range(st.n_fwd, n_tasks):
-            for t in reads[k]:
-                need[t].append(k)
+        self.is_fwd = task_fwd = [op >= 0 and st.is_fwd[op] for op in task_op]
+        for k in range(n_tasks):
+            if not task_fwd[k]:
+                for t in reads[k]:
+                    need[t].append(k)
         release: list[list[int]] = [[] for _ in range(n_tasks)]
         for t in range(n_saved):
             if need[t]:
                 release[need[t][-1]].append(t)
         self.need, self.release = need, release
-        fwd_rel: list[list[int]] = [[] for _ in range(st.n_fwd)]
+        fwd_rel: list[list[int]] = [[] for _ in range(st.n)]
         for t in range(n_saved):
             fwd_rel[st.fwd_release[t]].append(t)
         self.fwd_rel = fwd_rel
+        earliest = [0.0] * n_tasks
+        nxt = 0.0
+        for k in range(n_tasks - 1, -1, -1):
+            if task_op[k] >= 0:
+                nxt = st.op_earliest[task_op[k]]
+            earliest[k] = nxt
+        self.earliest = earliest
 
     def task_name(self, inst: Instance, k: int) -> str:
         """Op name of task k, or ``rebuild:<tensor>`` for a rebuild."""

@@ -3,9 +3,9 @@ from the first task the difference can affect.
 
 A local search scores many plans one or two decisions away from its incumbent. Until the
 producer of the first changed tensor starts, such a plan's run is the incumbent's, event
-for event (a run reads a tensor's decision first when its producer starts, and the H2D
-engine is idle in the forward pass). :class:`Incremental` runs the incumbent (the *base*
-plan) once with snapshots of the compiled event loop at evenly spaced forward ops
+for event (a run reads a tensor's decision first when its producer starts, and no H2D starts before
+a forward unit ends). :class:`Incremental` runs the incumbent (the *base* plan) once with
+snapshots of the compiled event loop at evenly spaced ops of the forward prefix
 (:func:`slackopt.simulate._kernel.simulate_from`) and resumes each candidate from the
 last snapshot before its first changed producer. The result is equal bit for bit to a
 run from t = 0 (tests/test_incremental.py checks it on random plans and changes);
@@ -79,6 +79,17 @@ class Run(NamedTuple):
         return self.code == OK
 
 
+def _snapshot_prefix(inst: Instance) -> int:
+    """The last task index a snapshot may be taken at (:class:`~slackopt.simulate._kernel.
+    Snapshots`): the smaller of the first backward op's index and the first op that ends
+    a forward unit (``n_fwd - 1`` in a single pass); -1 when there is none."""
+    bwd = np.flatnonzero(np.asarray(inst.is_bwd))
+    first_bwd = int(bwd[0]) if bwd.size else int(inst.n_ops)
+    ends = np.asarray(inst.saved_fwd_end_idx, dtype=np.int64)
+    first_end = int(ends.min()) if ends.size else int(inst.n_ops) - 1
+    return min(first_bwd, first_end, int(inst.n_ops) - 1)
+
+
 class Incremental:
     """Evaluations of plans near a base plan, resumed from snapshots of the base's run.
 
@@ -106,9 +117,9 @@ class Incremental:
             raise BudgetError(f"budget {M} B is outside [0, 2**62]")
         self.instance, self.M = instance, M
         self.inp = kernel_inputs(instance)
-        n_fwd = int(self.inp.n_fwd)
-        at = np.unique(np.linspace(0, max(n_fwd - 1, 0), max(1, int(snapshots)))
-                       .astype(np.int64)) if n_fwd else np.zeros(0, np.int64)
+        self.prefix = prefix = _snapshot_prefix(instance)
+        at = np.unique(np.linspace(0, prefix, max(1, int(snapshots))).astype(np.int64)) \
+            if prefix >= 0 else np.zeros(0, np.int64)
         self._snaps = kernel.snapshots(at, instance.n_saved)
         self._prod = np.asarray(instance.saved_prod_idx, dtype=np.int64)
         self.base: np.ndarray | None = None
@@ -144,7 +155,7 @@ class Incremental:
         if changed is None:
             changed = np.flatnonzero(dec != self.base)
         if len(changed) == 0:
-            first = int(self.inp.n_fwd)
+            first = self.prefix + 1
         else:
             first = int(self._prod[np.asarray(changed, dtype=np.int64)].min())
         j = int(np.searchsorted(self._snaps.at, first, side="right")) - 1

@@ -9,7 +9,10 @@ iteration from a workload name, a GPU and a host link.
 41
 
 Registered workloads (:data:`WORKLOADS`): "gpt2-xl", "bert-large", "llama-7b", "vgg16",
-"tiny" (a 2-layer GPT-style transformer) and "chain" (a seeded synthetic chain).
+"tiny" (a 2-layer GPT-style transformer), "chain" (a seeded synthetic chain), "unet" (a
+small U-Net-like DAG) and the CNN families of :mod:`slackopt.workloads.shapes`
+("shapes-fcn", "shapes-unet", "shapes-resnet", "shapes-densenet", "shapes-mobilenet",
+"shapes-branches").
 Parameters and the totals they land on: docs/workloads.md.
 """
 
@@ -22,7 +25,7 @@ from typing import Any
 
 from slackopt.hardware import GPU, Link, host_memory_limit
 from slackopt.instance import Instance
-from slackopt.workloads import synthetic, transformer, vgg
+from slackopt.workloads import shapes, synthetic, transformer, vgg
 from slackopt.workloads._builder import WorkloadError, resolve_hardware
 
 
@@ -72,6 +75,24 @@ WORKLOADS: dict[str, Workload] = {
     "unet": Workload("unet", synthetic.unet,
                      "U-Net-like DAG: encoder/decoder levels joined by long skip connections",
                      {"layers": "levels", "batch": "batch"}),
+    "shapes-fcn": Workload("shapes-fcn", shapes.fcn,
+                           "FCN-8s: VGG backbone, pool3/pool4 skip fusions, upsampling",
+                           {"layers": "depth", "batch": "batch"}),
+    "shapes-unet": Workload("shapes-unet", shapes.unet,
+                            "U-Net (2015): two convs a level, long skips by concatenation",
+                            {"layers": "levels", "batch": "batch"}),
+    "shapes-resnet": Workload("shapes-resnet", shapes.resnet,
+                              "ResNet-10..152: residual adds, BatchNorm, projections",
+                              {"layers": "depth", "batch": "batch"}),
+    "shapes-densenet": Workload("shapes-densenet", shapes.densenet,
+                                "DenseNet-BC: every feature map read by every later layer",
+                                {"layers": "layers", "batch": "batch"}),
+    "shapes-mobilenet": Workload("shapes-mobilenet", shapes.mobilenet,
+                                 "MobileNetV2: depthwise + pointwise inverted residuals",
+                                 {"layers": "blocks", "batch": "batch"}),
+    "shapes-branches": Workload("shapes-branches", shapes.branches,
+                                "seeded random cells of branches that fork and merge",
+                                {"layers": "cells", "batch": "batch"}),
 }
 """The registry :func:`make` dispatches on."""
 

@@ -1,0 +1,183 @@
+"""The deficit bound: a closed-form lower bound on the simulated step time of every plan
+(:func:`deficit_bound`), and its node form for the exact enumeration's branch and bound
+(:func:`_deficit_bound`, :func:`_fixed_deficits`, :func:`_cover`): the same bound with some
+decisions fixed, valid for every completion of them.
+
+The argument is in :func:`deficit_bound`'s docstring; with fixed decisions, a tensor fixed
+to recomp is paid for (its rebuild time c_t on the compute stream) and its bytes are absent
+where they can be, tensors fixed to keep or swap help only through the D2H engine's bytes,
+and the unfixed tensors enter as fractional recomp items
+(:mod:`~slackopt.solvers.milp.search.enumeration`, "Time").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit
+
+from slackopt.instance import Instance
+from slackopt.plan import RECOMP
+from slackopt.solvers.milp.bounds.deficit_lagrange import lagrangian_deficit_bound
+from slackopt.solvers.milp.bounds.source import BoundContext, BoundValue
+
+
+@njit(cache=True)
+def _deficit_ops(kprof, cap0, M):
+    """The ops where the keep-all profile `kprof` exceeds M plus what the D2H engine can
+    have copied by then (`cap0`): the only ops where the deficit bound can exceed T*
+    (int64 array, increasing)."""
+    n = kprof.shape[0]
+    out = np.empty(n, dtype=np.int64)
+    m = 0
+    for k in range(n):
+        if float(kprof[k] - M) - cap0[k] > 0.0:
+            out[m] = k
+            m += 1
+    return out[:m]
+
+
+@njit(cache=True)
+def _fixed_deficits(dec, fixed, s, c, nf, ops, kprof, cap0, M, lastf, firstb, W):
+    """Per op in `ops`, the deficit (bytes) that the tensors with ``fixed[t]`` and
+    ``dec[t] == RECOMP`` leave: absent between their last forward and first backward
+    reader, and in a backward op W c_t bytes of D2H time each (float64 [len(ops)])."""
+    nS = s.shape[0]
+    out = np.empty(ops.shape[0])
+    for i in range(ops.shape[0]):
+        k = ops[i]
+        deficit = float(kprof[k] - M) - cap0[k]
+        bwd = k >= nf
+        for t in range(nS):
+            if fixed[t] and dec[t] == RECOMP:
+                if lastf[t] < k < firstb[t]:
+                    deficit -= s[t]
+                if bwd:
+                    deficit -= W * c[t]
+        out[i] = deficit
+    return out
+
+
+@njit(cache=True)
+def _cover(deficits, ops, dec, fixed, more, s, c, nf, lastf, firstb, rho_free, W):
+    """The largest over the ops of the cheapest cover (s) of ``deficits`` (from
+    :func:`_fixed_deficits`) once the tensors in `more` that are fixed to recomp are
+    taken off too, by stall (W bytes per s) and the unfixed tensors of `rho_free`
+    (rebuildable tensors with bytes, by c_t / s_t) as fractional recomp items."""
+    extra = 0.0
+    for i in range(ops.shape[0]):
+        deficit = deficits[i]
+        if deficit <= 0.0:
+            continue
+        k = ops[i]
+        bwd = k >= nf
+        for j in range(more.shape[0]):
+            t = more[j]
+            if fixed[t] and dec[t] == RECOMP:
+                if lastf[t] < k < firstb[t]:
+                    deficit -= s[t]
+                if bwd:
+                    deficit -= W * c[t]
+        if deficit <= 0.0:
+            continue
+        e = 0.0
+        for q in range(rho_free.shape[0]):
+            t = rho_free[q]
+            if fixed[t] or not lastf[t] < k < firstb[t]:
+                continue
+            cap = s[t] + W * c[t] if bwd else float(s[t])
+            if c[t] * W >= cap:
+                break       # stall (W bytes per s) is as cheap from here on
+            if cap >= deficit:
+                e += c[t] * deficit / cap
+                deficit = 0.0
+                break
+            e += c[t]
+            deficit -= cap
+        if deficit > 0.0:
+            e += deficit / W
+        if e > extra:
+            extra = e
+    return extra
+
+
+@njit(cache=True)
+def _deficit_bound(dec, fixed, cost, s, c, t_star, M, nf, kprof, cap0, lastf, firstb,
+                   rho_order, W):
+    """:func:`deficit_bound` for the decisions ``dec[t]`` of the tensors with ``fixed[t]``
+    (`cost`: their recompute time, s); the others free. Returns s."""
+    ops = _deficit_ops(kprof, cap0, M)
+    deficits = _fixed_deficits(dec, fixed, s, c, nf, ops, kprof, cap0, M, lastf, firstb, W)
+    more = np.zeros(0, dtype=np.int64)
+    return t_star + cost + _cover(deficits, ops, dec, fixed, more, s, c, nf, lastf, firstb,
+                                  rho_order, W)
+
+
+def _deficit_arrays(inst: Instance) -> tuple:
+    """(n_fwd, keep-all profile, cap0, lastf, firstb, rho_order, W) for
+    :func:`_deficit_bound`: cap0[k] = W * (S*(k) - r0)+, the bytes the D2H engine can
+    have copied by the ideal start of op k; rho_order: the rebuildable tensors with bytes
+    by c_t / s_t (then index)."""
+    s = np.asarray(inst.s, dtype=np.int64)
+    c = np.asarray(inst.c, dtype=np.float64)
+    W = float(inst.link.d2h_bytes_per_s)  # the D2H engine's bytes per second
+    rel = np.asarray(inst.r, dtype=np.float64)
+    r0 = float(rel.min()) if rel.size else 0.0
+    cap0 = W * np.maximum(0.0, np.asarray(inst.start_s, dtype=np.float64) - r0)
+    ok = [t for t in range(int(inst.n_saved)) if np.isfinite(c[t]) and s[t] > 0]
+    rho_order = np.array(sorted(ok, key=lambda t: (c[t] / s[t], t)), dtype=np.int64)
+    return (int(inst.n_fwd), np.asarray(inst.keep_all_profile, dtype=np.int64), cap0,
+            np.asarray(inst.saved_last_fwd_idx, dtype=np.int64),
+            np.asarray(inst.saved_first_bwd_idx, dtype=np.int64), rho_order, W)
+
+
+def deficit_bound(inst: Instance, M: int) -> float:
+    """A lower bound on the simulated step time of every plan of `inst` under budget `M`
+    (bytes), in s: T* plus the cheapest way, over each op k, to make room at op k.
+
+    At the start of op k a plan holds the keep-all profile (every saved tensor from its
+    production through its last backward reader, the non-saved tensors and workspaces)
+    minus the saved tensors absent then, and at most M. A saved tensor is absent at op k
+    only after its last forward reader and before its last backward one, and only if it
+    is recomp and not yet rebuilt (before its first backward reader) or swapped and its
+    D2H has ended by the start S(k). The D2H engine moves at most W bytes/s, one copy at
+    a time, from the first production r0 on: at most ``W (S(k) - r0)`` bytes by then, with
+    ``S(k) = S*(k) + sigma + R_k`` (stalls and rebuild time before k; rebuilds run in the
+    backward pass only). With ``T = T* + stalls + rebuild time >= T* + sigma + sum c_t``,
+    the extra time is at least the value of the linear program: cover
+    ``deficit_k = keep_all(k) - M - W (S*(k) - r0)`` bytes with stall (W bytes per s) or
+    recomp tensors absent-able at k (s_t bytes, plus W c_t bytes of extra D2H time when
+    k is a backward op, for c_t s each, fractions allowed), solved exactly by the greedy
+    order on c_t / bytes. The bound is T* plus the largest such value over k (T* when no
+    op has a deficit).
+
+    Source: the memory and link rules of ../shared/spec/semantics.md ("swap", "recomp",
+    "Each copy costs a fixed 10 us, then bytes at W"); checked against every simulated
+    plan in tests/test_milp_enumerate.py.
+    """
+    nS = int(inst.n_saved)
+    return float(_deficit_bound(np.zeros(nS, dtype=np.int8), np.zeros(nS, dtype=np.bool_),
+                                0.0, np.asarray(inst.s, dtype=np.int64),
+                                np.asarray(inst.c, dtype=np.float64),
+                                float(inst.ideal_time_s), int(M), *_deficit_arrays(inst)))
+
+
+@dataclass(frozen=True)
+class DeficitBound:
+    """The deficit bounds as a bound source (phase "deficit_bound"): ``deficit``
+    (:func:`deficit_bound`, computed in floating point from the instance's data and
+    lowered by a relative 1e-12; certified) and ``deficit_lagrange`` (its Lagrangian form
+    with the offloads' copy times,
+    :func:`~slackopt.solvers.milp.bounds.deficit_lagrange.lagrangian_deficit_bound`: its
+    value at the multipliers found, re-summed with ``math.fsum`` and lowered by a margin
+    that covers its rounding; certified), with ``info["deficit_lagrange"]`` (its op and
+    multipliers). Neither depends on a plan."""
+
+    name: str = "deficit_bound"
+
+    def __call__(self, inst: Instance, M: int, ctx: BoundContext) -> BoundValue:
+        closed = deficit_bound(inst, M) * (1.0 - 1e-12)
+        lb, linfo = lagrangian_deficit_bound(inst, M, deadline=ctx.deadline - 0.3)
+        return BoundValue(bounds={"deficit": closed, "deficit_lagrange": lb},
+                          info={"deficit_lagrange": linfo})

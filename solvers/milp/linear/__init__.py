@@ -1,0 +1,1 @@
+"""Linear models and the MILP solvers that load them (SCIP, HiGHS, CBC)."""
