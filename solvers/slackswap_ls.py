@@ -68,11 +68,14 @@ RUN_WORK = 550
 """Work charged per evaluator call (its fixed cost, in simulated-task units)."""
 LIST_SHARE = 4
 """A run also costs 1/LIST_SHARE unit per task of its plan's task list (building it)."""
-START_SHARE = 0.3
+START_SHARE = 0.25
 """SlackSwap's rounds get at most this share of the wall-clock budget."""
+REPAIR_GRACE = 0.4
+"""When no start runs, the repair may go on this share of the budget past it: a plan
+that runs is worth more than the budget's last tenths (the local search does not)."""
 MIN_BUDGET_SHARE = 0.5
-"""The minimum-budget search of an infeasible answer gets this share of the wall-clock
-budget more."""
+"""The minimum-budget search of an infeasible answer ends this share of the wall-clock
+budget past it."""
 SMALL = 64
 """Instances with at most this many saved tensors also get the joint changes of two
 tensors and the kicks."""
@@ -536,9 +539,11 @@ class SlackSwapLS(BaseSolver):
     deterministic; docs/speed.md ("The fast tier") the figures on the benchmark suite.
 
     Args:
-        budget_s: wall-clock budget of a solve (s): the starts, the repair and the search
-            stop at it (the run's time limit, when smaller, wins); an infeasible answer's
-            minimum-budget search gets :data:`MIN_BUDGET_SHARE` times it more.
+        budget_s: wall-clock budget of a solve (s; the run's time limit, when smaller,
+            wins): the starts and the search stop at it; a repair, when no start runs, at
+            :data:`REPAIR_GRACE` of it later; an infeasible answer's minimum-budget search
+            at :data:`MIN_BUDGET_SHARE` of it later. A solve ends within 1.5 budgets
+            (plus one SlackSwap round and one evaluation).
         max_work: the search's work limit (:meth:`_Search.work` units, about 48 ns each
             on the development machine), the primary, machine-independent limit.
 
@@ -597,10 +602,12 @@ class SlackSwapLS(BaseSolver):
         return out
 
     def _solve_at(self, inst: Instance, M: int, run: Run, deadline: float, search: bool,
-                  quick: bool = False) -> tuple[_Search, str, float]:
-        """Starts, repair and (with `search`) the local search at budget M; returns the
-        search state, the start's name and its step (inf when no start ran). Each repair
-        and then the search each get ``max_work``."""
+                  quick: bool = False, repair_deadline: float | None = None
+                  ) -> tuple[_Search, str, float]:
+        """Starts, repair and (with `search`) the local search at budget M until
+        `deadline` (perf_counter; the repair until `repair_deadline`, when given); returns
+        the search state, the start's name and its step (inf when no start ran). Each
+        repair and then the search each get ``max_work``."""
         se = _Search(inst, M, self.max_work, deadline, run.seed_or(0))
         t0 = time.perf_counter()
         starts = self._starts(inst, M, run, se, t0 + START_SHARE * (deadline - t0), quick)
@@ -615,12 +622,14 @@ class SlackSwapLS(BaseSolver):
             se.set_base(best[2])
         else:  # repair each start; the fastest repaired plan is the incumbent
             fixed: list[tuple[float, str, np.ndarray]] = []
+            se.deadline = deadline if repair_deadline is None else repair_deadline
             for nm, d in starts:
                 se.max_work = se.work() + self.max_work
                 if se.repair(d):
                     fixed.append((se.T, nm + "+repair", se.cur.copy()))
                 if se.stopped_by == "time":
                     break
+            se.deadline = deadline
             if fixed:
                 T, nm, d = min(fixed, key=lambda x: x[0])
                 se.set_base(d)
@@ -643,7 +652,8 @@ class SlackSwapLS(BaseSolver):
         limit = self.budget_s if run.time_limit_s is None else \
             min(self.budget_s, float(run.time_limit_s))
         deadline = run.started + limit
-        se, start, start_step = self._solve_at(instance, M, run, deadline, search=True)
+        se, start, start_step = self._solve_at(instance, M, run, deadline, search=True,
+                                               repair_deadline=deadline + REPAIR_GRACE * limit)
         info: dict[str, Any] = {
             "start": start, "start_step_s": start_step if start_step < INF else None,
             "evaluations": se.inc.runs, "pruned": se.pruned, "work": se.work(),
@@ -652,7 +662,7 @@ class SlackSwapLS(BaseSolver):
         plan = Plan(se.cur, instance.saved_names)
         if se.T < INF:
             return Outcome(plan, status="feasible", objective_s=se.T, info=info)
-        if time.perf_counter() >= deadline and se.stopped_by == "time":
+        if se.stopped_by == "time":
             return Outcome(plan, status="timeout", min_budget_bytes=None, info=info)
         mb, note = self._min_budget(instance, M, run, deadline + MIN_BUDGET_SHARE * limit)
         info["min_budget_basis"] = "bisection"
