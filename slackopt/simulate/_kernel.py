@@ -15,7 +15,10 @@ The plan-independent data of an instance is one structure of arrays,
 numbers. :func:`simulate_from` is the same loop with two additions for local search:
 snapshots of the loop's state at forward ops (:class:`Snapshots`), from which a plan that
 differs only in tensors produced at or after that op is simulated again without its
-common prefix, and a cutoff that stops a run whose step can no longer end below it.
+common prefix, and a cutoff that stops a run whose step can no longer end below it; it is
+:func:`prepare` (the plan's task list and per-task arrays, which depend on the decisions
+only through the recomputed tensors) then :func:`simulate_prepared` (the event loop), so
+plans that differ in keep and swap decisions alone can share the first.
 """
 
 from __future__ import annotations
@@ -326,15 +329,44 @@ def simulate_from(inp, dec, M, snaps, resume, record, cutoff):
     Returns:
         The tuple of :func:`run_barrier_free`.
     """
-    op_fwd, op_earliest, ue_ptr, ue_idx = inp.op_fwd, inp.op_earliest, inp.ue_ptr, inp.ue_idx
+    return simulate_prepared(inp, dec, M, prepare(inp, dec), snaps, resume, record, cutoff)
+
+
+class Prepared(NamedTuple):
+    """A plan's task list and per-task arrays (:func:`prepare`): task_op, task_t (the op
+    of each task, -1 for a rebuild; the rebuilt tensor, -1 for an op), task_fwd,
+    task_rel (earliest start), dur, alloc, free, tr_ptr/tr_idx (reads, CSR), cum
+    (allocation prefix sums), rem (durations from each task on), ncnt, nd_ptr/nd_idx
+    (backward reader tasks per tensor), rcnt/rl_idx (releases per task)."""
+
+    task_op: np.ndarray
+    task_t: np.ndarray
+    task_fwd: np.ndarray
+    task_rel: np.ndarray
+    dur: np.ndarray
+    alloc: np.ndarray
+    free: np.ndarray
+    tr_ptr: np.ndarray
+    tr_idx: np.ndarray
+    cum: np.ndarray
+    rem: np.ndarray
+    ncnt: np.ndarray
+    nd_ptr: np.ndarray
+    nd_idx: np.ndarray
+    rcnt: np.ndarray
+    rl_idx: np.ndarray
+
+
+@njit(cache=True)
+def prepare(inp, dec):
+    """The :class:`Prepared` arrays of a plan: they depend on its decisions only through
+    which tensors are recomputed (the rebuild tasks), so plans that differ in keep and
+    swap decisions alone share them (:func:`simulate_prepared`)."""
+    op_fwd, op_earliest = inp.op_fwd, inp.op_earliest
     op_dur, op_alloc, op_free = inp.op_dur, inp.op_alloc, inp.op_free
     rd_ptr, rd_idx, out_ptr, out_idx = inp.rd_ptr, inp.rd_idx, inp.out_ptr, inp.out_idx
-    fr_ptr, fr_idx, rdy_ptr, rdy_idx = inp.fr_ptr, inp.fr_idx, inp.rdy_ptr, inp.rdy_idx
     s, c, rb_extra, ri_ptr, ri_idx = inp.s, inp.c, inp.rb_extra, inp.ri_ptr, inp.ri_idx
-    host_limit, duplex, lat = inp.host_limit, inp.duplex, inp.latency
-    w_d2h, w_h2d = inp.w_d2h, inp.w_h2d
     ns = dec.shape[0]
-    INF = np.inf
     task_op, task_t = build_tasks(inp, dec)
     nt = task_op.shape[0]
     # Per-task phase (forward op or not) and earliest start (that of the unit of its op,
@@ -421,6 +453,25 @@ def simulate_from(inp, dec, M, snaps, resume, record, cutoff):
             last = nd_idx[nd_ptr[t + 1] - 1]
             rl_idx[rfill[last]] = t
             rfill[last] += 1
+    return Prepared(task_op, task_t, task_fwd, task_rel, dur, alloc, free, tr_ptr, tr_idx,
+                    cum, rem, ncnt, nd_ptr, nd_idx, rcnt, rl_idx)
+
+
+@njit(cache=True)
+def simulate_prepared(inp, dec, M, pre, snaps, resume, record, cutoff):
+    """:func:`simulate_from` with the plan's :class:`Prepared` arrays given (those of any
+    plan that recomputes the same tensors as `dec`)."""
+    op_fwd, ue_ptr, ue_idx = inp.op_fwd, inp.ue_ptr, inp.ue_idx
+    out_ptr, out_idx = inp.out_ptr, inp.out_idx
+    fr_ptr, fr_idx, rdy_ptr, rdy_idx = inp.fr_ptr, inp.fr_idx, inp.rdy_ptr, inp.rdy_idx
+    s = inp.s
+    host_limit, duplex, lat = inp.host_limit, inp.duplex, inp.latency
+    w_d2h, w_h2d = inp.w_d2h, inp.w_h2d
+    ns = dec.shape[0]
+    INF = np.inf
+    (task_op, task_t, task_fwd, task_rel, dur, alloc, free, tr_ptr, tr_idx, cum, rem, ncnt,
+     nd_ptr, nd_idx, rcnt, rl_idx) = pre
+    nt = task_op.shape[0]
 
     state = np.zeros(ns, dtype=np.int8)
     d2h_done = np.zeros(ns, dtype=np.bool_)

@@ -3,13 +3,17 @@ from the first task the difference can affect.
 
 A local search scores many plans one or two decisions away from its incumbent. Until the
 producer of the first changed tensor starts, such a plan's run is the incumbent's, event
-for event (a run reads a tensor's decision first when its producer starts, and no H2D starts before
-a forward unit ends). :class:`Incremental` runs the incumbent (the *base* plan) once with
-snapshots of the compiled event loop at evenly spaced ops of the forward prefix
+for event (a run reads a tensor's decision first when its producer starts, and no H2D
+starts before a forward unit ends). :class:`Incremental` runs the incumbent (the *base*
+plan) once with snapshots of the compiled event loop at evenly spaced ops of the forward
+prefix
 (:func:`slackopt.simulate._kernel.simulate_from`) and resumes each candidate from the
 last snapshot before its first changed producer. The result is equal bit for bit to a
-run from t = 0 (tests/test_incremental.py checks it on random plans and changes);
-benchmarks/incremental_speed.py measures the evaluations per second, full and resumed.
+run from t = 0 (tests/test_incremental.py checks it on random plans and changes). A
+candidate that recomputes the same tensors as the base (keep and swap changes only) also
+reuses the base's task list and per-task arrays (:func:`slackopt.simulate._kernel.prepare`,
+about a third of a run). benchmarks/incremental_speed.py measures the evaluations per
+second, full and incremental.
 
 A cutoff (s) stops a run once its step can no longer end below it: when the next task
 starts at ``now``, the step is at least ``now`` plus the durations of the tasks left
@@ -30,6 +34,7 @@ import numpy as np
 
 from slackopt.errors import BudgetError
 from slackopt.instance import Instance
+from slackopt.plan import RECOMP
 from slackopt.simulate import _kernel as kernel
 from slackopt.simulate import kernel_inputs
 
@@ -124,13 +129,18 @@ class Incremental:
         self._prod = np.asarray(instance.saved_prod_idx, dtype=np.int64)
         self.base: np.ndarray | None = None
         self.base_run: Run | None = None
+        self._pre = None  # the base plan's kernel.Prepared
         self.runs = 0
         self.tasks = 0
         self.listed = 0
 
-    def _run(self, dec: np.ndarray, resume: int, record: bool, cutoff: float) -> Run:
-        out = kernel.simulate_from(self.inp, dec, self.M, self._snaps, resume, record,
-                                   float(cutoff))
+    def _run(self, dec: np.ndarray, pre, resume: int, record: bool, cutoff: float) -> Run:
+        if pre is None:  # one call: prepare and simulate
+            out = kernel.simulate_from(self.inp, dec, self.M, self._snaps, resume, record,
+                                       float(cutoff))
+        else:
+            out = kernel.simulate_prepared(self.inp, dec, self.M, pre, self._snaps, resume,
+                                           record, float(cutoff))
         (code, now, sf, sb, rc, _d2h, _h2d, _ev, peak, _used, fail_task, fail_head, short,
          h2d_stall, task_op, task_t) = out
         start = int(self._snaps.at[resume]) if resume >= 0 else 0
@@ -143,21 +153,37 @@ class Incremental:
                    h2d_stall, task_op, task_t, max(0, stop - start))
 
     def _check(self, dec: np.ndarray) -> np.ndarray:
-        dec = np.ascontiguousarray(dec, dtype=np.int8)
+        if not (isinstance(dec, np.ndarray) and dec.dtype == np.int8
+                and dec.flags.c_contiguous):
+            dec = np.ascontiguousarray(dec, dtype=np.int8)
         if dec.shape != self._prod.shape:
             raise ValueError(f"expected {self._prod.size} decisions, got shape {dec.shape}")
         return dec
 
-    def _resume_row(self, dec: np.ndarray, changed: np.ndarray | None) -> int:
-        """The last snapshot row taken before the first changed tensor's producer, or -1."""
+    def _changed(self, dec: np.ndarray, changed: np.ndarray | None) -> np.ndarray | None:
+        """The positions where `dec` differs from the base (`changed` when given), None
+        without a base."""
         if self.base is None:
-            return -1
+            return None
         if changed is None:
-            changed = np.flatnonzero(dec != self.base)
+            return np.flatnonzero(dec != self.base)
+        return np.asarray(changed, dtype=np.int64)
+
+    def _same_rebuilds(self, dec: np.ndarray, changed: np.ndarray | None) -> bool:
+        """Whether `dec` recomputes the same tensors as the base (its task arrays apply)."""
+        if changed is None or self._pre is None:
+            return False
+        base = self.base
+        return all((dec[t] == RECOMP) == (base[t] == RECOMP) for t in changed.tolist())
+
+    def _resume_row(self, changed: np.ndarray | None) -> int:
+        """The last snapshot row taken before the first changed tensor's producer, or -1."""
+        if changed is None:
+            return -1
         if len(changed) == 0:
             first = self.prefix + 1
         else:
-            first = int(self._prod[np.asarray(changed, dtype=np.int64)].min())
+            first = int(self._prod[changed].min())
         j = int(np.searchsorted(self._snaps.at, first, side="right")) - 1
         while j >= 0 and not self._snaps.taken[j]:
             j -= 1
@@ -168,8 +194,10 @@ class Incremental:
         the current base's when `changed`, the positions where they differ, or the
         difference itself allows). Returns its :class:`Run`."""
         dec = self._check(decisions).copy()
-        run = self._run(dec, self._resume_row(dec, changed), True, np.inf)
-        self.base, self.base_run = dec, run
+        ch = self._changed(dec, changed)
+        pre = self._pre if self._same_rebuilds(dec, ch) else kernel.prepare(self.inp, dec)
+        run = self._run(dec, pre, self._resume_row(ch), True, np.inf)
+        self.base, self.base_run, self._pre = dec, run, pre
         return run
 
     def evaluate(self, decisions: np.ndarray, changed: np.ndarray | None = None,
@@ -188,7 +216,9 @@ class Incremental:
             The :class:`Run`, equal bit for bit to a run from t = 0 when it is OK.
         """
         dec = self._check(decisions)
-        return self._run(dec, self._resume_row(dec, changed), False, cutoff)
+        ch = self._changed(dec, changed)
+        pre = self._pre if self._same_rebuilds(dec, ch) else None
+        return self._run(dec, pre, self._resume_row(ch), False, cutoff)
 
 
 __all__ = ["Incremental", "Run", "OK", "CUTOFF", "SNAPSHOTS"]
