@@ -577,9 +577,9 @@ class SlackSwapLS(BaseSolver):
     def _starts(self, inst: Instance, M: int, run: Run, se: _Search, end: float,
                 quick: bool) -> list[tuple[str, np.ndarray]]:
         """The start plans (module docstring, step 1): the start plan, SlackSwap's rounds
-        (until `end`, at least one), Algorithm 1 with g = 0, and, while the clock is
-        before `end`, the variant with the latency-bound tensors kept out of the swap set;
-        `quick`: Algorithm 1 with g = 0 only (the minimum-budget search)."""
+        (until `end`, at least one), and, while the clock is before `end`, Algorithm 1
+        with g = 0 and the variant with the latency-bound tensors kept out of the swap
+        set; `quick`: Algorithm 1 with g = 0 only (the minimum-budget search)."""
         if quick:
             return [("slackswap_g0", slackswap.plan(inst, M, g=0.0).decisions)]
         out: list[tuple[str, np.ndarray]] = []
@@ -594,7 +594,8 @@ class SlackSwapLS(BaseSolver):
             if ss.status != "feasible" and lb.any():  # rebuilds of tiny tensors: chains
                 out.append(("slackswap_latency_bound_kept", np.where(lb, KEEP, d)
                             .astype(np.int8)))
-        out.append(("slackswap_g0", slackswap.plan(inst, M, g=0.0).decisions))
+        if time.perf_counter() < end:
+            out.append(("slackswap_g0", slackswap.plan(inst, M, g=0.0).decisions))
         lbi = np.flatnonzero(se.latency_bound)
         if lbi.size and time.perf_counter() < end:
             out.append(("slackswap_g0_latency_bound_kept",
