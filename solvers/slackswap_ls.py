@@ -127,7 +127,6 @@ class _Search:
         self.T = INF
         self.rc = 0.0
         self.accepted: dict[str, int] = {}
-        self.tried = 0
         self.pruned = 0
         self.repair_steps = 0
         self.kicks = 0
@@ -181,11 +180,10 @@ class _Search:
             ch.append(t)
         if not ch:
             return None, nd, rc, ch
-        lb = self.T_star + rc  # T >= T* + recompute (docs/model.md, invariant 2)
+        lb = self.T_star + rc  # T = T* + stalls + rebuilds, each recomp tensor rebuilt once
         if lb > self.T * (1 + REL) or (not sideways and lb >= self.T * (1 - 1e-12)):
             self.pruned += 1
             return None, nd, rc, ch
-        self.tried += 1
         run = self.inc.evaluate(nd, np.asarray(ch, dtype=np.int64), self.T * (1 + REL))
         return run, nd, rc, ch
 
