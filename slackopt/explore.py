@@ -36,6 +36,7 @@ from slackopt.plot import (
     _fmt_time,
     _time_unit,
     _verdict,
+    wrap_title,
 )
 from slackopt.simulate import Evaluation
 
@@ -218,7 +219,8 @@ def figure(instance: Instance, frames: Sequence[Frame], *, active: int | None = 
     Args:
         instance: the instance the frames were solved for.
         frames: from :func:`solve_grid` (at least one).
-        active: the index of the frame shown first (default: the one nearest 0.5 P).
+        active: the index of the frame shown first (default: the one nearest 0.5 P among
+            those where the first solver's plan runs, else among all).
 
     Returns:
         A ``plotly.graph_objects.Figure``.
@@ -247,8 +249,8 @@ def figure(instance: Instance, frames: Sequence[Frame], *, active: int | None = 
     fig = make_subplots(rows=3, cols=1, vertical_spacing=0.1,
                         row_heights=[0.22 + 0.1 * len(solvers), 0.4,
                                      0.12 + 0.06 * len(solvers)],
-                        subplot_titles=("Step timeline: compute stream, D2H and H2D copy "
-                                        "engines", "Device memory in use against the budget M",
+                        subplot_titles=(f"Step timeline ({tu}): compute stream, D2H and H2D "
+                                        "copy engines", "Device memory in use against the budget M",
                                         ""))
     per_frame: list[list[int]] = []
     for fi, fr in enumerate(frames):
@@ -346,20 +348,25 @@ def figure(instance: Instance, frames: Sequence[Frame], *, active: int | None = 
             vis[i] = True
         steps.append({"method": "update", "label": f"{fr.fraction:.2f}",
                       "args": [{"visible": vis}, {"title.text": titles[fi]}]})
-    if active is None:
-        active = min(range(len(frames)), key=lambda i: abs(frames[i].fraction - 0.5))
+    if active is None:  # nearest 0.5 P among the budgets where the first solver's plan runs
+        runs = [i for i, f in enumerate(frames)
+                if f.runs[0].evaluation is not None and f.runs[0].evaluation.feasible]
+        active = min(runs or range(len(frames)), key=lambda i: abs(frames[i].fraction - 0.5))
     for i in range(n):
         fig.data[i].visible = steps[active]["args"][0]["visible"][i]
+    lines = max(t.count("<br>") + 1 for t in titles)
     fig.update_layout(
-        title={"text": titles[active], "x": 0.01, "xanchor": "left", "font": {"size": 13}},
-        barmode="overlay", bargap=0.25, height=700 + 90 * len(solvers),
-        margin={"l": 140, "r": 30, "t": 80 + 18 * len(solvers), "b": 200},
-        legend={"orientation": "h", "y": -0.2, "yanchor": "top", "x": 0,
+        title={"text": titles[active], "x": 0.01, "xanchor": "left", "font": {"size": 13},
+               "yref": "container", "y": 1.0, "yanchor": "top", "pad": {"t": 10}},
+        barmode="overlay", bargap=0.25, height=760 + 90 * len(solvers) + 17 * lines,
+        margin={"l": 120, "r": 20, "t": 130 + 17 * lines, "b": 130},
+        legend={"orientation": "h", "y": -0.07, "yanchor": "top", "x": 0,
                 "font": {"size": 11}},
-        sliders=[{"active": active, "steps": steps, "y": -0.06, "len": 1.0, "pad": {"t": 10},
-                  "currentvalue": {"prefix": "budget M = ", "suffix": " x P (slide me)",
+        sliders=[{"active": active, "steps": steps, "x": 0, "len": 1.0, "y": 1.0,
+                  "yanchor": "bottom", "pad": {"t": 0, "b": 45},
+                  "currentvalue": {"prefix": "budget M = ", "suffix": " x P (move the slider)",
                                    "font": {"size": 13}}}],
-        template="plotly_white")
+        modebar={"orientation": "v"}, template="plotly_white")
     x_range = [0, t_max * ts * 1.01]
     fig.update_xaxes(range=x_range, row=1, col=1)
     fig.update_xaxes(range=x_range, row=2, col=1, title_text=f"time since the start of the "
@@ -380,8 +387,9 @@ def _title(instance: Instance, fr: Frame) -> str:
     head = (f"{html.escape(instance.name)} under M = {_fmt_bytes(fr.budget_bytes)} "
             f"({fr.fraction:.2f} P); ideal step T* = {_fmt_time(instance.ideal_time_s)} "
             "(dotted line)")
-    return "<br>".join([f"<b>{head}</b>"]
-                       + [html.escape(_run_line(r, int(instance.P))) for r in fr.runs])
+    runs = [wrap_title(_run_line(r, int(instance.P)), 100) for r in fr.runs]
+    return "<br>".join([f"<b>{head}</b>"] + [html.escape(r).replace("\n", "<br>   ")
+                                             for r in runs])
 
 
 INTRO = """<p>Each saved activation of one training step is <b>kept</b> on the GPU,
@@ -392,7 +400,8 @@ compute stream waits for a copy (hatched red) or rebuilds a tensor (green), the 
 the memory in use against M, and the bottom row which decision each tensor gets.</p>"""
 
 
-def page(instance: Instance, frames: Sequence[Frame], *, title: str | None = None) -> str:
+def page(instance: Instance, frames: Sequence[Frame], *, title: str | None = None,
+         active: int | None = None) -> str:
     """The explorer as one HTML document: a heading, a paragraph that says what to look
     at, and :func:`figure` with Plotly's script inlined (no server, no network).
 
@@ -400,6 +409,7 @@ def page(instance: Instance, frames: Sequence[Frame], *, title: str | None = Non
         instance: the instance.
         frames: from :func:`solve_grid`.
         title: the page's title (default: "slackopt explorer: " and the instance name).
+        active: the index of the frame shown first (default: :func:`figure`'s).
 
     Returns:
         The HTML text (UTF-8; about 5 MB, most of it Plotly's script).
@@ -407,7 +417,7 @@ def page(instance: Instance, frames: Sequence[Frame], *, title: str | None = Non
     Raises:
         SlackoptError: no frames.
     """
-    fig = figure(instance, frames)
+    fig = figure(instance, frames, active=active)
     body = fig.to_html(full_html=False, include_plotlyjs=True, div_id="explorer",
                        config={"displaylogo": False, "responsive": True})
     title = title or f"slackopt explorer: {instance.name}"

@@ -275,8 +275,9 @@ def timeline(evaluation: Evaluation | Mapping[str, Evaluation], instance: Instan
         handles.append(Line2D([], [], color="#333333", linestyle="--",
                               label="end of ideal forward pass T_F"))
     handles.append(Line2D([], [], color="black", linestyle=":", label="ideal step T*"))
-    fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 5),
-               fontsize=8, frameon=False)
+    ncol = min(len(handles), 5, max(1, int(width / 2.7)))  # about 2.7 in an entry
+    fig.legend(handles=handles, loc="outside lower center", ncol=ncol, fontsize=8,
+               frameon=False)
     if title is None:
         ev0 = next(iter(evs.values()))
         name = instance.name if instance is not None else "one training step"

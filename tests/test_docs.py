@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -96,3 +97,70 @@ def test_every_page_is_in_the_nav_and_the_readme_links_it() -> None:
     first_link = re.search(r"\]\((docs/[^)]+)\)", read_more)
     assert first_link and first_link.group(1) == "docs/tutorial.md"
     assert len(readme.splitlines()) <= 200
+
+
+def _hook() -> Any:
+    """docs/hooks/generate.py as a module (its tutorial instance, budget and settings)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("generate", ROOT / "docs" / "hooks" /
+                                                  "generate.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_the_tutorial_says_what_its_plans_do() -> None:
+    """Every number and claim of docs/tutorial.md (and of the bound-sources paragraph of
+    docs/bounds.md) recomputed from the instance, budget and settings its figures use."""
+    import slackopt
+    from slackopt import KEEP, RECOMP, SWAP, Plan
+    from slackopt.io import load_instance
+    from slackopt.linkbudget import report
+
+    hook = _hook()
+    text = " ".join((ROOT / "docs" / "tutorial.md").read_text(encoding="utf-8").split())
+    bounds = " ".join((ROOT / "docs" / "bounds.md").read_text(encoding="utf-8").split())
+    inst = load_instance(hook.TUTORIAL_INSTANCE)
+    m = slackopt.budget_bytes(inst, hook.TUTORIAL_BUDGET)
+    assert f"M = {hook.TUTORIAL_BUDGET} P = {m / 1e6:.0f} MB" in text
+    assert f"P = {inst.P / 1e9:.2f} GB" in text and f"T* = {inst.ideal_time_s * 1e3:.2f} ms" \
+        in text and f"T_F = {inst.forward_time_s * 1e3:.2f} ms" in text
+    assert f"about {report(inst)['forward_link_budget_bytes'] / 1e6:.0f} MB, the **link " \
+        "budget**" in text
+
+    def run(plan: Plan) -> Any:
+        return slackopt.simulate(inst, plan, m, trace=True)
+
+    keep = run(Plan.uniform(inst, KEEP))
+    assert not keep.feasible and "'L7.f'" in keep.failure
+    swap = run(Plan.uniform(inst, SWAP))
+    assert swap.feasible and swap.stall_fwd_s > 0 and swap.stall_bwd_s > 0
+    assert f"swap-all copies {swap.d2h_bytes / 1e6:.0f} MB" in text
+    assert f"takes {swap.step_time_s * 1e3:.1f} ms, {swap.step_time_s / inst.ideal_time_s:.1f}" \
+        " times T*" in text
+    rec = run(Plan.uniform(inst, RECOMP))
+    assert not rec.feasible and "'rebuild:L7.a'" in rec.failure
+    names = list(inst.saved_names)
+    assert Plan.uniform(inst, RECOMP).decisions[names.index("x")] == KEEP  # x cannot be rebuilt
+    ss = slackopt.solve(inst, "slackswap", m)
+    recomputed = [n for n, d in zip(names, ss.plan.decisions, strict=True) if d == RECOMP]
+    assert ss.plan.counts() == {"keep": 5, "swap": 0, "recomp": 4}
+    assert "recomputes four (" + ", ".join(f"`{n}`" for n in recomputed) + ")" in text
+    ev = ss.evaluation
+    assert ev.stall_fwd_s + ev.stall_bwd_s == 0
+    assert f"{ev.step_time_s * 1e3:.2f} ms ({ev.throughput:.1%} of the ideal" in text
+    milp = slackopt.solve(inst, "milp", m, seed=0, **hook.MILP_PARAMS)
+    assert milp.status == "optimal"
+    dec = dict(zip(names, milp.plan.decisions, strict=True))
+    assert [n for n, d in dec.items() if d == SWAP] == ["L4.a"] and dec["L2.a"] == KEEP
+    assert f"from {ev.recompute_s * 1e3:.2f} to {milp.evaluation.recompute_s * 1e3:.2f} ms" \
+        in text
+    step = milp.evaluation.step_time_s
+    assert f"The step is {step * 1e3:.2f} ms ({milp.evaluation.throughput:.1%})" in text
+    gaps = {k: step / v - 1 for k, v in milp.info["bounds"].items()}
+    assert f"runs {step * 1e3:.2f} ms (red line)" in bounds
+    low = [gaps[k] for k in ("deficit", "deficit_lagrange", "checkpoint_lp")]
+    assert f"leave {min(low):.1%} to {step / inst.ideal_time_s - 1:.1%}".replace("%", "", 1) \
+        in bounds
+    assert f"the timing LP {gaps['timing_lp']:.1%}" in bounds and gaps["enumeration"] == 0

@@ -22,6 +22,7 @@ import hashlib
 import logging
 import os
 import shutil
+import time
 import tomllib
 from collections.abc import Callable
 from pathlib import Path
@@ -66,14 +67,15 @@ def _tutorial(out: dict[str, Any]) -> None:
     for name, plan in plans.items():
         ev = slackopt.simulate(inst, plan, m, trace=True)
         out[f"tutorial-{name}-timeline.png"] = plot.timeline(
-            {words[name]: ev}, inst, width=10.0,
+            {words[name]: ev}, inst, width=8.0,
             title=f"{words[name]} under M = {TUTORIAL_BUDGET} P: " + ", ".join(
                 f"{n} {k}" for k, n in plan.counts().items()))
         out[f"tutorial-{name}-memory.png"] = plot.memory_profile(
-            {words[name]: ev}, inst, width=10.0)
+            {words[name]: ev}, inst, width=8.0)
     out["tutorial-costs.png"] = plot.cost_per_byte(inst)
     frames = explore.solve_grid(inst, ["slackswap", "checkpoint"])
-    out["explore/chain8.html"] = explore.page(inst, frames).encode("utf-8")
+    first = [f.fraction for f in frames].index(TUTORIAL_BUDGET)  # the page's budget first
+    out["explore/chain8.html"] = explore.page(inst, frames, active=first).encode("utf-8")
     # the bounds page: this row's certified bounds by source against milp's plan
     names = {"deficit": "deficit bound", "deficit_lagrange": "deficit bound with copy times",
              "checkpoint_lp": "checkpoint LP", "timing_lp": "timing LP",
@@ -100,10 +102,10 @@ def _model(out: dict[str, Any]) -> None:
                 inst.saved_names)
     ev = slackopt.simulate(inst, plan, inst.P, trace=True)
     out["model-three-decisions.png"] = plot.timeline(
-        {"L1.a swapped, L4.a recomputed, the rest kept": ev}, inst, width=10.0,
+        {"L1.a swapped, L4.a recomputed, the rest kept": ev}, inst, width=8.0,
         title=f"{inst.name}: the three decisions in one step (M = P)")
     out["model-three-decisions-memory.png"] = plot.memory_profile(
-        {"L1.a swapped, L4.a recomputed": ev}, inst, width=10.0)
+        {"L1.a swapped, L4.a recomputed": ev}, inst, width=8.0)
 
 
 def _bench(out: dict[str, Any]) -> None:
@@ -183,8 +185,10 @@ def _make(folder: Path) -> None:
     tmp.mkdir(parents=True)
     out: dict[str, Any] = {}
     for recipe in PAGES:
-        log.info("slackopt: making the figures of %s", recipe.__name__.strip("_"))
+        t0 = time.perf_counter()
         recipe(out)
+        log.info("slackopt: made the figures of %s (%.0f s)", recipe.__name__.strip("_"),
+                 time.perf_counter() - t0)
     for name, thing in out.items():
         dest = tmp / (name if "/" in name else f"figures/{name}")
         dest.parent.mkdir(parents=True, exist_ok=True)
@@ -192,8 +196,9 @@ def _make(folder: Path) -> None:
             dest.write_bytes(thing)
         else:
             save(thing, dest, dpi=110)
-    log.info("slackopt: executing the notebooks")
+    t0 = time.perf_counter()
     _notebooks(tmp)
+    log.info("slackopt: executed the notebooks (%.0f s)", time.perf_counter() - t0)
     for old in folder.parent.iterdir():  # the files of older digests
         if old != tmp:
             shutil.rmtree(old, ignore_errors=True)
