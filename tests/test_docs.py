@@ -1,6 +1,10 @@
 """The documentation site builds: ``mkdocs build --strict`` (every page in the nav, no
-broken link or anchor, the API reference generated from the docstrings), and the README
-stays the short entry point it is meant to be (its examples run in test_readme.py)."""
+broken link or anchor, the API reference generated from the docstrings, no warning of
+mkdocstrings or griffe about a docstring), and the README stays the short entry point it
+is meant to be (its examples run in test_readme.py): at most 120 lines, and no paragraph
+of it or of a docs page over 15 lines. The pages show at least 12 figures drawn by
+slackopt at build time (docs/hooks/generate.py), the tutorial's claims hold, and the
+notebooks are on the site with their outputs."""
 
 from __future__ import annotations
 
@@ -14,22 +18,35 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+MAX_README_LINES = 120
+MAX_PARAGRAPH_LINES = 15
+
+
+def build_site(config: Path, site: Path) -> subprocess.CompletedProcess:
+    """``mkdocs build --strict`` of `config` into `site`, without ``-q``: mkdocs counts
+    the warnings that --strict turns into a failure through its log, and ``-q`` raises
+    the log level above them, so a quiet build exits 0 whatever it warns about."""
+    return subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-f",
+                           str(config), "--site-dir", str(site)], capture_output=True,
+                          text=True, timeout=600, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+
+
+def assert_built_cleanly(res: subprocess.CompletedProcess) -> None:
+    warnings = [ln for ln in res.stderr.splitlines() if ln.startswith(("WARNING", "ERROR"))]
+    assert res.returncode == 0 and not warnings, "\n".join(warnings) or res.stderr[-3000:]
 
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The site, built with ``mkdocs build --strict`` (docs/hooks/generate.py makes its
+    """The site, built strictly and without a warning (docs/hooks/generate.py makes its
     figures, explorer page and executed notebooks, or reuses them from .cache/)."""
     pytest.importorskip("mkdocs")
     out = tmp_path_factory.mktemp("site")
-    res = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-q",
-                          "--site-dir", str(out)], cwd=ROOT,
-                         capture_output=True, text=True, timeout=900,
-                         env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
-    assert res.returncode == 0, res.stderr[-3000:]
+    assert_built_cleanly(build_site(ROOT / "mkdocs.yml", out))
     return out
 
 
+@pytest.mark.slow
 def test_the_site_builds_strictly(site: Path) -> None:
     for page in ("index", "model", "cli", "bounds", "api", "tutorial"):
         assert (site / ("index.html" if page == "index" else page)).exists()
@@ -41,6 +58,7 @@ def _images(html: str) -> list[str]:
     return re.findall(r'<img[^>]*\ssrc="([^"]+)"', html)
 
 
+@pytest.mark.slow
 def test_the_pages_show_figures_made_by_slackopt(site: Path) -> None:
     """At least 12 figures drawn at build time (figures/*.png, from slackopt.plot and
     slackopt reproduce) across the pages, each one a PNG the page's link reaches; the
@@ -66,12 +84,33 @@ def test_the_pages_show_figures_made_by_slackopt(site: Path) -> None:
     assert "<script src=" not in page.read_text(encoding="utf-8")  # Plotly inlined
 
 
+@pytest.mark.slow
 def test_the_notebooks_are_on_the_site_with_their_outputs(site: Path) -> None:
     for nb in (ROOT / "notebooks").glob("*.ipynb"):
         html = (site / "notebooks" / nb.stem / "index.html").read_text(encoding="utf-8")
         # figures as inline PNGs, and the settings cell of this rendering
         assert html.count("data:image/png;base64") >= 2, nb.name
         assert "small-settings.toml" in html, nb.name
+
+
+@pytest.mark.slow
+def test_a_docstring_warning_fails_the_build(tmp_path: Path) -> None:
+    """The check above on a site of one API page whose function documents two
+    parameters as one entry (griffe warns twice): the build fails and names it."""
+    pytest.importorskip("mkdocs")
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "index.md").write_text("# API\n\n::: twoargs.f\n")
+    (tmp_path / "twoargs.py").write_text(
+        'def f(a: int, b: int) -> int:\n    """Add.\n\n    Args:\n        a, b: the terms.\n'
+        '    """\n    return a + b\n')
+    config = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+    config = re.sub(r"(?ms)^nav:.*?(?=^\S)", "nav:\n  - API: index.md\n", config)
+    config = re.sub(r"(?ms)^hooks:.*?(?=^\S)", "", config)  # no generated pages here
+    (tmp_path / "mkdocs.yml").write_text(config)
+    res = build_site(tmp_path / "mkdocs.yml", tmp_path / "site")
+    with pytest.raises(AssertionError, match="griffe: .*twoargs.py.*'a, b'"):
+        assert_built_cleanly(res)
+    assert res.returncode == 1
 
 
 def test_every_page_is_in_the_nav_and_the_readme_links_it() -> None:
@@ -96,7 +135,43 @@ def test_every_page_is_in_the_nav_and_the_readme_links_it() -> None:
     read_more = readme.split("## Read more", 1)[1]
     first_link = re.search(r"\]\((docs/[^)]+)\)", read_more)
     assert first_link and first_link.group(1) == "docs/tutorial.md"
-    assert len(readme.splitlines()) <= 200
+
+
+def paragraphs(text: str) -> list[tuple[int, int]]:
+    """(first line, line count) of each paragraph of a markdown page: runs of non-blank
+    lines outside fenced blocks that are not headings, tables, list items' first lines
+    or HTML comments (a list item's continuation lines count with the item)."""
+    out: list[tuple[int, int]] = []
+    start, n, fenced = 0, 0, False
+    for i, line in enumerate([*text.splitlines(), ""], start=1):
+        if line.startswith("```"):
+            fenced = not fenced
+        new_item = re.match(r"\s*([-*+]|\d+\.)\s", line) is not None
+        if fenced or not line.strip() or line.startswith(("#", "|", "<!--", "```")) \
+                or new_item:
+            if n:
+                out.append((start, n))
+            start, n = i, (1 if new_item and not fenced else 0)
+            continue
+        if not n:
+            start = i
+        n += 1
+    return out
+
+
+def test_no_paragraph_is_over_15_lines_and_the_readme_over_120() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(readme.splitlines()) <= MAX_README_LINES
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    long = [f"{p.name}:{first} ({n} lines)" for p in pages
+            for first, n in paragraphs(p.read_text(encoding="utf-8")) if n > MAX_PARAGRAPH_LINES]
+    assert not long, long
+
+
+def test_paragraphs_are_counted_as_a_reader_sees_them() -> None:
+    page = ("# T\n\none\ntwo\n\n- item\n  more\n- next\n\n```text\na\nb\nc\n```\n"
+            "| a |\n|---|\n\nlast\n")
+    assert paragraphs(page) == [(3, 2), (6, 2), (8, 1), (18, 1)]
 
 
 def _hook() -> Any:
@@ -110,6 +185,7 @@ def _hook() -> Any:
     return mod
 
 
+@pytest.mark.slow
 def test_the_tutorial_says_what_its_plans_do() -> None:
     """Every number and claim of docs/tutorial.md (and of the bound-sources paragraph of
     docs/bounds.md) recomputed from the instance, budget and settings its figures use."""
