@@ -60,13 +60,13 @@ def _images(html: str) -> list[str]:
 
 @pytest.mark.slow
 def test_the_pages_show_figures_made_by_slackopt(site: Path) -> None:
-    """At least 12 figures drawn at build time (figures/*.png, from slackopt.plot and
+    """At least 12 figures drawn at build time (plots/*.png, from slackopt.plot and
     slackopt reproduce) across the pages, each one a PNG the page's link reaches; the
     tutorial's ten timelines and memory curves among them, and its explorer page."""
     shown: dict[str, list[str]] = {}
     for page in site.rglob("index.html"):
         for src in _images(page.read_text(encoding="utf-8")):
-            if "figures/" in src:
+            if "plots/" in src:
                 target = (page.parent / src).resolve()
                 assert target.read_bytes()[:4] == b"\x89PNG", (page, src)
                 shown.setdefault(page.parent.name, []).append(target.name)

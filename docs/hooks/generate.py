@@ -1,7 +1,7 @@
 """MkDocs hook (mkdocs.yml, ``hooks:``): what the site shows that slackopt makes at build
 time, from the files the repository ships, so no picture drifts from the code.
 
-- ``figures/*.png``: every figure a page shows, drawn by :mod:`slackopt.plot` (the recipes
+- ``plots/*.png``: every figure a page shows, drawn by :mod:`slackopt.plot` (the recipes
   are :data:`PAGES`: the tutorial, the model, the bounds, the benchmark and the paper's
   figures, these last from ``slackopt reproduce --quick``);
 - ``explore/chain8.html``: a ``slackopt explore`` page (:mod:`slackopt.explore`), which the
@@ -41,8 +41,9 @@ there, swap-all stalls, SlackSwap runs 14% above T*, milp proves a faster plan o
 MILP_PARAMS = {"kick_plans": 0}
 """The tutorial's milp settings: its enumeration proves the optimum of 9 saved tensors;
 the iterated local search would only cost build time."""
-DEPENDS = ("slackopt", "solvers", "instances/teaching", "notebooks", "docs/hooks",
-           "benchmarks/results/bench_leaderboard.csv.gz", "instances/paper")
+DEPENDS = ("slackopt", "solvers", "pyproject.toml", "instances/teaching", "instances/paper",
+           "instances/small", "notebooks", "docs/hooks",
+           "benchmarks/results/bench_leaderboard.csv.gz")
 """The files and folders whose content names the cache folder."""
 log = logging.getLogger("mkdocs.hooks.slackopt")
 
@@ -190,7 +191,7 @@ def _make(folder: Path) -> None:
         log.info("slackopt: made the figures of %s (%.0f s)", recipe.__name__.strip("_"),
                  time.perf_counter() - t0)
     for name, thing in out.items():
-        dest = tmp / (name if "/" in name else f"figures/{name}")
+        dest = tmp / (name if "/" in name else f"plots/{name}")
         dest.parent.mkdir(parents=True, exist_ok=True)
         if isinstance(thing, bytes):
             dest.write_bytes(thing)
