@@ -19,7 +19,7 @@ from slackopt.cli._options import (
 )
 from slackopt.cli._output import console
 
-SHORT_HELP = "An HTML page with a budget slider: timeline, memory and decisions per budget."
+SHORT_HELP = "One HTML page with a budget slider over solved plans."
 
 
 def _fractions(text: str | None) -> list[float]:
