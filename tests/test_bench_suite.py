@@ -121,6 +121,7 @@ def test_suite_has_the_pipeline_stages() -> None:
 REFS = json.loads((BENCH / "references.json").read_text())
 
 
+@pytest.mark.slow
 def test_references_cover_the_suite_with_certified_bounds_below_their_plans() -> None:
     """references.json (issue 26's done-when): a row per single-pass file and budget in
     0.1-0.7 P (a pipeline stage's rows are added when the exact tier has certified them);
