@@ -71,7 +71,9 @@ def test_manifest_header_and_size() -> None:
     assert shipped == {r["file"] for r in ROWS}, "files not in the manifest, or missing"
 
 
-@pytest.mark.parametrize("row", ROWS, ids=[r["name"] for r in ROWS])
+@pytest.mark.parametrize("row", [  # a stage's file takes 2-3 s to load
+    pytest.param(r, marks=[pytest.mark.slow] if "schedule" in r else []) for r in ROWS],
+    ids=[r["name"] for r in ROWS])
 def test_file_matches_its_manifest_row(row: dict) -> None:
     path = BENCH / row["file"]
     data = path.read_bytes()

@@ -159,6 +159,8 @@ def test_bad_schedule_options_exit_2_naming_the_option(capsys, tmp_path: Path, a
     assert not out.exists()
 
 
+@pytest.mark.slow
+@pytest.mark.torch
 def test_profile_with_a_schedule(capsys, tmp_path: Path) -> None:
     """profile --schedule builds the stage from the profiled microbatch: --name names the
     stage, the profile's metadata stays under meta["base"], and the --json document has

@@ -248,6 +248,7 @@ def test_titles_wrap_between_phrases() -> None:
     assert all(len(x) <= 30 for x in plot.wrap_title(t, 30).split("\n"))
 
 
+@pytest.mark.slow
 def test_stage_memory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A pipeline stage's memory over its schedule: the units strip (ideal schedule and
     the plan as run), labelled F/B boxes where the evaluator ran them, the keep-all

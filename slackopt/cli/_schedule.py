@@ -37,7 +37,8 @@ ChunksOpt = Annotated[int | None, typer.Option(
     "profiled step is then one chunk's pass (default 1).")]
 HopOpt = Annotated[float | None, typer.Option(
     "--hop-s", help="Seconds one activation or gradient takes between stages (default: the "
-    "largest boundary tensor over --interconnect).")]
+    "largest saved block input or output over --interconnect; a profile has none, and its "
+    "largest saved tensor stands in: give --hop-s for a profiled stage).")]
 InterconnectOpt = Annotated[str | None, typer.Option(
     "--interconnect", help=f"Link between stages for the default hop: "
     f"{', '.join(INTERCONNECTS)} (default {DEFAULT_INTERCONNECT}).")]
