@@ -3,7 +3,7 @@
 One module per command group, each command a function registered here from
 :data:`COMMANDS`:
 
-- :mod:`~slackopt.cli.instance`: ``make``, ``describe``;
+- :mod:`~slackopt.cli.instance`: ``make``, ``stage``, ``describe``;
 - :mod:`~slackopt.cli.solve`: ``solve``, ``simulate``, ``solvers``;
 - :mod:`~slackopt.cli.compare`: ``compare``, ``bench``;
 - :mod:`~slackopt.cli.plot`: ``plot KIND``, from its table of kinds;
@@ -12,7 +12,8 @@ One module per command group, each command a function registered here from
 
 and what they share: :mod:`~slackopt.cli._options` (options and their rules),
 :mod:`~slackopt.cli._output` (JSON, tables, messages), :mod:`~slackopt.cli._errors` (exit
-statuses). Every command takes ``--json``: stdout then holds exactly one JSON document and
+statuses), :mod:`~slackopt.cli._schedule` (the pipeline-stage options of make, profile
+and stage). Every command takes ``--json``: stdout then holds exactly one JSON document and
 nothing else (anything a solver prints goes to stderr). Exit status: 0 on success (an
 infeasible budget is an answer, not an error), 2 for bad input (a
 :class:`~slackopt.errors.SlackoptError`, an unknown name, a usage error), 1 for an
@@ -45,6 +46,7 @@ app = typer.Typer(
 
 COMMANDS = (
     ("make", instance.make, None),
+    ("stage", instance.stage_cmd, None),
     ("describe", instance.describe, None),
     ("solve", solve.solve, None),
     ("simulate", solve.simulate, None),
