@@ -8,6 +8,8 @@ One module per command group, each command a function registered here from
 - :mod:`~slackopt.cli.compare`: ``compare``, ``bench``;
 - :mod:`~slackopt.cli.plot`: ``plot KIND``, from its table of kinds;
 - :mod:`~slackopt.cli.profile`: ``profile``; :mod:`~slackopt.cli.reproduce`: ``reproduce``;
+- :mod:`~slackopt.cli.exchange`: ``export`` (a plan as PyTorch's policy), ``import
+  checkmate`` (a Checkmate graph as an instance);
 
 and what they share: :mod:`~slackopt.cli._options` (options and their rules),
 :mod:`~slackopt.cli._output` (JSON, tables, messages), :mod:`~slackopt.cli._errors` (exit
@@ -28,7 +30,7 @@ from typing import Annotated
 
 import typer
 
-from slackopt.cli import compare, instance, plot, profile, reproduce, solve
+from slackopt.cli import compare, exchange, instance, plot, profile, reproduce, solve
 from slackopt.cli._errors import INTERRUPTED_EXIT, REPORTED, RERUN
 from slackopt.cli._output import err
 
@@ -51,6 +53,7 @@ COMMANDS = (
     ("compare", compare.compare_cmd, None),
     ("bench", compare.bench_cmd, None),
     ("profile", profile.profile_cmd, None),
+    ("export", exchange.export_cmd, None),
     ("reproduce", reproduce.reproduce_cmd, reproduce.SHORT_HELP),
 )
 """(name, function, short help or None) of every command but ``plot``, in help order."""
@@ -58,6 +61,7 @@ COMMANDS = (
 for _name, _fn, _short in COMMANDS:
     app.command(_name, short_help=_short)(_fn)
 app.add_typer(plot.plot_app, name="plot")
+app.add_typer(exchange.import_app, name="import")
 
 
 def _version(value: bool) -> None:

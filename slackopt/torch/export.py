@@ -71,7 +71,7 @@ AUTOGRAD = "AUTOGRAD"
 """The answer of a call outside every checkpoint region: plain autograd saves what it
 saves (offloaded if the plan swaps it)."""
 POLICIES = (MUST_SAVE, MUST_CPU_OFFLOAD, MUST_RECOMPUTE, AUTOGRAD)
-_OF_DECISION = {KEEP: MUST_SAVE, SWAP: MUST_CPU_OFFLOAD, RECOMP: MUST_RECOMPUTE}
+REWRITE = "write the policy again with slackopt export PLAN --instance INSTANCE --to torch-sac"
 
 _OP_NAMED = re.compile(r"^[fb]\d{4,}\.")
 _DIGITS = re.compile(r"^\d+$")
@@ -232,16 +232,18 @@ class SACPolicy:
             if key not in d or not isinstance(d[key], typ) or isinstance(d[key], bool) \
                     and typ is int:
                 raise FileFormatError(source, f"{where}{key}",
-                                      f"missing or not a {getattr(typ, '__name__', typ)}")
+                                      f"missing or not a {getattr(typ, '__name__', typ)}",
+                                      REWRITE)
             return d[key]
 
         if not isinstance(doc, Mapping) or doc.get("format") != FORMAT:
             raise FileFormatError(source, "format",
-                                  f"not a selective-checkpoint policy (format {FORMAT!r})")
+                                  f"not a selective-checkpoint policy (format {FORMAT!r})",
+                                  REWRITE)
         if doc.get("version") != VERSION:
             raise FileFormatError(source, "version",
                                   f"version {doc.get('version')!r}; this slackopt reads "
-                                  f"version {VERSION}")
+                                  f"version {VERSION}", REWRITE)
         try:
             regions = [Region(need(r, "module", str, f"regions[{i}]."),
                               need(r, "first", int, f"regions[{i}]."),
@@ -252,7 +254,8 @@ class SACPolicy:
                 pol = need(c, "policy", str, f"calls[{i}].")
                 if pol not in POLICIES:
                     raise FileFormatError(source, f"calls[{i}].policy",
-                                          f"{pol!r} is not one of {', '.join(POLICIES)}")
+                                          f"{pol!r} is not one of {', '.join(POLICIES)}",
+                                          REWRITE)
                 calls.append(CallPolicy(
                     need(c, "index", int, f"calls[{i}]."), need(c, "op", str, f"calls[{i}]."),
                     need(c, "label", str, f"calls[{i}]."), c.get("region"), c.get("call"),
@@ -270,7 +273,7 @@ class SACPolicy:
                        bool(doc.get("allow_cache_entry_mutation", False)),
                        dict(doc.get("extra") or {}), dict(doc.get("meta") or {}))
         except (TypeError, ValueError, AttributeError) as e:
-            raise FileFormatError(source, "", f"malformed policy: {e}") from None
+            raise FileFormatError(source, "", f"malformed policy: {e}", REWRITE) from None
 
 
 def save_policy(policy: SACPolicy, path: str | Path, *, overwrite: bool = False) -> Path:
@@ -296,7 +299,7 @@ def load_policy(path: str | Path) -> SACPolicy:
     try:
         doc = json.loads(p.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise FileFormatError(str(p), "", f"cannot read a JSON policy: {e}") from None
+        raise FileFormatError(str(p), "", f"cannot read a JSON policy: {e}", REWRITE) from None
     return SACPolicy.from_json(doc, str(p))
 
 

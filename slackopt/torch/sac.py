@@ -202,13 +202,20 @@ class SACRun:
         policy: the :class:`~slackopt.torch.export.SACPolicy`.
 
     Raises:
-        PlanRuntimeError: a region module is not in the model; a call differs from the
-            profiled step; a region covers other calls than the policy says.
+        PlanRuntimeError: a region module is not in the model; a Hugging Face model with
+            ``config.use_cache`` on; a call differs from the profiled step; a region
+            covers other calls than the policy says.
         ProfileError: a ``torch.compile``d model.
     """
 
     def __init__(self, model: Any, policy: SACPolicy) -> None:
         refuse_compiled(model)
+        if getattr(getattr(model, "config", None), "use_cache", False):
+            raise PlanRuntimeError(
+                "the model's config.use_cache is True: its layers update a key/value cache "
+                "that a checkpoint replay would update again (transformers turns it off "
+                "for gradient checkpointing too). Set model.config.use_cache = False, "
+                "profile that step and export its plan")
         self.model = model
         self.policy = policy
         mods = dict(model.named_modules())
