@@ -415,6 +415,73 @@ def _output_storage(entry: Offload, func: Any, args: Any, kwargs: Any, out: Any)
     return new[entry.output] if entry.output < len(new) else None
 
 
+def measure_policy(model: Any, example_inputs: Any, loss_fn: Callable[..., Any] | None,
+                   policy: SACPolicy, *, steps: int = 3, warmup: int = 1) -> dict[str, Any]:
+    """Training steps under `policy`, measured (the selective-checkpoint counterpart of
+    :func:`slackopt.torch.measure_plan`).
+
+    Runs `warmup` then `steps` forward and backward passes in one :class:`SACRun`
+    (gradients accumulate, as in :func:`~slackopt.torch.measure_plan`), each timed with
+    CUDA events on a GPU (``time.perf_counter`` on the CPU) and, on CUDA, with
+    ``torch.cuda.max_memory_allocated`` above the allocation before the step.
+
+    Args:
+        model, example_inputs, loss_fn: the profiled step (as for
+            :func:`~slackopt.torch.execute_plan`).
+        policy: the policy.
+        steps: measured steps (>= 1); warmup: unmeasured steps first (>= 0).
+
+    Returns:
+        ``{step_time_s (median, s), peak_bytes (max over the steps; None on CPU),
+        reserved_peak_bytes, d2h_bytes, h2d_bytes, replays, replayed_calls, device}``
+        (the copies and replays of the last step).
+
+    Raises:
+        PlanRuntimeError: bad `steps`/`warmup`, or as :class:`SACRun`.
+    """
+    import statistics
+    import time
+
+    from slackopt.torch.step import as_model_inputs, run_loss
+
+    if not (isinstance(steps, int) and steps >= 1 and isinstance(warmup, int) and warmup >= 0):
+        raise PlanRuntimeError("steps must be an integer >= 1 and warmup an integer >= 0")
+    cuda = any(p.is_cuda for p in model.parameters())
+    times: list[float] = []
+    peaks: list[int] = []
+    reserved: list[int] = []
+    with SACRun(model, policy) as run:
+        for k in range(warmup + steps):
+            args, kwargs = as_model_inputs(example_inputs)
+            if cuda:
+                torch.cuda.synchronize()
+                base = torch.cuda.memory_allocated()
+                base_reserved = torch.cuda.memory_reserved()
+                torch.cuda.reset_peak_memory_stats()
+                start = torch.cuda.Event(enable_timing=True)
+                end = torch.cuda.Event(enable_timing=True)
+                start.record()
+            t0 = time.perf_counter()
+            run_loss(model, args, loss_fn, kwargs).backward()
+            if cuda:
+                end.record()
+                torch.cuda.synchronize()
+            if k < warmup:
+                continue
+            if cuda:
+                times.append(start.elapsed_time(end) / 1e3)
+                peaks.append(int(torch.cuda.max_memory_allocated() - base))
+                reserved.append(int(torch.cuda.max_memory_reserved() - base_reserved))
+            else:
+                times.append(time.perf_counter() - t0)
+        rep = run.report()
+    return {"step_time_s": float(statistics.median(times)),
+            "peak_bytes": max(peaks) if peaks else None,
+            "reserved_peak_bytes": max(reserved) if reserved else None,
+            "d2h_bytes": rep.d2h_bytes, "h2d_bytes": rep.h2d_bytes, "replays": rep.replays,
+            "replayed_calls": rep.replayed_calls, "device": rep.device}
+
+
 @contextlib.contextmanager
 def sac_run(model: Any, policy: SACPolicy) -> Iterator[SACRun]:
     """``with sac_run(model, policy) as run:`` - :class:`SACRun` as a function."""
@@ -452,4 +519,4 @@ def stock_policy_fn(policy: SACPolicy, region: int) -> Callable[..., CheckpointP
     return fn
 
 
-__all__ = ["SACReport", "SACRun", "sac_run", "stock_policy_fn"]
+__all__ = ["SACReport", "SACRun", "measure_policy", "sac_run", "stock_policy_fn"]
