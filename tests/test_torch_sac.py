@@ -234,6 +234,7 @@ def test_sd_unet_family_runs_the_plan_and_nothing_else():
     check_policy_step(unet, inputs, loss_fn, inst, plan, policy, ref)
 
 
+@pytest.mark.slow
 def test_llama_trains_three_steps_under_an_exported_policy(tmp_path):
     """Done-when of issue 45: a tiny Llama config trains three AdamW steps under a policy
     exported by `slackopt export` (read back from its file) with the losses of the
