@@ -413,6 +413,23 @@ def test_what_a_policy_cannot_express_is_named_and_exits_2(tmp_path, capsys):
     assert not (tmp_path / "out.json").exists()
 
 
+def test_unplanned_calls_cached_instead_of_replayed():
+    """unplanned="save": the calls no decision or recipe covers are cached, so the
+    replays re-run only what the plan recomputes; the observed sets and the gradients do
+    not change, and the bytes the cache holds beyond the plan are reported."""
+    torch.manual_seed(0)
+    model, inputs, loss_fn = TEST_MODELS["gpt"]()
+    inst = profiled(model, inputs, loss_fn)
+    ref = unplanned(model, inputs, loss_fn, inst)
+    plan, recompute = expressible_plan(inst, 0)
+    save = sac_policy(inst, plan, unplanned="save")
+    assert recompute.extra["replayed_ops"] > 0 and save.extra["replayed_ops"] == 0
+    assert save.extra["cached_unplanned_bytes"] > recompute.extra["cached_unplanned_bytes"]
+    rep = check_policy_step(model, inputs, loss_fn, inst, plan, save, ref)
+    rebuilt = sum(1 for c in save.calls if c.policy == "MUST_RECOMPUTE")
+    assert rep.replayed_calls <= rebuilt
+
+
 def test_policy_file_round_trip_and_bad_files(tmp_path):
     torch.manual_seed(0)
     model, inputs, loss_fn = TEST_MODELS["resnet"]()

@@ -31,8 +31,15 @@ nothing is changed silently):
   (selective checkpointing saves or re-runs all outputs of a call together);
 - a random call (dropout) re-run after a cached random call of the same region (the
   replay would draw its numbers from another position of the generator);
-- a call that must never run twice (BatchNorm's running statistics, data-dependent
-  shapes) whose outputs, or the tensors it mutates in place, are recomputed.
+- a recipe that runs a call the policy caches (it also makes a kept or swapped tensor,
+  or must never run twice: BatchNorm's running statistics, data-dependent shapes), or a
+  call re-run that reads a cached storage before its last in-place write.
+
+**Units.** A storage written in place after its allocation (``NAME.pre`` then ``NAME``:
+dropout's ``empty_like``, ``bernoulli_``, ``div_``; BatchNorm then an in-place ReLU) is
+cached or re-run whole, with the calls that write it: ATen keeps using the allocated
+tensor, so a re-run allocation followed by a cached write, or the reverse, gives other
+values.
 
 Swap in PyTorch 2.13: ``CheckpointPolicy.MUST_CPU_OFFLOAD`` exists, but eager selective
 checkpointing caches only ``MUST_SAVE``/``PREFER_SAVE`` outputs and re-runs every other

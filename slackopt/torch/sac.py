@@ -109,14 +109,13 @@ class _Held:
     """A swapped storage between its D2H and its return: the storage (a strong reference
     to a 0-byte storage once freed), its host copy and the D2H's CUDA event."""
 
-    __slots__ = ("entry", "storage", "host", "done", "freed")
+    __slots__ = ("entry", "storage", "host", "done")
 
     def __init__(self, entry: Offload, storage: Any, host: Any, done: Any) -> None:
         self.entry = entry
         self.storage = storage
         self.host = host
         self.done = done
-        self.freed = False
 
 
 class _Counter(TorchDispatchMode):
@@ -352,7 +351,6 @@ class SACRun:
                 keep.append(held)
                 continue
             held.storage.resize_(0)
-            held.freed = True
             self.held_by_key[held.storage._cdata] = held
             self.stats.offloaded.append(held.entry.tensor)
         self.pending = keep
