@@ -26,7 +26,7 @@ import pytest
 
 torch = pytest.importorskip("torch")  # import guard only: CI installs torch
 
-from slackopt import KEEP, RECOMP, SWAP, Plan, solve  # noqa: E402
+from slackopt import KEEP, RECOMP, SWAP, Plan, io, solve  # noqa: E402
 from slackopt.hardware import Link  # noqa: E402
 from slackopt.instance import budget_bytes  # noqa: E402
 from slackopt.simulate import TaskList, simulate  # noqa: E402
@@ -154,11 +154,14 @@ def test_stage_runs_as_simulated_with_the_summed_gradients(gpt, schedule, stage,
     assert rep.swapped > 0
 
 
-def test_plans_differ_per_microbatch(gpt):
+def test_plans_differ_per_microbatch(gpt, tmp_path):
     """A plan decides t@j per microbatch: keep in microbatch 0, swap in 1 and 3,
-    recompute in 2, at 0.6 P on the 1F1B stage 0; the step follows the evaluator."""
+    recompute in 2, at 0.6 P on the 1F1B stage 0 (read back from its instance file); the
+    step follows the evaluator."""
     model, batches, base = gpt
-    inst = build_stage(base, "1f1b", 0, 2, M_MICRO)
+    inst = io.load_instance(io.save_instance(build_stage(base, "1f1b", 0, 2, M_MICRO),
+                                             tmp_path / "stage.json"))
+    assert inst.scheduled_units is not None
     code = {"0": KEEP, "1": SWAP, "2": RECOMP, "3": SWAP}
     dec = np.array([code[n.rsplit("@", 1)[1]] for n in inst.saved_names], dtype=np.int8)
     plan = Plan(dec, inst.saved_names)
