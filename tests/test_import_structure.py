@@ -44,7 +44,7 @@ CLI = "slackopt.cli"
 EXPERIMENTS = "slackopt.experiments"
 FRONT_ENDS = (CLI, "slackopt.compare", EXPERIMENTS)
 """Packages or modules (matched with their submodules) at the top of the house."""
-LEAVES = ("slackopt.plot", "slackopt.io", "slackopt.outputs")
+LEAVES = ("slackopt.plot", "slackopt.io")
 """Plotting and file I/O (reading and writing files, and the checks before a command writes
 one): DESIGN.md's leaves, imported by the front ends and by each other only."""
 EVALUATOR = "slackopt.simulate"

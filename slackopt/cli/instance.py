@@ -77,7 +77,7 @@ def make(
 ) -> dict[str, Any] | None:
     """Generate a workload instance and write it to an instance file."""
     from slackopt.io import save_instance
-    from slackopt.outputs import check_output
+    from slackopt.io.outputs import check_output
 
     check_output(output, overwrite=force)  # make reads no file
     inst = _make_instance(workload, gpu, link, {"seq": seq, "batch": batch, "layers": layers},
