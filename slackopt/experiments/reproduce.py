@@ -428,11 +428,11 @@ def _sensitivity(run: _Run) -> dict[str, pd.DataFrame]:
 
 
 def _figure6a_plot(d: pd.DataFrame) -> Any:
-    from slackopt.plot import _colors, _fig
+    from slackopt.plot.common import figure, label_colors
 
     solvers = list(dict.fromkeys(d["solver"]))
-    color = _colors(solvers)
-    fig = _fig(10.5, 3.8)
+    color = label_colors(solvers)
+    fig = figure(10.5, 3.8)
     ax, bx = fig.subplots(1, 2)
     for s in solvers:
         g = d[d["solver"] == s].sort_values("link_gbps")
@@ -459,9 +459,9 @@ def _figure6a_plot(d: pd.DataFrame) -> Any:
 
 
 def _figure6b_plot(d: pd.DataFrame) -> Any:
-    from slackopt.plot import _fig
+    from slackopt.plot.common import figure
 
-    fig = _fig(6.0, 3.8)
+    fig = figure(6.0, 3.8)
     ax = fig.subplots()
     seqs = sorted(set(d["seq"]))
     f = [float(d[d["seq"] == s]["hideable_fraction"].iloc[0]) * 100 for s in seqs]
@@ -483,11 +483,11 @@ def _figure6b_plot(d: pd.DataFrame) -> Any:
 
 def _generations_plot(d: pd.DataFrame) -> Any:
     from slackopt.experiments.sensitivity import lead_over_baselines
-    from slackopt.plot import GPU_LABELS, _fig
+    from slackopt.plot.common import GPU_LABELS, figure
 
     lead = lead_over_baselines(d, ["workload", "gpu"])
     gpus = list(dict.fromkeys(d["gpu"]))
-    fig = _fig(6.0, 3.8)
+    fig = figure(6.0, 3.8)
     ax = fig.subplots()
     width = 0.8 / max(1, lead["workload"].nunique())
     for i, (w, g) in enumerate(lead.groupby("workload", sort=False)):
