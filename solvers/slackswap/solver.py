@@ -28,6 +28,7 @@ from slackopt.solvers.slackswap.swap_pass import SWAP_ORDERS, SwapSet, offload_e
 GUARD_STEP = 0.02
 """Raise of the offload guard g after a round with forward stalls (docs/model.md)."""
 
+
 @dataclass
 class PlannedRound:
     """One planning round (both passes) at one budget.
