@@ -60,8 +60,10 @@ def test_committed_without_outputs(name: str) -> None:
             assert "def solve(" not in c.source and "class " not in c.source
 
 
+@pytest.mark.slow
 @pytest.mark.notebooks
-@pytest.mark.parametrize("name", sorted(SMALL))
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.torch)  # torch-knapsack
+                                  if n == "02-compare-solvers.ipynb" else n for n in sorted(SMALL)])
 def test_notebook_runs(name: str) -> None:
     nb = nbformat.read(NOTEBOOKS / name, as_version=4)
     i = next(i for i, c in enumerate(nb.cells) if "parameters" in c.metadata.get("tags", []))

@@ -18,6 +18,8 @@ from slackopt.simulate import simulate
 from slackopt.workloads.synthetic import chain
 from tests.strategies import budgets, instances
 
+pytestmark = pytest.mark.slow  # every test here takes seconds (a milp solve each)
+
 # the milp with every plan search off: under a tiny time limit only the seeds phase (the
 # floor plans, and the start plan) gives plans
 COLD = {"enum_plans": 0, "lns_plans": 0, "local_search": False, "warm_start": False}

@@ -12,7 +12,8 @@
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from slackopt.jit import njit
 
 # Each kernel performs the same floating-point operations, in the same order, as the
 # plain numpy computation of the same value, so the decisions are those of the reference

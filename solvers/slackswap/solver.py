@@ -276,9 +276,9 @@ class SlackSwap(BaseSolver):
     @classmethod
     def warm_up(cls) -> None:
         """Compile the evaluator's kernels and the planner's (Pass 1's offload sums, the
-        prefetch queue): one solve of an 8-layer chain at 0.9 P, where the plan swaps.
-        (The 4-layer warm-up chain at 0.8 P, used before, has no plan, its minimum budget
-        being 0.89 P: the first real solve then compiled three kernels on its clock.)"""
+        prefetch queue): one solve of an 8-layer chain at 0.9 P, where the plan swaps (at
+        0.8 P the 4-layer warm-up chain has no plan, its minimum budget being 0.89 P, and
+        the kernels of a swapping plan would not run)."""
         from slackopt.workloads.synthetic import chain
 
         inst = chain(8, seed=0)

@@ -32,7 +32,7 @@ class Claim:
     """One number the paper states, and ours.
 
     ``paper`` is (lo, hi) (equal for a single value), ``tol`` the tolerance around that
-    range (the issue's, where it gives one); ``ours`` None when not computed in this mode.
+    range (slackopt/data/paper_numbers.toml); ``ours`` None when not computed in this mode.
     """
 
     key: str
