@@ -49,8 +49,9 @@ LEAVES = ("slackopt.plot", "slackopt.io")
 one): DESIGN.md's leaves, imported by the front ends and by each other only."""
 EVALUATOR = "slackopt.simulate"
 EVALUATOR_MAY_IMPORT = ("slackopt.instance", "slackopt.plan", "slackopt.hardware",
-                        "slackopt.errors")
-"""The slackopt modules outside slackopt.simulate that the evaluator may import."""
+                        "slackopt.errors", "slackopt.jit")
+"""The slackopt modules outside slackopt.simulate that the evaluator may import
+(slackopt.jit: numba, compiled from its cache or run as Python)."""
 EVALUATOR_THIRD_PARTY = ("numpy", "numba")
 """The packages besides the standard library and slackopt that the evaluator may import."""
 
@@ -185,8 +186,27 @@ def test_graph_sees_the_edges_it_must() -> None:
     assert g.has_edge("slackopt.solvers.genetic", "slackopt.solvers.seeds")
     assert g.has_edge("slackopt.simulate._engine", "slackopt.simulate.rules")
     assert "numpy" in g.nodes["slackopt.simulate._tasks"]["external"]
-    assert "numba" in g.nodes["slackopt.simulate._kernel"]["external"]
+    assert g.has_edge("slackopt.simulate._kernel", "slackopt.jit")
+    assert "numba" in g.nodes["slackopt.jit"]["external"]                 # in a function
     assert len(g) > 80 and g.number_of_edges() > 300
+
+
+def test_the_io_leaf_is_one_package_without_a_circle() -> None:
+    """File I/O is the package slackopt.io, one module per job (issue 42): its
+    ``__init__`` re-exports the modules that read and write files, none of which imports
+    the package back (importing one of them first would close a circle); the checks
+    before a command writes (slackopt.io.outputs) are part of it, imported by front ends
+    only."""
+    g = import_graph()
+    io = sorted(m for m in g if within(m, ("slackopt.io",)))
+    assert io == ["slackopt.io", "slackopt.io.instances", "slackopt.io.outputs",
+                  "slackopt.io.plans", "slackopt.io.schemas", "slackopt.io.text"]
+    assert sorted(t for _, t in g.out_edges("slackopt.io")) == [
+        "slackopt.io.instances", "slackopt.io.plans", "slackopt.io.schemas",
+        "slackopt.io.text"]
+    assert [m for m in io if g.has_edge(m, "slackopt.io")] == []
+    users = sorted(m for m, _ in g.in_edges("slackopt.io.outputs"))
+    assert users and all(within(m, FRONT_ENDS) for m in users), users
 
 
 # --------------------------------------------------------------------------- the checker

@@ -40,10 +40,11 @@ The package, one job per module (each imports only those above it in this list):
 - :mod:`~slackopt.solvers.slackswap.solver`: :func:`plan` and :class:`SlackSwap`.
 
 Besides the public names, the internals ``_prep``, ``_Prep``, ``_positions``,
-``_OffloadTree``, ``_Profile`` and ``_Candidates`` are importable from here, for the
-planner's tests and for planners built on its passes.
+``_OffloadTree``, ``_Profile``, ``_Candidates`` and the kernel ``_mx_add`` are importable
+from here, for the planner's tests and for planners built on its passes.
 """
 
+from slackopt.solvers.slackswap.kernels import _mx_add as _mx_add
 from slackopt.solvers.slackswap.prep import _positions as _positions
 from slackopt.solvers.slackswap.prep import _Prep as _Prep
 from slackopt.solvers.slackswap.prep import _prep as _prep
