@@ -525,18 +525,19 @@ def stages(draw: st.DrawFn, max_saved: int = 3, max_ops: int = 8) -> Instance:
     base = draw(instances(max_saved=max_saved, max_ops=max_ops))
     name = draw(st.sampled_from(sorted(SCHEDULES)))
     spec = SCHEDULES[name]
+    p = draw(st.integers(1, 3))
+    stage = draw(st.integers(0, p - 1))
     if spec.split_backward:  # a split needs backward ops in both halves
-        w = weight_grad_ops(base)
+        w = weight_grad_ops(base, input_grad=stage > 0)
         n_bwd = base.n_ops - base.n_fwd
         if not w or len(w) == n_bwd:
             name, spec = "1f1b", SCHEDULES["1f1b"]
-    p = draw(st.integers(1, 3))
     m = draw(st.integers(p if name == "1f1b" else 1, 4))
     if spec.interleaved:
         while m % max(1, m // p):
             m += 1
     v = draw(st.integers(1, 2)) if spec.interleaved else 1
-    return build_stage(base, name, draw(st.integers(0, p - 1)), p, m, v,
+    return build_stage(base, name, stage, p, m, v,
                        hop_s=draw(st.sampled_from([0.0, 1e-4, 3e-3])))
 
 

@@ -12,18 +12,23 @@ that they redraw:
 - :func:`throughput_vs_budget`: throughput against the memory budget per solver (Figure 4);
 - :func:`timeline`: compute, D2H and H2D lanes of one step, stalls and rebuilds (Figure 5);
 - :func:`memory_profile`: bytes in use over the step against the budget M;
+- :func:`stage_memory`: a pipeline stage's memory over its schedule, units marked;
 - :func:`planning_time_vs_quality`: planning time against the gap to the best plan;
-- :func:`leaderboard`: a benchmark leaderboard, planning time against the gap per solver.
+- :func:`leaderboard`: a benchmark leaderboard, planning time against the gap per solver;
+- :func:`bound_gaps`: one row (instance, budget): a plan's step against each lower bound.
 
 Times are drawn in ms (or us for sub-2 ms steps), sizes in GB/MB/kB (decimal), shares in %.
 
 The package, by figure family: :mod:`slackopt.plot.step` (timeline, memory profile),
-:mod:`slackopt.plot.plans` (plan map), :mod:`slackopt.plot.comparisons` (throughput
-against the budget, planning time against quality, leaderboard), :mod:`slackopt.plot.link`
-(link budget, cost per byte), over :mod:`slackopt.plot.common` (figure, units, colours,
-:func:`save`).
+:mod:`slackopt.plot.stages` (a pipeline stage's memory), :mod:`slackopt.plot.plans` (plan
+map), :mod:`slackopt.plot.comparisons` (throughput against the budget, planning time
+against quality, leaderboard), :mod:`slackopt.plot.link` (link budget, cost per byte),
+:mod:`slackopt.plot.bounds` (a plan against each bound), over :mod:`slackopt.plot.trace`
+(what they read from a traced evaluation) and :mod:`slackopt.plot.common` (figure, units,
+colours, :func:`save`).
 """
 
+from slackopt.plot.bounds import bound_gaps
 from slackopt.plot.common import (
     DECISION_COLORS,
     DECISION_LABELS,
@@ -42,9 +47,10 @@ from slackopt.plot.comparisons import (
 )
 from slackopt.plot.link import cost_per_byte, link_budget
 from slackopt.plot.plans import plan_map
+from slackopt.plot.stages import stage_memory
 from slackopt.plot.step import memory_profile, timeline
 
 __all__ = ["DECISION_COLORS", "DECISION_LABELS", "FORMATS", "GPU_GENERATIONS", "GPU_LABELS",
            "PAPER_WORKLOADS", "save", "timeline", "memory_profile", "plan_map",
            "throughput_vs_budget", "planning_time_vs_quality", "leaderboard", "link_budget",
-           "cost_per_byte", "pd_notna", "wrap_title"]
+           "cost_per_byte", "pd_notna", "wrap_title", "stage_memory", "bound_gaps"]

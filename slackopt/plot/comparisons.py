@@ -237,7 +237,9 @@ def leaderboard(board: pd.DataFrame, *, title: str | None = None) -> Figure:
     color = label_colors(labels)
     fig = figure(7.5, 4.6)
     ax = fig.add_subplot()
-    left = []
+    left: list[str] = []
+    tops: list[float] = []
+    n_right = 0
     for r, lab in zip(board.itertuples(index=False), labels, strict=True):
         x, y, top = r.planning_time_median_s, r.gap_to_bound_geomean, r.gap_to_bound_max
         if not (pd_notna(x) and pd_notna(y) and x > 0):
@@ -246,19 +248,26 @@ def leaderboard(board: pd.DataFrame, *, title: str | None = None) -> Figure:
         ax.plot([x, x], [y * 100, top * 100], color=color[lab], linewidth=1.2, alpha=0.6)
         ax.scatter([x], [y * 100], color=color[lab], s=36, zorder=3,
                    label=f"{lab} ({r.feasible}/{r.rows} feasible)")
-        ax.annotate(lab, (x, y * 100), textcoords="offset points", xytext=(5, 4), fontsize=8)
+        right = x > 1.0  # slow planners sit at the right edge: label them to the left,
+        n_right += right  # alternately above and below their dot
+        ax.annotate(lab, (x, y * 100), textcoords="offset points", fontsize=8,
+                    xytext=((-5, 4 if n_right % 2 else -11) if right else (5, 4)),
+                    ha="right" if right else "left")
+        tops.append(top * 100)
     ax.set_xscale("log")
+    # gaps span 0.01% to several 100%: logarithmic above 0.1%, linear below (0 drawable)
+    ax.set_yscale("symlog", linthresh=0.1, linscale=0.5)
+    ax.yaxis.set_major_formatter(lambda v, _: f"{v:g}")
     ax.set_xlabel("median planning time (s, log scale)")
-    ax.set_ylabel("gap to the best lower bound (% slower)")
+    ax.set_ylabel("gap to the best lower bound\n(% slower; log scale above 0.1%)")
     ax.grid(alpha=0.3, which="both")
     if len(left) < len(labels):
         ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0),
                   title="dot: geometric mean; line: up to the max", title_fontsize=8)
-    ax.set_ylim(bottom=0)
+    ax.set_ylim(0, max([1.0, *[t for t in tops if pd_notna(t)]]) * 1.6)
     if title is None:
         title = "Benchmark leaderboard (lower left is better)" + (
             f"\nnot drawn (no gap to bound or planning time): {', '.join(left)}" if left
             else "")
     ax.set_title(title, fontsize=10)
     return fig
-

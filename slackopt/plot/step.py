@@ -3,60 +3,29 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from slackopt.errors import SlackoptError
 from slackopt.instance import Instance
-from slackopt.plot.common import COLORS, byte_unit, figure, fmt_bytes, fmt_time, time_unit
+from slackopt.plot.common import (
+    COLORS,
+    byte_unit,
+    figure,
+    fmt_bytes,
+    fmt_time,
+    time_unit,
+    wrap_title,
+)
+from slackopt.plot.trace import end_s, evaluations_by_label, need_trace, verdict
 from slackopt.simulate import Evaluation
 
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.axes import Axes
-
-
-def _need_trace(ev: Evaluation, fn: str) -> list[dict[str, Any]]:
-    if not isinstance(ev, Evaluation):
-        raise SlackoptError(f"{fn}() needs an Evaluation, got {type(ev).__name__}")
-    if ev.trace is None:
-        raise SlackoptError(f"{fn}() needs the event trace: evaluate with "
-                            "slackopt.simulate(instance, plan, budget_bytes, trace=True)")
-    return ev.trace
-
-
-def _evaluations(evaluation: Evaluation | Mapping[str, Evaluation]) -> dict[str, Evaluation]:
-    if isinstance(evaluation, Mapping):
-        if not evaluation:
-            raise SlackoptError("no evaluations to plot")
-        return {str(k): v for k, v in evaluation.items()}
-    return {"": evaluation}
-
-
-def _end_s(ev: Evaluation) -> float:
-    """Where the drawn time axis of `ev` ends (s): its step time if feasible; for an
-    infeasible plan, which has no step time, the moment it stopped (the step time field
-    if the evaluator still gives one, else the last traced event's end)."""
-    if ev.step_time_s is not None and math.isfinite(ev.step_time_s):
-        return float(ev.step_time_s)
-    ends = [e["end_s"] for e in ev.trace or () if e.get("end_s") is not None]
-    return float(max(ends, default=0.0))
-
-
-def _verdict(ev: Evaluation) -> str:
-    if not ev.feasible:
-        import re
-
-        m = re.search(r"task '([^']+)'.*?(\d+) B short", ev.failure or "")
-        why = f": '{m.group(1)}' is {fmt_bytes(int(m.group(2)))} short of memory" if m else ""
-        return f"infeasible{why}, no step time (stopped at {fmt_time(_end_s(ev))}, red line)"
-    return (f"step {fmt_time(ev.step_time_s)} vs ideal {fmt_time(ev.ideal_time_s)}, "
-            f"throughput {ev.throughput:.1%}")
 
 
 def _op_phases(instance: Instance | None) -> dict[str, str]:
@@ -67,7 +36,7 @@ def _op_phases(instance: Instance | None) -> dict[str, str]:
 
 def _timeline_axes(ax: Axes, ev: Evaluation, instance: Instance | None, scale: float,
                    label: str) -> None:
-    trace = _need_trace(ev, "timeline")
+    trace = need_trace(ev, "timeline")
     phases = _op_phases(instance)
     bars: dict[str, list[tuple[float, float]]] = {k: [] for k in
                                                   ("fwd", "bwd", "op", "rebuild", "stall",
@@ -110,18 +79,20 @@ def _timeline_axes(ax: Axes, ev: Evaluation, instance: Instance | None, scale: f
                    linewidth=0.9)
     ax.axvline(ev.ideal_time_s * scale, color="black", linestyle=":", linewidth=1.2)
     if not ev.feasible:
-        ax.axvline(_end_s(ev) * scale, color=COLORS["stall"], linewidth=1.5)
+        ax.axvline(end_s(ev) * scale, color=COLORS["stall"], linewidth=1.5)
     ax.set_yticks([2, 1, 0], ["compute", "D2H copies\n(offload)", "H2D copies\n(prefetch)"])
     ax.set_ylim(-0.6, 2.75)
-    ax.set_xlim(0, max(_end_s(ev), ev.ideal_time_s) * scale * 1.01)
+    ax.set_xlim(0, max(end_s(ev), ev.ideal_time_s) * scale * 1.01)
     ax.grid(axis="x", alpha=0.3)
     head = f"{label}: " if label else ""
     stalls = ev.stall_fwd_s + ev.stall_bwd_s
-    parts = [_verdict(ev),
+    parts = [verdict(ev),
              f"stalls {fmt_time(stalls)}" if stalls > 0 else "no stalls",
              f"rebuilds {fmt_time(ev.recompute_s)}" if ev.recompute_s > 0 else "no rebuilds",
              f"{fmt_bytes(ev.d2h_bytes)} offloaded" if ev.d2h_bytes else "nothing offloaded"]
-    ax.set_title(head + "; ".join(parts), fontsize=9, loc="left")
+    width_in = ax.figure.get_figwidth()
+    ax.set_title(wrap_title(head + "; ".join(parts), max(40, int(width_in * 12))), fontsize=9,
+                 loc="left")
 
 
 def timeline(evaluation: Evaluation | Mapping[str, Evaluation], instance: Instance | None = None,
@@ -147,8 +118,8 @@ def timeline(evaluation: Evaluation | Mapping[str, Evaluation], instance: Instan
     Raises:
         SlackoptError: an evaluation without a trace.
     """
-    evs = _evaluations(evaluation)
-    t_max = max(max(_end_s(e), e.ideal_time_s) for e in evs.values())
+    evs = evaluations_by_label(evaluation)
+    t_max = max(max(end_s(e), e.ideal_time_s) for e in evs.values())
     scale, unit = time_unit(t_max)
     n = len(evs)
     fig = figure(width, 1.9 * n + 1.3)
@@ -176,8 +147,9 @@ def timeline(evaluation: Evaluation | Mapping[str, Evaluation], instance: Instan
         handles.append(Line2D([], [], color="#333333", linestyle="--",
                               label="end of ideal forward pass T_F"))
     handles.append(Line2D([], [], color="black", linestyle=":", label="ideal step T*"))
-    fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 5),
-               fontsize=8, frameon=False)
+    ncol = min(len(handles), 5, max(1, int(width / 2.7)))  # about 2.7 in an entry
+    fig.legend(handles=handles, loc="outside lower center", ncol=ncol, fontsize=8,
+               frameon=False)
     if title is None:
         ev0 = next(iter(evs.values()))
         name = instance.name if instance is not None else "one training step"
@@ -208,8 +180,8 @@ def memory_profile(evaluation: Evaluation | Mapping[str, Evaluation],
     Raises:
         SlackoptError: an evaluation without a trace.
     """
-    evs = _evaluations(evaluation)
-    t_max = max(max(_end_s(e), e.ideal_time_s) for e in evs.values())
+    evs = evaluations_by_label(evaluation)
+    t_max = max(max(end_s(e), e.ideal_time_s) for e in evs.values())
     b_max = max(max(e.budget_bytes, e.peak_bytes) for e in evs.values())
     if instance is not None:
         b_max = max(b_max, instance.P)
@@ -229,7 +201,7 @@ def memory_profile(evaluation: Evaluation | Mapping[str, Evaluation],
     colors = ["#4C72B0", "#DD8452", "#55A868", "#8172B3", "#937860"]
     budgets = set()
     for i, (label, ev) in enumerate(evs.items()):
-        trace = _need_trace(ev, "memory_profile")
+        trace = need_trace(ev, "memory_profile")
         samples: dict[float, int] = {}
         for e in trace:
             if e["lane"] == "memory":
@@ -237,7 +209,7 @@ def memory_profile(evaluation: Evaluation | Mapping[str, Evaluation],
         xs = np.array([0.0, *samples.keys()], dtype=float)
         ys = np.array([0, *samples.values()], dtype=float)
         if xs.size:
-            xs = np.append(xs, _end_s(ev))
+            xs = np.append(xs, end_s(ev))
             ys = np.append(ys, ys[-1])
         name = label or "this plan"
         ax.step(xs * ts, ys / bs, where="post", color=colors[i % len(colors)], linewidth=1.4,
@@ -257,7 +229,7 @@ def memory_profile(evaluation: Evaluation | Mapping[str, Evaluation],
         name = instance.name if instance is not None else "one training step"
         title = f"Memory over the step of {name}"
         if len(evs) == 1:
-            title += (f", plan of {label}" if label else "") + f": {_verdict(ev0)}"
-    ax.set_title(title, fontsize=10)
+            title += (f", plan of {label}" if label else "") + f": {verdict(ev0)}"
+    ax.set_title(wrap_title(title, max(40, int(width * 11))), fontsize=10)
     return fig
 
