@@ -28,6 +28,8 @@ The search (docs/speed.md, "The fast tier", has the figures on the benchmark sui
    or recompute; exchanges between two roles and between neighbouring tensors; single
    swaps to keep and keeps to swap; on instances of at most :data:`SMALL` tensors every
    joint change of two tensors, then kicks (iterated local search).
+4. **Tidy** (at a local optimum only): swaps that buy nothing back to keep, largest
+   first, each kept where the step stays the same (less link traffic and host memory).
 
 Evaluations are incremental (:class:`slackopt.simulate.incremental.Incremental`:
 resumed from a snapshot of the incumbent's run before the first changed producer, equal
@@ -429,6 +431,7 @@ class _Search:
             return
         self.stopped_by = "local_optimum"
         if len(self.s) > SMALL:
+            self.tidy()
             return
         live = np.flatnonzero(self.s > 0)
         stale = 0
@@ -449,6 +452,16 @@ class _Search:
                 self.set_base(best)
         if self.stopped_by != "work" and self.stopped_by != "time":
             self.stopped_by = "local_optimum"
+            self.tidy()
+
+    def tidy(self) -> None:
+        """At a local optimum, swaps that buy nothing back to keep, largest first (a
+        sideways move: the step stays, the link and the host hold less)."""
+        sw = np.flatnonzero((self.cur == SWAP) & (self.s > 0))
+        for t in sw[np.argsort(-self.s[sw], kind="stable")].tolist():
+            if self.spent():
+                break
+            self.try_move([(t, KEEP)], "tidy", sideways=True)
 
     # ---------------------------------------------------------------- repair
     def repair_candidates(self, run: SimRun) -> list[int]:
