@@ -34,7 +34,8 @@ The modules, each one job, in the order a step goes through them:
 - :mod:`~slackopt.torch.factories`, :mod:`~slackopt.torch.hf`: models from a user's
   factory or a Hugging Face config; fake (``FakeTensorMode``) models of any size.
 - :mod:`~slackopt.torch.runtime`: :class:`PlanRuntime`, the evaluator's barrier-free
-  schedule replayed on the real step, over :func:`slackopt.simulate.barrier_free_actions`;
+  schedule replayed on the real step, over :func:`slackopt.simulate.barrier_free_actions`
+  (:mod:`~slackopt.torch.schedule`: :func:`runtime_schedule`, the instances it can run);
   with :mod:`~slackopt.torch.recipes` (recorded calls re-run by recomputes),
   :mod:`~slackopt.torch.copies` (host pool, D2H and H2D copies, CUDA streams) and
   :mod:`~slackopt.torch.blocks` (every block's lifetime, the accounted peak).
