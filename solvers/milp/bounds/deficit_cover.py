@@ -15,14 +15,18 @@ the earliest ready time of a saved tensor, S*(k) the ideal start of op k):
 - a binary ``x_t`` per rebuildable saved tensor with bytes (the plan recomputes t), and
   ``sigma >= 0``; objective ``min sum_t c_t x_t + sigma``; the bound is
   ``T* + certified value``.
+- for each tensor u with an x that the recipe of another t with an x reads, with
+  ``firstb_t < firstb_u`` (the t with the earliest firstb_t: :func:`early_pairs`),
+  ``y_u`` in [0, 1] with the row ``both[t,u]``: ``y_u >= x_t + x_u - 1``.
 - for each op k with ``D_k = keep_all(k) - M - W (S*(k) - r0) > 0``, the row
   ``cover[k]``: ``sum_{t : lastf_t < k < firstb_t} s_t x_t + [k backward] W sum_t c_t x_t
-  + W sigma >= D_k``.
+  - sum_{u : firstb_t(u) <= k < firstb_u} s_u y_u + W sigma >= D_k``.
 
 Why every plan the barrier-free runtime runs satisfies it (../shared/spec/semantics.md):
-set ``x_t`` to 1 iff the plan recomputes t and ``sigma = T - T* - sum_t c_t x_t`` (its
-stalls plus the rebuild time of its recomp tensors without bytes, >= 0 since
-``T - T* = stalls + recompute time`` exactly); the objective is then ``T - T*``.
+set ``x_t`` to 1 iff the plan recomputes t, ``y_u = x_t x_u`` for the pair (t, u), and
+``sigma = T - T* - sum_t c_t x_t`` (its stalls plus the rebuild time of its recomp
+tensors without bytes, >= 0 since ``T - T* = stalls + recompute time`` exactly); the
+objective is then ``T - T*``, and ``both`` holds.
 
 - At the start of op k the plan holds at most M bytes: the keep-all profile less the
   saved tensors absent then. A tensor is absent only after its last forward reader; a
@@ -35,8 +39,15 @@ stalls plus the rebuild time of its recomp tensors without bytes, >= 0 since
   ``sigma_k + R_k <= T - T* = sigma + sum_t c_t x_t``; at a forward k, R_k = 0
   (rebuilds run in the backward pass only) and ``sigma_k <= sigma`` (sigma holds every
   stall).
-- So ``keep_all(k) - M <= sum_{recomp, lastf_t < k < firstb_t} s_t + W (S*(k) - r0) +
-  W sigma [+ W sum_t c_t x_t at a backward k]``: the row ``cover[k]``.
+- Rebuilt early: when t and u are both recomp, t is rebuilt before op firstb_t starts
+  and u, a recipe input of t that is itself recomp, is rebuilt before t (inputs
+  first); a rebuilt tensor is freed only after its last reader, at or after op
+  firstb_u. So at every k with ``firstb_t <= k < firstb_u``, u is resident although
+  ``lastf_u < k < firstb_u``: its bytes, counted absent by ``x_u``, are taken back by
+  ``y_u = 1``. One t per u, so no u is taken back twice.
+- So ``keep_all(k) - M <= sum_{recomp, lastf_t < k < firstb_t, not rebuilt early}
+  s_t + W (S*(k) - r0) + W sigma [+ W sum_t c_t x_t at a backward k]``: the row
+  ``cover[k]``.
 
 :func:`deficit_cover_point` builds that point from a run; tests/test_bound_point.py checks
 it against every row on every plan of small instances. It relaxes the deficit bound's
@@ -84,28 +95,53 @@ def build_deficit_cover(inst: Instance, M: int) -> tuple[_Lin, dict] | None:
     lin = _Lin()
     x = {t: lin.var(0, 1, True, obj=a_.c[t] / tu, name=f"x{t}") for t in a_.rec}
     sigma = lin.var(0, _INF, obj=1.0, name="sigma")
+    pairs = early_pairs(inst, a_.rec, a_.firstb)
+    y = {u: lin.var(0, 1, name=f"y{t}_{u}") for u, t in pairs.items()}
+    for u, t in pairs.items():
+        lin.row([(y[u], 1.0), (x[t], -1.0), (x[u], -1.0)], lo=-1.0, name=f"both[{t},{u}]")
     w_tu = W * tu / mu                      # bytes per time unit, in memory units
     for k in ops:
-        terms = {}
+        terms: list[tuple[int, float]] = []
         for t in a_.rec:
             v = (float(a_.s[t]) / mu if a_.lastf[t] < k < a_.firstb[t] else 0.0) + (
                 W * a_.c[t] / mu if k >= nf else 0.0)
             if v > 0.0:
-                terms[x[t]] = v
-        lin.row(list(terms.items()) + [(sigma, w_tu)], lo=float(deficit[k]) / mu,
-                name=f"cover[{k}]")
-    return lin, {"ops": len(ops), "items": len(x), "time_unit_s": tu}
+                terms.append((x[t], v))
+        terms += [(y[u], -float(a_.s[u]) / mu) for u, t in pairs.items()
+                  if a_.firstb[t] <= k < a_.firstb[u]]
+        lin.row(terms + [(sigma, w_tu)], lo=float(deficit[k]) / mu, name=f"cover[{k}]")
+    return lin, {"ops": len(ops), "items": len(x), "pairs": len(y), "time_unit_s": tu}
+
+
+def early_pairs(inst: Instance, rec: list[int], firstb: np.ndarray) -> dict[int, int]:
+    """``{u: t}``: for each tensor u of `rec` (rebuildable, with bytes) that the recipe of
+    another tensor t of `rec` reads with ``firstb_t < firstb_u``, the one such t with the
+    earliest first backward reader (then the smallest index): if both are recomp, u is
+    rebuilt by the start of op firstb_t (module docstring, "Rebuilt early")."""
+    inrec = set(rec)
+    out: dict[int, int] = {}
+    for t in rec:
+        for v in inst.recipe_inputs[t]:
+            u = int(v)
+            if u == t or u not in inrec or not firstb[t] < firstb[u]:
+                continue
+            if u not in out or (firstb[t], t) < (firstb[out[u]], out[u]):
+                out[u] = t
+    return out
 
 
 def deficit_cover_point(inst: Instance, M: int, lin: _Lin, run: RunView) -> list[float]:
     """The point of `lin` (:func:`build_deficit_cover` of `inst`, `M`) that the run `run`
-    gives, as the module docstring assigns it: ``x_t`` its recomp decisions, ``sigma`` its
-    ``T - T*`` less the rebuild time of the tensors with an ``x`` (model units).
+    gives, as the module docstring assigns it: ``x_t`` its recomp decisions, ``y_u = x_t
+    x_u``, ``sigma`` its ``T - T*`` less the rebuild time of the tensors with an ``x``
+    (model units).
     tests/test_bound_point.py checks it against every row."""
     a_ = bound_arrays(inst, M)
     if a_ is None:
         raise ValueError("the instance has no deficit cover model")
     vals = {f"x{t}": decided(run.dec, t, RECOMP) for t in a_.rec}
+    for u, t in early_pairs(inst, a_.rec, a_.firstb).items():
+        vals[f"y{t}_{u}"] = vals[f"x{t}"] * vals[f"x{u}"]
     paid = sum(float(a_.c[t]) for t in a_.rec if run.dec[t] == RECOMP)
     extra = run.stall_fwd + run.stall_bwd + run.recompute
     vals["sigma"] = (extra - paid) / a_.tu
