@@ -151,3 +151,19 @@ def test_highs_optimum_on_a_unet():
     T_star = float(inst.ideal_time_s)
     assert bound == pytest.approx(T_star + res.fun, rel=1e-7)
     assert bound - deficit_bound(inst, M) > 0.01 * T_star
+
+
+def test_no_model_beyond_the_size_limit(monkeypatch: pytest.MonkeyPatch):
+    """Over MAX_NONZEROS the builder returns None and the source reports no bound (the
+    U-Net's model has about 400 nonzeros)."""
+    from slackopt.solvers.milp.bounds import deficit_cover
+
+    inst = load_instance(SHAPES / "shapes-unet4_a100-pcie4.json.gz")
+    M = int(0.5 * inst.P)
+    lin, _ = build_deficit_cover(inst, M)
+    n = lin.stats()["nonzeros"]
+    monkeypatch.setattr(deficit_cover, "MAX_NONZEROS", n - 1)
+    assert build_deficit_cover(inst, M) is None
+    assert deficit_cover_bound(inst, M, 5.0) == (None, {"status": "no model"})
+    monkeypatch.setattr(deficit_cover, "MAX_NONZEROS", n)
+    assert build_deficit_cover(inst, M) is not None

@@ -19,8 +19,9 @@ the earliest ready time of a saved tensor, S*(k) the ideal start of op k):
   ``firstb_t < firstb_u`` (the t with the earliest firstb_t: :func:`early_pairs`),
   ``y_u`` in [0, 1] with the row ``both[t,u]``: ``y_u >= x_t + x_u - 1``.
 - for each op k with ``D_k = keep_all(k) - M - W (S*(k) - r0) > 0``, the row
-  ``cover[k]``: ``sum_{t : lastf_t < k < firstb_t} s_t x_t + [k backward] W sum_t c_t x_t
-  - sum_{u : firstb_t(u) <= k < firstb_u} s_u y_u + W sigma >= D_k``.
+  ``cover[k]``: ``sum_{t : lastf_t < k < firstb_t} s_t x_t + [k backward] W R
+  - sum_{u : firstb_t(u) <= k < firstb_u} s_u y_u + W sigma >= D_k``, with ``R = sum_t
+  c_t x_t`` (row ``rebuild_time``).
 
 Why every plan the barrier-free runtime runs satisfies it (../shared/spec/semantics.md):
 set ``x_t`` to 1 iff the plan recomputes t, ``y_u = x_t x_u`` for the pair (t, u), and
@@ -71,14 +72,23 @@ from slackopt.solvers.milp.certify.runpoint import RunView, complete_point, deci
 from slackopt.solvers.milp.certify.safe_lp import seconds_below
 from slackopt.solvers.milp.linear.lin import _INF, _Lin
 
+MAX_NONZEROS = 200_000
+"""Largest model (nonzeros of its rows) :func:`build_deficit_cover` builds: beyond, its
+certified branch and bound does not get past the root LP in the time a solve gives it
+(GPT-2 XL, 969 saved tensors: no certificate in 5 s), so the source reports no bound."""
+
 
 def build_deficit_cover(inst: Instance, M: int) -> tuple[_Lin, dict] | None:
-    """The model of the module docstring for `inst` under budget `M` (bytes).
+    """The model of the module docstring for `inst` under budget `M` (bytes), with
+    ``R = sum_t c_t x_t`` as a variable of its own (row ``rebuild_time``) so that the
+    backward rows hold one rebuild term, and, of the ops whose rows have the same
+    terms, only the row with the largest deficit (it implies the others).
 
     Returns:
-        (model, info: ``ops`` the cover rows, ``items`` the binaries, ``time_unit_s``),
-        or None when the instance has views or no saved tensor with bytes
-        (:func:`~.checkpoint.bound_arrays`), no rebuildable one, or no op with a deficit.
+        (model, info: ``ops`` the cover rows, ``items`` the binaries, ``pairs``,
+        ``time_unit_s``), or None when the instance has views or no saved tensor with
+        bytes (:func:`~.checkpoint.bound_arrays`), no rebuildable one, no op with a
+        deficit, or more than :data:`MAX_NONZEROS` nonzeros.
     """
     a_ = bound_arrays(inst, M)
     if a_ is None or not a_.rec:
@@ -88,29 +98,50 @@ def build_deficit_cover(inst: Instance, M: int) -> tuple[_Lin, dict] | None:
     keep = np.asarray(inst.keep_all_profile, dtype=np.int64)
     start = np.asarray(inst.start_s, dtype=np.float64)
     deficit = (keep - int(M)) - W * np.maximum(0.0, start - r0)
-    ops = np.flatnonzero(deficit > 0.0).tolist()
-    if not ops:
+    ops = np.flatnonzero(deficit > 0.0)
+    if not ops.size:
         return None
     tu, mu, nf = a_.tu, a_.mu, int(inst.n_fwd)
-    lin = _Lin()
-    x = {t: lin.var(0, 1, True, obj=a_.c[t] / tu, name=f"x{t}") for t in a_.rec}
-    sigma = lin.var(0, _INF, obj=1.0, name="sigma")
+    rec = np.asarray(a_.rec, dtype=np.int64)
     pairs = early_pairs(inst, a_.rec, a_.firstb)
-    y = {u: lin.var(0, 1, name=f"y{t}_{u}") for u, t in pairs.items()}
-    for u, t in pairs.items():
-        lin.row([(y[u], 1.0), (x[t], -1.0), (x[u], -1.0)], lo=-1.0, name=f"both[{t},{u}]")
+    pu = np.asarray(list(pairs), dtype=np.int64)
+    pt = np.asarray(list(pairs.values()), dtype=np.int64)
+    # per op of `ops`: the tensors counted absent (lastf < k < firstb) and the pairs
+    # taken back (firstb_t <= k < firstb_u)
+    k = ops[:, None]
+    absent = (a_.lastf[rec][None, :] < k) & (k < a_.firstb[rec][None, :])
+    back = (a_.firstb[pt][None, :] <= k) & (k < a_.firstb[pu][None, :])
+    bwd = ops >= nf
+    rows: dict[bytes, int] = {}      # the terms' signature -> the op with the largest deficit
+    for i in range(ops.size):
+        key = bytes([bool(bwd[i])]) + np.packbits(absent[i]).tobytes() \
+            + np.packbits(back[i]).tobytes()
+        j = rows.get(key)
+        if j is None or deficit[ops[i]] > deficit[ops[j]]:
+            rows[key] = i
+    kept = sorted(rows.values())
+    nonzeros = (int(absent[kept].sum() + back[kept].sum() + bwd[kept].sum()) + len(kept)
+                + rec.size + 1 + 3 * len(pairs))
+    if nonzeros > MAX_NONZEROS:
+        return None
+    lin = _Lin()
+    x = [lin.var(0, 1, True, obj=a_.c[t] / tu, name=f"x{t}") for t in a_.rec]
+    xi = dict(zip(a_.rec, x, strict=True))
+    sigma = lin.var(0, _INF, obj=1.0, name="sigma")
+    R = lin.var(0, _INF, name="R")
+    lin.row([(R, 1.0)] + [(v, -a_.c[t] / tu) for t, v in xi.items()], 0.0, 0.0,
+            name="rebuild_time")
+    y = [lin.var(0, 1, name=f"y{t}_{u}") for u, t in pairs.items()]
+    for v, (u, t) in zip(y, pairs.items(), strict=True):
+        lin.row([(v, 1.0), (xi[t], -1.0), (xi[u], -1.0)], lo=-1.0, name=f"both[{t},{u}]")
     w_tu = W * tu / mu                      # bytes per time unit, in memory units
-    for k in ops:
-        terms: list[tuple[int, float]] = []
-        for t in a_.rec:
-            v = (float(a_.s[t]) / mu if a_.lastf[t] < k < a_.firstb[t] else 0.0) + (
-                W * a_.c[t] / mu if k >= nf else 0.0)
-            if v > 0.0:
-                terms.append((x[t], v))
-        terms += [(y[u], -float(a_.s[u]) / mu) for u, t in pairs.items()
-                  if a_.firstb[t] <= k < a_.firstb[u]]
-        lin.row(terms + [(sigma, w_tu)], lo=float(deficit[k]) / mu, name=f"cover[{k}]")
-    return lin, {"ops": len(ops), "items": len(x), "pairs": len(y), "time_unit_s": tu}
+    sm = a_.s.astype(np.float64) / mu
+    for i in kept:
+        terms = [(x[j], float(sm[rec[j]])) for j in np.flatnonzero(absent[i])]
+        terms += [(y[q], -float(sm[pu[q]])) for q in np.flatnonzero(back[i])]
+        terms += [(sigma, w_tu)] + ([(R, w_tu)] if bwd[i] else [])
+        lin.row(terms, lo=float(deficit[ops[i]]) / mu, name=f"cover[{int(ops[i])}]")
+    return lin, {"ops": len(kept), "items": len(x), "pairs": len(y), "time_unit_s": tu}
 
 
 def early_pairs(inst: Instance, rec: list[int], firstb: np.ndarray) -> dict[int, int]:
@@ -162,12 +193,13 @@ def deficit_cover_bound(inst: Instance, M: int, time_limit_s: float, *,
             or above it are not branched.
 
     Returns:
-        (bound in s or None when there is no model or no certificate, info: the model's
-        size and the branch and bound's ``stopped``, ``nodes``, ``root_bound_s``).
+        (bound in s or None when there is no model (``info["status"]`` "no model":
+        :func:`build_deficit_cover` says when) or no certificate, info: the model's size
+        and the branch and bound's ``stopped``, ``nodes``, ``root_bound_s``).
     """
     built = build_deficit_cover(inst, M)
     if built is None:
-        return None, {"status": "no deficit"}
+        return None, {"status": "no model"}
     lin, info = built
     tu, T_star = info["time_unit_s"], float(inst.ideal_time_s)
     cutoff = None if cutoff_s is None else max(0.0, (cutoff_s - T_star) / tu)
