@@ -67,7 +67,7 @@ from slackopt.instance import Instance
 from slackopt.plan import RECOMP
 from slackopt.solvers.milp.bounds.checkpoint import bound_arrays
 from slackopt.solvers.milp.bounds.source import BoundContext, BoundValue
-from slackopt.solvers.milp.certify.certified_bb import certified_milp_bound
+from slackopt.solvers.milp.certify.certified_bb import NODE_LIMIT, certified_milp_bound
 from slackopt.solvers.milp.certify.runpoint import RunView, complete_point, decided
 from slackopt.solvers.milp.certify.safe_lp import seconds_below
 from slackopt.solvers.milp.linear.lin import _INF, _Lin
@@ -180,8 +180,8 @@ def deficit_cover_point(inst: Instance, M: int, lin: _Lin, run: RunView) -> list
 
 
 def deficit_cover_bound(inst: Instance, M: int, time_limit_s: float, *,
-                        deadline: float | None = None, cutoff_s: float | None = None
-                        ) -> tuple[float | None, dict]:
+                        deadline: float | None = None, cutoff_s: float | None = None,
+                        nodes: int = NODE_LIMIT) -> tuple[float | None, dict]:
     """``T* +`` the certified value of the joint deficit cover (s), lowered with
     :func:`~slackopt.solvers.milp.certify.safe_lp.seconds_below`, within `time_limit_s`.
 
@@ -191,6 +191,7 @@ def deficit_cover_bound(inst: Instance, M: int, time_limit_s: float, *,
         deadline: perf_counter time after which nothing new starts.
         cutoff_s: a step (s) no plan needs to beat (the incumbent's): nodes bounded at
             or above it are not branched.
+        nodes: most node LPs of the branch and bound (its default: ``NODE_LIMIT``).
 
     Returns:
         (bound in s or None when there is no model (``info["status"]`` "no model":
@@ -203,7 +204,8 @@ def deficit_cover_bound(inst: Instance, M: int, time_limit_s: float, *,
     lin, info = built
     tu, T_star = info["time_unit_s"], float(inst.ideal_time_s)
     cutoff = None if cutoff_s is None else max(0.0, (cutoff_s - T_star) / tu)
-    val, bb = certified_milp_bound(lin, time_limit_s, cutoff=cutoff, deadline=deadline)
+    val, bb = certified_milp_bound(lin, time_limit_s, cutoff=cutoff, deadline=deadline,
+                                   node_limit=nodes)
     info.update(stopped=bb.get("stopped"), nodes=bb.get("nodes"))
     if bb.get("root_bound") is not None:
         info["root_bound_s"] = seconds_below(T_star, bb["root_bound"], tu)
@@ -216,15 +218,17 @@ def deficit_cover_bound(inst: Instance, M: int, time_limit_s: float, *,
 class DeficitCover:
     """The joint deficit cover as a bound source (phase "deficit_cover"): certified bound
     ``deficit_cover`` (:func:`deficit_cover_bound`) within `share` of the time left less
-    0.3 s, cut off at the incumbent's step; ``info["deficit_cover"]`` its size, nodes,
-    root bound and time. It needs no plan."""
+    0.3 s and `nodes` node LPs, cut off at the incumbent's step; ``info["deficit_cover"]``
+    its size, nodes, root bound and time. It needs no plan."""
 
     share: float
+    nodes: int = NODE_LIMIT
     name: str = "deficit_cover"
 
     def __call__(self, inst: Instance, M: int, ctx: BoundContext) -> BoundValue:
         t0 = time.perf_counter()
         lb, info = deficit_cover_bound(inst, M, self.share * max(0.0, ctx.left() - 0.3),
-                                       deadline=ctx.deadline - 0.3, cutoff_s=ctx.upper_s)
+                                       deadline=ctx.deadline - 0.3, cutoff_s=ctx.upper_s,
+                                       nodes=self.nodes)
         info.update(bound_s=lb, seconds=round(time.perf_counter() - t0, 4))
         return BoundValue(bounds={"deficit_cover": lb}, info={"deficit_cover": info})

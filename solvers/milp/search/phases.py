@@ -35,10 +35,13 @@ SEED_LIMIT_S = 10.0
 CPSAT_WORK = 5.0
 """CP-SAT's work limit for the recompute-only seed, in its deterministic time units
 (about seconds), so that the seed does not depend on machine speed."""
-DEFICIT_COVER_SHARE = 0.1
+DEFICIT_COVER_SHARE = 0.05
 """Share of the time left that the joint deficit cover's certified branch and bound
-(phase "deficit_cover") may use: it closes in under a second on most instances of the
-shapes suite, and what it has not closed by then it keeps as a valid bound."""
+(phase "deficit_cover") may use, within ``DEFICIT_COVER_NODES`` node LPs: on the shapes
+suite it closes within 500 nodes and a few seconds where it lifts the bound; on the
+transformers of the bench it equals the deficit bound, so what it does not close soon
+it leaves (a search stopped early keeps a valid bound)."""
+DEFICIT_COVER_NODES = 1000
 CHECKPOINT_SHARE = 0.4
 """Share of the time left that the checkpoint LP (phase "checkpoint_bound") may use: on
 the largest instances its LP does not end in the time a solve has, and the phases after
@@ -202,7 +205,7 @@ def _lns(solver: Settings, st: _Search) -> bool | None:
 PHASES: tuple[Phase, ...] = (
     Phase("seeds", _seeds, stages=True),
     bound_phase(DeficitBound()),
-    bound_phase(DeficitCover(share=DEFICIT_COVER_SHARE)),
+    bound_phase(DeficitCover(share=DEFICIT_COVER_SHARE, nodes=DEFICIT_COVER_NODES)),
     bound_phase(CheckpointLP(share=CHECKPOINT_SHARE)),
     bound_phase(TimingLP(share=TIMING_LP_SHARE)),
     Phase("local_search", _local_search, stages=True),
