@@ -1,0 +1,134 @@
+"""Time limits kept where a seed or a phase is slow (the contract "a solve given t seconds
+returns within 1.5 t + 1 s", slackopt.solverbase.hard_deadline_s).
+
+No test here measures wall time: a fake clock (``time.perf_counter`` plus one second for
+every CBC program PuLP solves) makes titan-auto's programs the slow step, as on a graph
+of hundreds of blocks (one program each), and the checks are on that clock: when each
+program started, the planning time reported, what the solvers do once the time is up.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pulp
+import pytest
+
+from slackopt.importers.checkmate import checkmate_instance
+from slackopt.plan import KEEP
+from slackopt.solver import get_solver
+from slackopt.solverbase import hard_deadline_s
+from slackopt.solvers.seeds import seed_plans
+from slackopt.solvers.titan_auto import TitanAuto, outer_lp
+from tests.test_import_checkmate import training_graph
+
+PROGRAM_S = 1.0
+"""Seconds the fake clock charges for one CBC program."""
+
+
+class FakeClock:
+    """``time.perf_counter`` that runs :data:`PROGRAM_S` fast for every PuLP solve;
+    ``starts`` holds the clock at the start of each program."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.real = time.perf_counter
+        self.offset = 0.0
+        self.starts: list[float] = []
+        solve = pulp.LpProblem.solve
+        clock = self
+
+        def counted(prob, *a, **k):
+            clock.starts.append(clock())
+            try:
+                return solve(prob, *a, **k)
+            finally:
+                clock.offset += PROGRAM_S
+
+        monkeypatch.setattr(pulp.LpProblem, "solve", counted)
+        monkeypatch.setattr(time, "perf_counter", self)
+
+    def __call__(self) -> float:
+        return self.real() + self.offset
+
+
+@pytest.fixture(scope="module")
+def blocks30():
+    """A Checkmate chain of 30 forward nodes (30 blocks of one saved tensor, sizes drawn
+    from seed 0, so every block has its own inner program)."""
+    return checkmate_instance(training_graph(30), cost_unit="1us", gpu="a100")
+
+
+BUDGET = 0.6
+"""Share of P at which titan-auto's outer LP is feasible on `blocks30`."""
+
+
+def test_every_block_has_its_own_program(blocks30):
+    res = TitanAuto().solve(blocks30, int(BUDGET * blocks30.P))
+    assert len(blocks30.blocks) == 30
+    assert res.info["model_fits"] and res.info["inner_solves"] == 30
+
+
+def test_titan_auto_starts_no_program_after_its_limit(blocks30, monkeypatch):
+    """One outer LP, then inner programs only while time is left: with 1 s per program and
+    4.5 s, programs start at about 0, 1, 2, 3, 4 s and none after; the untagged blocks
+    keep every tensor and the note says how many blocks were tagged."""
+    M = int(BUDGET * blocks30.P)
+    full = TitanAuto().solve(blocks30, M)
+    clock = FakeClock(monkeypatch)
+    t0 = clock()
+    res = TitanAuto().solve(blocks30, M, time_limit_s=4.5)
+    starts = [t - t0 for t in clock.starts]
+    assert 2 <= len(starts) <= 6 and all(t < 4.5 for t in starts), starts
+    assert res.planning_time_s <= hard_deadline_s(4.5)
+    tagged = res.info["tagged_bytes"]
+    assert len(tagged) == len(starts) - 1 < 30
+    assert res.info["note"] == (f"the time limit ended the tagging after {len(tagged)} of 30 "
+                                "blocks; the other blocks keep their tensors")
+    layers = np.asarray(blocks30.saved_layers)
+    untagged = ~np.isin(layers, list(tagged))
+    assert untagged.any() and np.all(res.plan.decisions[untagged] == KEEP)
+    tagged_pos = np.isin(layers, list(tagged))
+    assert np.array_equal(res.plan.decisions[tagged_pos], full.plan.decisions[tagged_pos])
+    assert res.status in ("timeout", "feasible") and res.objective_s != full.objective_s
+
+
+def test_titan_auto_outer_lp_build_stops_at_its_limit(blocks30, monkeypatch):
+    clock = FakeClock(monkeypatch)
+    fr, info = outer_lp(blocks30, int(BUDGET * blocks30.P), time_limit_s=1e-9)
+    assert fr is None and info["status"] == "Not Solved" and clock.starts == []
+    assert info["note"] == "the time limit ended the build after 1 of 30 blocks"
+
+
+def test_titan_auto_keeps_its_plan_when_the_limit_does_not_bind(blocks30):
+    M = int(BUDGET * blocks30.P)
+    a = TitanAuto().solve(blocks30, M)
+    b = TitanAuto().solve(blocks30, M, time_limit_s=600)
+    assert a.plan == b.plan and a.objective_s == b.objective_s and "note" not in b.info
+
+
+def test_seeding_ends_titan_auto_at_the_seeding_end(blocks30, monkeypatch):
+    """seed_plans gives a solver started before `end` at most the time up to it: titan-auto
+    started with 3 s left starts no program past `end`, and the next solver is skipped."""
+    clock = FakeClock(monkeypatch)
+    t0 = clock()
+    plans, log = seed_plans(blocks30, int(BUDGET * blocks30.P), 0,
+                            ["titan-auto", "slackswap"], 10.0, t0 + 3.0)
+    assert all(t - t0 < 3.0 for t in clock.starts), clock.starts
+    assert log[0]["solver"] == "titan-auto" and log[0]["planning_time_s"] <= 3.0 + PROGRAM_S + 1
+    assert log[0]["status"] in ("timeout", "infeasible", "feasible")
+    assert log[1] == {"solver": "slackswap", "skipped": "no time left for seeding"}
+    assert [n for n, _ in plans] == ["titan-auto"]
+
+
+@pytest.mark.parametrize("limit", [4.0, 8.0])
+def test_genetic_seeded_by_titan_auto_keeps_its_limit(blocks30, monkeypatch, limit):
+    """The genetic search seeded by titan-auto alone, 1 s per CBC program: seeding gets
+    half the limit and the whole solve returns within 1.5 t + 1 s on that clock."""
+    clock = FakeClock(monkeypatch)
+    t0 = clock()
+    g = get_solver("genetic", seed_solvers=["titan-auto"], generations=3, population=8)
+    res = g.solve(blocks30, int(BUDGET * blocks30.P), time_limit_s=limit, seed=0)
+    assert all(t - t0 < limit / 2 for t in clock.starts), clock.starts
+    assert res.planning_time_s <= hard_deadline_s(limit)
+    assert [s["solver"] for s in res.info["seeds"]] == ["titan-auto"]
