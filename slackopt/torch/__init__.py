@@ -38,7 +38,8 @@ The modules, each one job, in the order a step goes through them:
   with :mod:`~slackopt.torch.recipes` (recorded calls re-run by recomputes),
   :mod:`~slackopt.torch.copies` (host pool, D2H and H2D copies, CUDA streams) and
   :mod:`~slackopt.torch.blocks` (every block's lifetime, the accounted peak).
-- :mod:`~slackopt.torch.execute`: :func:`execute_plan`, :func:`measure_plan`;
+- :mod:`~slackopt.torch.execute`: :func:`execute_plan` (one step, or the schedule of a
+  pipeline stage built from a profile), :func:`measure_plan`;
   :mod:`~slackopt.torch.report`: :class:`RuntimeReport`.
 - :mod:`~slackopt.torch.export`: :func:`sac_policy`, a plan as a policy for PyTorch's
   selective activation checkpointing; :mod:`~slackopt.torch.sac`: :class:`SACRun`, that
