@@ -132,3 +132,27 @@ def test_genetic_seeded_by_titan_auto_keeps_its_limit(blocks30, monkeypatch, lim
     assert all(t - t0 < limit / 2 for t in clock.starts), clock.starts
     assert res.planning_time_s <= hard_deadline_s(limit)
     assert [s["solver"] for s in res.info["seeds"]] == ["titan-auto"]
+
+
+@pytest.mark.parametrize("n", [12, 1100])
+def test_timing_model_rebuilt_early_walks_a_deep_recipe_chain(n):
+    """The milp's timing model marks tensor t "rebuilt before backward op j" when a
+    chain of recipe readers leads from t to a tensor first read by j. On a Checkmate chain
+    with one backward reader per node, tensor t's only rebuildable reader is t + 1 and
+    the last tensor is the first one read (by Loss, op n): at j = n every tensor but
+    the last gets its indicator and 3 rows, built by walking
+    the chain to its end, 1,099 readers deep on the larger graph (deeper than Python's
+    recursion allows)."""
+    from slackopt.solvers.milp.bounds.checkpoint import bound_arrays
+    from slackopt.solvers.milp.bounds.timing_model import _TimingBuilder
+
+    inst = checkmate_instance(training_graph(n, readers=1), cost_unit="1us", gpu="a100")
+    a_ = bound_arrays(inst, int(0.5 * inst.P))
+    b = _TimingBuilder(inst, a_, integer=False, z_binary=False, deadline=None)
+    b.decisions()
+    assert b.readers_any == {t: [t + 1] for t in range(n - 1)}
+    assert a_.firstb[n - 1] == n and all(a_.firstb[t] > n for t in range(n - 1))
+    rows = len(b.lin.rows)
+    assert sorted(b.early(n)) == list(range(n - 1))
+    assert len(b.lin.rows) - rows == 3 * (n - 1)
+    assert sorted(b.early(n + 2)) == list(range(n - 2))    # f_{n-2}'s backward op
