@@ -156,3 +156,66 @@ def test_timing_model_rebuilt_early_walks_a_deep_recipe_chain(n):
     assert sorted(b.early(n)) == list(range(n - 1))
     assert len(b.lin.rows) - rows == 3 * (n - 1)
     assert sorted(b.early(n + 2)) == list(range(n - 2))    # f_{n-2}'s backward op
+
+
+# ------------------------------------------------------------- past the deadline: no work
+def test_model_build_looks_at_the_clock_every_64_rows():
+    """A row family can hold a term per saved tensor: the build reads the clock every
+    ROWS_PER_LOOK rows, so a deadline that passes mid-build ends it within 64 rows."""
+    from slackopt.solvers.milp.linear.lin import ROWS_PER_LOOK, ModelTimeout, _Lin
+
+    lin = _Lin()
+    x = lin.var(0, 1)
+    lin.row([(x, 1.0)], hi=1.0)
+    lin.deadline = time.perf_counter() - 1.0
+    with pytest.raises(ModelTimeout, match=f"after {ROWS_PER_LOOK} rows"):
+        for _ in range(10_000):
+            lin.row([(x, 1.0)], hi=1.0)
+    assert len(lin.rows) == ROWS_PER_LOOK == 64
+
+
+def _refuse(*a, **k):
+    raise AssertionError("built after the deadline")
+
+
+def test_bounds_and_lns_past_the_deadline_build_nothing(blocks30, monkeypatch):
+    """Past its deadline a phase of milp returns at once: the checkpoint LP and the
+    timing model are not built (no bound: the certified bound only weakens), the
+    large-neighbourhood search prepares no branch and bound."""
+    from slackopt.solvers.milp.bounds import checkpoint, timing
+    from slackopt.solvers.milp.search import lns
+    from slackopt.solvers.milp.search.incumbent import Incumbent
+
+    M = int(0.5 * blocks30.P)
+    past = time.perf_counter() - 1.0
+    monkeypatch.setattr(checkpoint, "build_checkpoint_model", _refuse)
+    monkeypatch.setattr(timing, "build_timing_model", _refuse)
+    monkeypatch.setattr(lns, "BranchAndBound", _refuse)
+    assert checkpoint.checkpoint_bound(blocks30, M, 10.0, deadline=past) is None
+    tb, info = timing.timing_bound(blocks30, M, 10.0, deadline=past)
+    assert tb is None and info["status"] == "no time left to build the model"
+    inc = Incumbent(blocks30, M)
+    inc.consider(np.full(blocks30.n_saved, 1, dtype=np.int8), "all swap")
+    out = lns.lns(inc, 1000, 0, past)
+    assert (out.windows, out.simulated) == (0, 0)
+
+
+def test_checkpoint_scan_stops_at_the_limit(blocks30):
+    """The checkpoint baseline scans k = 1, 2, ... (one simulation each); at 0.5 P no k
+    fits (its smallest peak is k = 15's). A limit that expires at the 4th look at the
+    clock (before k = 5) ends the scan: status timeout, the smallest peak of k = 1..4."""
+    from slackopt.solverbase import Run
+    from slackopt.solvers.baselines import Checkpoint
+
+    M = int(0.5 * blocks30.P)
+    full = Checkpoint().solve(blocks30, M)
+    assert full.status == "infeasible" and full.info["evaluations"] == 30
+    run = Run(time_limit_s=1.0, seed=None, started=time.perf_counter())
+    looks = []
+    run.expired = lambda: looks.append(1) or len(looks) >= 4
+    out = Checkpoint().plan(blocks30, M, run)
+    assert out.status == "timeout" and out.info["evaluations"] == 4
+    assert out.info["note"] == ("the time limit ended the scan after k = 4 of 30 blocks; "
+                                "none of those plans fits")
+    peaks = [Checkpoint(blocks=k).solve(blocks30, M).info["peak_bytes"] for k in range(1, 5)]
+    assert out.info["peak_bytes"] == min(peaks) and out.min_budget_bytes is None
