@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import time
 from pathlib import Path
 
 import numpy as np
@@ -29,6 +30,7 @@ from slackopt.solvers.milp.bounds.deficit_cover import (
     deficit_cover_bound,
     deficit_cover_point,
 )
+from slackopt.solvers.milp.linear.lin import ModelTimeout
 from slackopt.solvers.milp.model.steps import model_floor
 from tests.helpers_milp import enumerate_plans, random_instance
 from tests.test_bound_point import check_plan, mixed_instance
@@ -197,3 +199,24 @@ def test_no_model_beyond_the_size_limit(monkeypatch: pytest.MonkeyPatch):
     assert deficit_cover_bound(inst, M, 5.0) == (None, {"status": "no model"})
     monkeypatch.setattr(deficit_cover, "MAX_NONZEROS", n)
     assert build_deficit_cover(inst, M) is not None
+
+
+def test_past_the_deadline_nothing_is_built(monkeypatch: pytest.MonkeyPatch):
+    """Past its deadline the source returns at once with no bound (the certified bound
+    only weakens), and a build that passes it mid-way stops (tests/test_time_limits.py
+    states the rule for the other bounds)."""
+    from slackopt.solvers.milp.bounds import deficit_cover
+
+    inst = load_instance(SHAPES / "shapes-unet4_a100-pcie4.json.gz")
+    M = int(0.5 * inst.P)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("built past the deadline")
+
+    with monkeypatch.context() as m:
+        m.setattr(deficit_cover, "build_deficit_cover", refuse)
+        past = time.perf_counter() - 1.0
+        assert deficit_cover_bound(inst, M, 10.0, deadline=past) == (
+            None, {"status": "no time left to build the model"})
+    with pytest.raises(ModelTimeout):
+        build_deficit_cover(inst, M, deadline=time.perf_counter() - 1.0)

@@ -77,7 +77,7 @@ from slackopt.solvers.milp.bounds.source import BoundContext, BoundValue
 from slackopt.solvers.milp.certify.certified_bb import NODE_LIMIT, certified_milp_bound
 from slackopt.solvers.milp.certify.runpoint import RunView, complete_point, decided
 from slackopt.solvers.milp.certify.safe_lp import seconds_below
-from slackopt.solvers.milp.linear.lin import _INF, _Lin
+from slackopt.solvers.milp.linear.lin import _INF, ModelTimeout, _Lin
 
 MAX_NONZEROS = 200_000
 """Largest model (nonzeros of its rows) :func:`build_deficit_cover` builds: beyond, its
@@ -108,10 +108,13 @@ def _link_lines(s: np.ndarray, w: np.ndarray, tau0: float, max_lines: int | None
     return lines + [(float(S[-1]), 0.0)]
 
 
-def build_deficit_cover(inst: Instance, M: int, max_lines: int | None = MAX_LINES
-                        ) -> tuple[_Lin, dict] | None:
+def build_deficit_cover(inst: Instance, M: int, max_lines: int | None = MAX_LINES, *,
+                        deadline: float | None = None) -> tuple[_Lin, dict] | None:
     """The model of the module docstring for `inst` under budget `M` (bytes), with
     `max_lines` lines of f_k per op (None: every piece from tau_k on).
+
+    Raises:
+        ModelTimeout: `deadline` (perf_counter s) passed while its rows were added.
 
     Returns:
         (model, info: ``ops`` the cover rows, ``items`` the binaries, ``pairs``,
@@ -154,7 +157,7 @@ def build_deficit_cover(inst: Instance, M: int, max_lines: int | None = MAX_LINE
                       for _, b in ls))
     if nonzeros > MAX_NONZEROS:
         return None
-    lin = _Lin()
+    lin = _Lin(deadline)
     x = [lin.var(0, 1, True, obj=a_.c[t] / tu, name=f"x{t}") for t in a_.rec]
     xi = dict(zip(a_.rec, x, strict=True))
     sigma = lin.var(0, _INF, obj=1.0, name="sigma")
@@ -232,7 +235,7 @@ def deficit_cover_bound(inst: Instance, M: int, time_limit_s: float, *,
 
     Args:
         inst, M: the instance and the budget (bytes).
-        time_limit_s: limit (s) of the certified branch and bound.
+        time_limit_s: limit (s) of the model build and the certified branch and bound.
         deadline: perf_counter time after which nothing new starts.
         cutoff_s: a step (s) no plan needs to beat (the incumbent's): nodes bounded at
             or above it are not branched.
@@ -241,17 +244,27 @@ def deficit_cover_bound(inst: Instance, M: int, time_limit_s: float, *,
 
     Returns:
         (bound in s or None when there is no model (``info["status"]`` "no model":
-        :func:`build_deficit_cover` says when) or no certificate, info: the model's size
-        and the branch and bound's ``stopped``, ``nodes``, ``root_bound_s``).
+        :func:`build_deficit_cover` says when), no time to build it (the limit or the
+        deadline passed before or while it was built: the status says which) or no
+        certificate, info: the model's size and the branch and bound's ``stopped``,
+        ``nodes``, ``root_bound_s``).
     """
-    built = build_deficit_cover(inst, M, max_lines)
+    end = time.perf_counter() + float(time_limit_s)
+    if deadline is not None:
+        end = min(end, deadline)
+    if time.perf_counter() >= end:
+        return None, {"status": "no time left to build the model"}
+    try:
+        built = build_deficit_cover(inst, M, max_lines, deadline=end)
+    except ModelTimeout as e:
+        return None, {"status": str(e)}
     if built is None:
         return None, {"status": "no model"}
     lin, info = built
     tu, T_star = info["time_unit_s"], float(inst.ideal_time_s)
     cutoff = None if cutoff_s is None else max(0.0, (cutoff_s - T_star) / tu)
-    val, bb = certified_milp_bound(lin, time_limit_s, cutoff=cutoff, deadline=deadline,
-                                   node_limit=nodes)
+    val, bb = certified_milp_bound(lin, max(0.0, end - time.perf_counter()), cutoff=cutoff,
+                                   deadline=end, node_limit=nodes)
     info.update(stopped=bb.get("stopped"), nodes=bb.get("nodes"))
     if bb.get("root_bound") is not None:
         info["root_bound_s"] = seconds_below(T_star, bb["root_bound"], tu)
