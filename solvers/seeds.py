@@ -23,13 +23,19 @@ from slackopt.solver import get_solver, registered_solvers
 NOT_CHEAP_SOLVERS = ("genetic", "milp")
 """Registered solvers never used as seeds by default: the genetic search and the exact
 tier, whose planning time is not small (any name starting with one of these)."""
+FIRST_SEEDS = ("slackswap-ls",)
+"""Cheap solvers asked first, in this order, with the whole per-solver limit whatever the
+seeding share left (:func:`seed_plans`): the fast tier (solvers/slackswap_ls.py), whose plan
+is never slower than SlackSwap's and which ends on its own within its 1 s budget."""
 
 
 def cheap_solver_names() -> list[str]:
-    """The registered solvers whose plans seed the searches (module docstring), in the
-    registry's order."""
-    return [n for n in registered_solvers()
-            if not any(n.startswith(x) for x in NOT_CHEAP_SOLVERS)]
+    """The registered solvers whose plans seed the searches (module docstring): those of
+    :data:`FIRST_SEEDS` that are registered, then the others in the registry's order."""
+    names = [n for n in registered_solvers()
+             if not any(n.startswith(x) for x in NOT_CHEAP_SOLVERS)]
+    first = [n for n in FIRST_SEEDS if n in names]
+    return first + [n for n in names if n not in first]
 
 
 def seed_plans(inst: Instance, M: int, seed: int, names: list[str], limit_s: float,
@@ -44,7 +50,10 @@ def seed_plans(inst: Instance, M: int, seed: int, names: list[str], limit_s: flo
         limit_s: time limit (s) passed to each solver.
         end: a perf_counter time after which no further solver is started once at least
             one plan was found (a solver started before it gets at most the time up to
-            it, but no less than 1 ms), or None.
+            it, but no less than 1 ms), or None. A solver of :data:`FIRST_SEEDS` is
+            always asked, with `limit_s` whatever `end` says: its plan is then the one it
+            gives on its own (its own budget and work limit end it), so the search it
+            seeds is never slower than it.
 
     Returns:
         ``(plans, log)``: ``plans`` the (solver name, decision bytes as int8) of each usable
@@ -57,7 +66,7 @@ def seed_plans(inst: Instance, M: int, seed: int, names: list[str], limit_s: flo
     log: list[dict[str, Any]] = []
     for nm in names:
         limit = limit_s
-        if end is not None:
+        if end is not None and nm not in FIRST_SEEDS:
             left = end - time.perf_counter()
             if left <= 0 and plans:
                 log.append({"solver": nm, "skipped": "no time left for seeding"})

@@ -12,7 +12,13 @@ reference loop.
 The plan-independent data of an instance is one structure of arrays,
 :class:`KernelInputs` (built once by :func:`kernel_inputs`, cached by the caller);
 :func:`run_barrier_free` takes it, a decision vector and the budget, and returns plain
-numbers.
+numbers. :func:`simulate_from` is the same loop with two additions for local search:
+snapshots of the loop's state at forward ops (:class:`Snapshots`), from which a plan that
+differs only in tensors produced at or after that op is simulated again without its
+common prefix, and a cutoff that stops a run whose step can no longer end below it; it is
+:func:`prepare` (the plan's task list and per-task arrays, which depend on the decisions
+only through the recomputed tensors) then :func:`simulate_prepared` (the event loop), so
+plans that differ in keep and swap decisions alone can share the first.
 """
 
 from __future__ import annotations
@@ -43,6 +49,9 @@ OK, FAIL_ALLOC, FAIL_H2D, INTERNAL_NOT_RESIDENT, INTERNAL_NOT_QUEUED, INTERNAL_N
 FAIL_HOST = 6
 """A D2H would exceed the host pinned-memory limit (fail_head: the tensor; short: the
 host bytes in use)."""
+CUTOFF = 7
+""":func:`simulate_from` stopped the run: the step would end after its cutoff (fail_task:
+the next task; the other numbers are those of the partial run)."""
 
 
 def _csr(lists: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
@@ -126,6 +135,66 @@ def kernel_inputs(st, link) -> KernelInputs:
         *_csr([list(x) for x in st.recipe_inputs]), *_csr(st.ready),
         int(st.host_limit), float(link.d2h_bytes_per_s), float(link.h2d_bytes_per_s),
         float(link.duplex_factor), float(link.copy_latency_s))
+
+
+class Snapshots(NamedTuple):
+    """States of the event loop of :func:`simulate_from`, one row per requested task.
+
+    Row j is the loop's state the first time the next compute task to start is
+    ``at[j]`` (after the previous task and every event at that instant were processed,
+    before anything else starts). Each ``at[j]`` must be an op of the forward-only prefix
+    of the schedule that ends no forward unit before it: at most the first backward op's
+    index and the first op that ends a forward unit (``n_fwd - 1`` in a single pass).
+    Until then a plan's run reads only the decisions of tensors produced by earlier ops
+    and no H2D can have started, so a plan that agrees with the snapshot's plan on those
+    tensors reaches the same state, and :func:`simulate_from` resumed from the row runs
+    it from there bit for bit as from the start. The H2D queue's keys are task indices
+    of the plan's backward tasks: they are not stored but taken from the resumed plan.
+
+    Attributes:
+        at: int64 [S], task indices, increasing, within the prefix above.
+        taken: bool [S], whether the run reached row j (a failed run stops early).
+        state: int8 [S, ns], residency state per saved tensor.
+        flags: bool [S, 6, ns], d2h_done, fwd_done, d2h_q, host_held, host_rel, unit_done.
+        times: float64 [S, 2, ns], h2d_end and h2d_stall.
+        need: int64 [S, ns], backward readers done per tensor.
+        d2hq: int64 [S, ns + 1], the D2H queue (its first ``qt`` entries).
+        sf: float64 [S, 11], now, comp_end, prev_end, stall_fwd, stall_bwd, recompute,
+            wait_since, d_lat, d_rem, h_lat, h_rem.
+        si: int64 [S, 12], used, peak, k, comp_busy, d2h_bytes, h2d_bytes, evictions, d_t,
+            h_t, host_used, qh, qt.
+    """
+
+    at: np.ndarray
+    taken: np.ndarray
+    state: np.ndarray
+    flags: np.ndarray
+    times: np.ndarray
+    need: np.ndarray
+    d2hq: np.ndarray
+    sf: np.ndarray
+    si: np.ndarray
+
+
+def snapshots(at, n_saved: int) -> Snapshots:
+    """Empty :class:`Snapshots` for the tasks `at` (increasing ints) of an instance with
+    `n_saved` saved tensors; no rows for ``at=()``."""
+    at = np.asarray(at, dtype=np.int64).reshape(-1)
+    if at.size > 1 and not np.all(np.diff(at) > 0):
+        raise ValueError("snapshot tasks must increase")
+    m, n = at.size, int(n_saved)
+    return Snapshots(at, np.zeros(m, np.bool_), np.zeros((m, n), np.int8),
+                     np.zeros((m, 6, n), np.bool_), np.zeros((m, 2, n)),
+                     np.zeros((m, n), np.int64), np.zeros((m, n + 1), np.int64),
+                     np.zeros((m, 11)), np.zeros((m, 12), np.int64))
+
+
+@njit(cache=True)
+def _no_snapshots(ns):
+    return Snapshots(np.zeros(0, np.int64), np.zeros(0, np.bool_), np.zeros((0, ns), np.int8),
+                     np.zeros((0, 6, ns), np.bool_), np.zeros((0, 2, ns)),
+                     np.zeros((0, ns), np.int64), np.zeros((0, ns + 1), np.int64),
+                     np.zeros((0, 11)), np.zeros((0, 12), np.int64))
 
 
 @njit(cache=True)
@@ -235,15 +304,69 @@ def run_barrier_free(inp, dec, M):
     peak, used, fail_task, fail_head, short, h2d_stall, task_op, task_t); for FAIL_HOST,
     fail_head is the tensor whose D2H was refused and short the host bytes in use.
     """
-    op_fwd, op_earliest, ue_ptr, ue_idx = inp.op_fwd, inp.op_earliest, inp.ue_ptr, inp.ue_idx
+    return simulate_from(inp, dec, M, _no_snapshots(dec.shape[0]), -1, False, np.inf)
+
+
+@njit(cache=True)
+def simulate_from(inp, dec, M, snaps, resume, record, cutoff):
+    """:func:`run_barrier_free` with snapshots, a resumed start and a cutoff.
+
+    Args:
+        inp, dec, M: as for :func:`run_barrier_free`.
+        snaps: :class:`Snapshots`.
+        resume: a row of `snaps` to start from (its ``taken`` must be set, by a run of a
+            plan whose decisions equal `dec` on every tensor produced by an op before
+            ``snaps.at[resume]``), or -1 to start at t = 0. The result is then equal bit
+            for bit to a run from the start.
+        record: write the rows after `resume` with the states this run reaches at their
+            tasks (``taken``; the rows up to `resume` hold for this plan too).
+        cutoff: the run stops with code :data:`CUTOFF` as soon as the next task starts
+            at ``now`` with ``now`` + the durations of the tasks left above `cutoff` (s):
+            the step could only end later, up to float rounding (the sum of the durations
+            and the step differ in the last bits: give a relative 1e-9 of slack to keep
+            a plan as fast as the cutoff). ``np.inf``: never.
+
+    Returns:
+        The tuple of :func:`run_barrier_free`.
+    """
+    return simulate_prepared(inp, dec, M, prepare(inp, dec), snaps, resume, record, cutoff)
+
+
+class Prepared(NamedTuple):
+    """A plan's task list and per-task arrays (:func:`prepare`): task_op, task_t (the op
+    of each task, -1 for a rebuild; the rebuilt tensor, -1 for an op), task_fwd,
+    task_rel (earliest start), dur, alloc, free, tr_ptr/tr_idx (reads, CSR), cum
+    (allocation prefix sums), rem (durations from each task on), ncnt, nd_ptr/nd_idx
+    (backward reader tasks per tensor), rcnt/rl_idx (releases per task)."""
+
+    task_op: np.ndarray
+    task_t: np.ndarray
+    task_fwd: np.ndarray
+    task_rel: np.ndarray
+    dur: np.ndarray
+    alloc: np.ndarray
+    free: np.ndarray
+    tr_ptr: np.ndarray
+    tr_idx: np.ndarray
+    cum: np.ndarray
+    rem: np.ndarray
+    ncnt: np.ndarray
+    nd_ptr: np.ndarray
+    nd_idx: np.ndarray
+    rcnt: np.ndarray
+    rl_idx: np.ndarray
+
+
+@njit(cache=True)
+def prepare(inp, dec):
+    """The :class:`Prepared` arrays of a plan: they depend on its decisions only through
+    which tensors are recomputed (the rebuild tasks), so plans that differ in keep and
+    swap decisions alone share them (:func:`simulate_prepared`)."""
+    op_fwd, op_earliest = inp.op_fwd, inp.op_earliest
     op_dur, op_alloc, op_free = inp.op_dur, inp.op_alloc, inp.op_free
     rd_ptr, rd_idx, out_ptr, out_idx = inp.rd_ptr, inp.rd_idx, inp.out_ptr, inp.out_idx
-    fr_ptr, fr_idx, rdy_ptr, rdy_idx = inp.fr_ptr, inp.fr_idx, inp.rdy_ptr, inp.rdy_idx
     s, c, rb_extra, ri_ptr, ri_idx = inp.s, inp.c, inp.rb_extra, inp.ri_ptr, inp.ri_idx
-    host_limit, duplex, lat = inp.host_limit, inp.duplex, inp.latency
-    w_d2h, w_h2d = inp.w_d2h, inp.w_h2d
     ns = dec.shape[0]
-    INF = np.inf
     task_op, task_t = build_tasks(inp, dec)
     nt = task_op.shape[0]
     # Per-task phase (forward op or not) and earliest start (that of the unit of its op,
@@ -295,6 +418,9 @@ def run_barrier_free(inp, dec, M):
     cum = np.zeros(nt + 1, dtype=np.int64)
     for k in range(nt):
         cum[k + 1] = cum[k] + alloc[k]
+    rem = np.zeros(nt + 1)  # durations of the tasks from k on (the cutoff's bound)
+    for k in range(nt - 1, -1, -1):
+        rem[k] = rem[k + 1] + dur[k]
     # Backward reader tasks of each saved tensor (CSR, task order) and releases.
     ncnt = np.zeros(ns, dtype=np.int64)
     for k in range(nt):
@@ -327,6 +453,25 @@ def run_barrier_free(inp, dec, M):
             last = nd_idx[nd_ptr[t + 1] - 1]
             rl_idx[rfill[last]] = t
             rfill[last] += 1
+    return Prepared(task_op, task_t, task_fwd, task_rel, dur, alloc, free, tr_ptr, tr_idx,
+                    cum, rem, ncnt, nd_ptr, nd_idx, rcnt, rl_idx)
+
+
+@njit(cache=True)
+def simulate_prepared(inp, dec, M, pre, snaps, resume, record, cutoff):
+    """:func:`simulate_from` with the plan's :class:`Prepared` arrays given (those of any
+    plan that recomputes the same tensors as `dec`)."""
+    op_fwd, ue_ptr, ue_idx = inp.op_fwd, inp.ue_ptr, inp.ue_idx
+    out_ptr, out_idx = inp.out_ptr, inp.out_idx
+    fr_ptr, fr_idx, rdy_ptr, rdy_idx = inp.fr_ptr, inp.fr_idx, inp.rdy_ptr, inp.rdy_idx
+    s = inp.s
+    host_limit, duplex, lat = inp.host_limit, inp.duplex, inp.latency
+    w_d2h, w_h2d = inp.w_d2h, inp.w_h2d
+    ns = dec.shape[0]
+    INF = np.inf
+    (task_op, task_t, task_fwd, task_rel, dur, alloc, free, tr_ptr, tr_idx, cum, rem, ncnt,
+     nd_ptr, nd_idx, rcnt, rl_idx) = pre
+    nt = task_op.shape[0]
 
     state = np.zeros(ns, dtype=np.int8)
     d2h_done = np.zeros(ns, dtype=np.bool_)
@@ -381,8 +526,60 @@ def run_barrier_free(inp, dec, M):
     fail_task = -1
     fail_head = -1
     short = 0
+    n_snap = snaps.at.shape[0]
+    j_snap = 0
+    if resume >= 0:
+        state[:] = snaps.state[resume]
+        d2h_done[:] = snaps.flags[resume, 0]
+        fwd_done[:] = snaps.flags[resume, 1]
+        d2h_q[:] = snaps.flags[resume, 2]
+        host_held[:] = snaps.flags[resume, 3]
+        host_rel[:] = snaps.flags[resume, 4]
+        unit_done[:] = snaps.flags[resume, 5]
+        h2d_end[:] = snaps.times[resume, 0]
+        h2d_stall[:] = snaps.times[resume, 1]
+        need_ptr[:] = snaps.need[resume]
+        d2hq[:] = snaps.d2hq[resume]
+        sf = snaps.sf[resume]
+        now, comp_end, prev_end, stall_fwd, stall_bwd = sf[0], sf[1], sf[2], sf[3], sf[4]
+        recompute, wait_since, d_lat, d_rem = sf[5], sf[6], sf[7], sf[8]
+        h_lat, h_rem = sf[9], sf[10]
+        si = snaps.si[resume]
+        used, peak, k, comp_busy, d2h_bytes = si[0], si[1], si[2], si[3] != 0, si[4]
+        h2d_bytes, evictions, d_t, h_t, host_used = si[5], si[6], si[7], si[8], si[9]
+        qh, qt = si[10], si[11]
+        for t in range(ns):  # host copies queued for their H2D, keyed by this plan
+            if state[t] == HOST and qkey[t] >= 0 and unit_done[t]:
+                hn = _heap_push(hk, ht, hn, qkey[t], t)
+        j_snap = resume + 1
+    if not record:
+        j_snap = n_snap
+    for j in range(j_snap, n_snap):
+        snaps.taken[j] = False  # until this run reaches it
 
     while True:
+        if j_snap < n_snap and k == snaps.at[j_snap]:
+            snaps.taken[j_snap] = True
+            snaps.state[j_snap] = state
+            snaps.flags[j_snap, 0] = d2h_done
+            snaps.flags[j_snap, 1] = fwd_done
+            snaps.flags[j_snap, 2] = d2h_q
+            snaps.flags[j_snap, 3] = host_held
+            snaps.flags[j_snap, 4] = host_rel
+            snaps.flags[j_snap, 5] = unit_done
+            snaps.times[j_snap, 0] = h2d_end
+            snaps.times[j_snap, 1] = h2d_stall
+            snaps.need[j_snap] = need_ptr
+            snaps.d2hq[j_snap] = d2hq
+            snaps.sf[j_snap] = np.array((now, comp_end, prev_end, stall_fwd, stall_bwd,
+                                         recompute, wait_since, d_lat, d_rem, h_lat, h_rem))
+            snaps.si[j_snap] = np.array((used, peak, k, 1 if comp_busy else 0, d2h_bytes,
+                                         h2d_bytes, evictions, d_t, h_t, host_used, qh, qt))
+            j_snap += 1
+        if not comp_busy and k < nt and now + rem[k] > cutoff:
+            code = CUTOFF
+            fail_task = k
+            break
         progressed = True
         while progressed:
             progressed = False
