@@ -54,10 +54,10 @@ class Phase:
     returns False when it is off or has nothing to do (then ``info["phases"]`` leaves it
     out); a phase that settles the answer sets ``state.end``.
 
-    `stages`: the phase runs on pipeline stages too (``Instance.single_pass`` False). Only
-    phases that claim nothing but plans the evaluator scored do: the bound sources and the
-    exact searches are proven for one forward and one backward pass, so on a stage the
-    certified bound is T* (docs page "The exact tier")."""
+    `stages`: the phase runs on pipeline stages too (``Instance.single_pass`` False):
+    the searches that claim nothing but plans the evaluator scored, and the bound sources
+    and exact searches whose argument covers a stage's schedule (docs page "The exact
+    tier", "Pipeline stages")."""
 
     name: str
     run: Callable[[Settings, _Search], bool | None]
@@ -86,7 +86,7 @@ def bound_phase(source: BoundSource) -> Phase:
             st.bound(key, v, certified=False)
         return None
 
-    return Phase(source.name, run)
+    return Phase(source.name, run, stages=source.stages)
 
 
 def _seeds(solver: Settings, st: _Search) -> bool | None:
@@ -201,7 +201,7 @@ PHASES: tuple[Phase, ...] = (
     bound_phase(TimingLP(share=TIMING_LP_SHARE)),
     Phase("local_search", _local_search, stages=True),
     Phase("kicks", _kicks, stages=True),
-    Phase("enumeration", _enumeration),
+    Phase("enumeration", _enumeration, stages=True),
     Phase("lns", _lns, stages=True),
     bound_phase(TimingMILP(share=TIMING_SHARE)),
     Phase("milp", model_phase),
