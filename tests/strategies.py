@@ -626,3 +626,23 @@ def stage_sample(n: int, *, max_saved: int = 5, base_saved: int = 2, base_ops: i
         if 0 < s.n_saved <= max_saved and not s.single_pass:
             out.append(s)
     return out
+
+
+def last_stages(n: int, *, max_saved: int = 3, max_ops: int = 8,
+                max_plans: int = 729) -> list[Instance]:
+    """A fixed sample of up to `n` small last stages under 1F1B (stage p - 1 of p = 1, 2
+    or 3, m = 2 or 3, hops of 0, 0.1 or 3 ms), lowered: each microbatch's F and B units
+    run back to back, the case the microbatch bound of the exact tier covers
+    (solvers/milp/bounds/groups.py). Bases are :func:`sample`'s draws (`max_saved`,
+    `max_ops`); stages with more than `max_plans` decision vectors or none are left
+    out."""
+    from slackopt.stage import build_stage
+
+    out: list[Instance] = []
+    for i, (base, _M) in enumerate(sample(2 * n, max_saved=max_saved, max_ops=max_ops)):
+        p, m = ((1, 2), (2, 3), (3, 3))[i % 3]
+        s = build_stage(base, "1f1b", p - 1, p, m, hop_s=(0.0, 1e-4, 3e-3)[i % 3]).lowered
+        plans = math.prod(3 if np.isfinite(c) else 2 for c in s.c.tolist())
+        if 0 < s.n_saved and plans <= max_plans and not s.single_pass and len(out) < n:
+            out.append(s)
+    return out

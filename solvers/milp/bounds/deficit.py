@@ -13,6 +13,7 @@ take their stage form (:func:`deficit_bound`, :mod:`~.slack`).
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -239,13 +240,20 @@ class DeficitBound:
     :func:`~slackopt.solvers.milp.bounds.deficit_lagrange.lagrangian_deficit_bound`: its
     value at the multipliers found, re-summed with ``math.fsum`` and lowered by a margin
     that covers its rounding; certified), with ``info["deficit_lagrange"]`` (its op and
-    multipliers). Neither depends on a plan."""
+    multipliers). Neither depends on a plan. On a pipeline stage the Lagrangian's search
+    stops after `stage_share` of the time left (a stage has many ops with an excess, and
+    the phases after it need the time); on a single pass it runs to the deadline."""
 
+    stage_share: float = 0.1
     name: str = "deficit_bound"
     stages: bool = True  # both bounds have a stage form
+    single_pass: bool = True
 
     def __call__(self, inst: Instance, M: int, ctx: BoundContext) -> BoundValue:
         closed = deficit_bound(inst, M) * (1.0 - 1e-12)
-        lb, linfo = lagrangian_deficit_bound(inst, M, deadline=ctx.deadline - 0.3)
+        end = ctx.deadline - 0.3
+        if not inst.single_pass:
+            end = min(end, time.perf_counter() + self.stage_share * ctx.left())
+        lb, linfo = lagrangian_deficit_bound(inst, M, deadline=end)
         return BoundValue(bounds={"deficit": closed, "deficit_lagrange": lb},
                           info={"deficit_lagrange": linfo})

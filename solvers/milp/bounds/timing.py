@@ -279,6 +279,7 @@ class TimingLP:
     share: float
     name: str = "timing_lp"
     stages: bool = False  # its rows read one forward pass then one backward pass
+    single_pass: bool = True
 
     def __call__(self, inst: Instance, M: int, ctx: BoundContext) -> BoundValue:
         tt = time.perf_counter()
@@ -302,6 +303,7 @@ class TimingMILP:
     share: float
     name: str = "timing_bound"
     stages: bool = False  # its rows read one forward pass then one backward pass
+    single_pass: bool = True
 
     def __call__(self, inst: Instance, M: int, ctx: BoundContext) -> BoundValue:
         tt = time.perf_counter()

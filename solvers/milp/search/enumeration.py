@@ -119,6 +119,11 @@ ENUM_GAPS = (0.008, 0.004, 0.001, 0.0)
 proves a bound of ``U / (1 + gap)``, the last one (gap 0) the optimum; the passes stop
 at the first that does not complete. A coarse gap prunes far more, so an instance whose
 optimum is out of reach still gets a certified gap."""
+STAGE_MAX_CELLS = 20_000_000
+"""On a pipeline stage the branch and bound is prepared only when n_saved x n_ops is at
+most this: its footprints are two dense int64 arrays of that many cells (160 MB each
+here), and a stage's ops and saved tensors both grow with its microbatches (Llama-3-70B
+stage 0 under 1F1B, 16 microbatches: 2,752 x 18,352)."""
 CHUNK_PLANS = 20_000
 """The search runs in subtrees of at most about this many nominal plans (fixed prefixes of
 the order), so that the deadline is checked between them."""
@@ -176,14 +181,16 @@ def _footprints(inst: Instance) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     lastb = inst.saved_last_bwd_idx.tolist()
     prod = inst.saved_prod_idx.tolist()
     for t in range(nS):
-        readers = {r for r in inst.saved_reader_idx[t].tolist() if is_bwd[r]}
-        counted = set(range(prod[t], lastf[t] + 1)) | readers
-        for k in range(prod[t], lastb[t] + 1):
-            if k not in counted:
-                keep[t, k] = s[t]
-        for k in range(firstb[t], lastb[t] + 1):
-            if k not in counted:
-                rec[t, k] = s[t]
+        # the floor counts t from its production through its last forward reader and at
+        # its backward readers; keep adds the rest up to its last reader, recomp the
+        # rest from its first backward reader on
+        rd = inst.saved_reader_idx[t]
+        rd = rd[is_bwd[rd]]
+        keep[t, prod[t]:lastb[t] + 1] = s[t]
+        rec[t, firstb[t]:lastb[t] + 1] = s[t]
+        for row in (keep, rec):
+            row[t, prod[t]:lastf[t] + 1] = 0
+            row[t, rd] = 0
     return base, keep, rec
 
 
