@@ -1,4 +1,4 @@
-"""The milp's anytime floor at short limits against the genetic search (issue 22, item 6).
+"""The milp's anytime floor at short limits against the genetic search.
 
 Run: python benchmarks/anytime_floor.py [--layers 32] [--budgets 0.2,0.3] [--limits 5,10]
      [--seed 1]

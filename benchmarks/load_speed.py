@@ -2,7 +2,7 @@
 is reported (early and late in the file).
 
 Run: python benchmarks/load_speed.py [--layers 1000,10000,30000,68000] [--repeat 5]
-     [--dir /tmp/slackopt-load]
+     [--dir DIR (default: slackopt-load in the system's temporary folder)]
 
 For each size, writes a synthetic chain instance (``slackopt make chain``'s generator,
 its 4096-layer cap lifted for this measurement; 68,000 layers is a 46 MB file), then, in
@@ -34,6 +34,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from unittest import mock
 
@@ -92,7 +93,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--layers", default="1000,10000,30000,68000")
     ap.add_argument("--repeat", type=int, default=5)
-    ap.add_argument("--dir", default="/tmp/slackopt-load")
+    ap.add_argument("--dir", default=str(Path(tempfile.gettempdir()) / "slackopt-load"))
     args = ap.parse_args()
     d = Path(args.dir)
     d.mkdir(parents=True, exist_ok=True)

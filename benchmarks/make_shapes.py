@@ -79,9 +79,9 @@ class Spec:
 SPECS: tuple[Spec, ...] = (
     Spec("fcn", PCIE3, "FCN-8s on VGG-11, the smallest row (20 saved tensors).",
          {"depth": 11, "batch": 8, "image": 384}),
-    Spec("fcn", PCIE4, "FCN-8s on VGG-16-BN at 512 px: the issue's FCN-8 shape (a VGG "
-         "backbone, pool3 and pool4 fusions, upsampling) past the enumeration's 27 saved "
-         "tensors.", {"bn": True}),
+    Spec("fcn", PCIE4, "FCN-8s on VGG-16-BN at 512 px: the FCN-8 shape of the public "
+         "training graph (a VGG backbone, pool3 and pool4 fusions, upsampling) past the "
+         "enumeration's 27 saved tensors.", {"bn": True}),
     Spec("fcn", C2C, "The same FCN-8s on GH200's measured C2C link.", {"bn": True}),
     Spec("unet", PCIE4, "U-Net, four poolings, long skips by concatenation.", {}),
     Spec("unet", C2C, "U-Net with BatchNorm, five poolings.",
@@ -93,7 +93,7 @@ SPECS: tuple[Spec, ...] = (
     Spec("densenet", C2C, "DenseNet-BC, four blocks of sixteen layers (269 saved "
          "tensors).", {"blocks": 4, "layers": 16, "batch": 16}),
     Spec("mobilenet", PCIE4, "MobileNetV2 with every tensor but the image rebuildable "
-         "(the issue's MobileNet shape, as profiled).",
+         "(the shape of the public MobileNet training graph).",
          {"rebuild_block_inputs": True}),
     Spec("mobilenet", C2C, "MobileNetV2, block inputs not rebuildable.", {}),
     Spec("mobilenet", PCIE3, "A deep MobileNetV2, 48 blocks at width 0.75 (the suite's "

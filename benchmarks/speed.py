@@ -21,9 +21,9 @@ nothing here is asserted by tests):
    solve at each budget that lies above the instance's floor (fastest of --repeat), and
    evaluations/s of the plan found at the smallest of those budgets.
 
---solver times another planner with the same table, e.g. the planner of an earlier
-commit: ``git show 9d7e8cc:solvers/slackswap.py > /tmp/slackswap_old.py`` then
-``--solver /tmp/slackswap_old.py:SlackSwap``.
+--solver times another planner with the same table, e.g. the planner of another
+commit: ``git show COMMIT:solvers/slackswap.py > slackswap_other.py`` then
+``--solver slackswap_other.py:SlackSwap``.
 """
 
 from __future__ import annotations

@@ -13,7 +13,8 @@ that they redraw:
 - :func:`timeline`: compute, D2H and H2D lanes of one step, stalls and rebuilds (Figure 5);
 - :func:`memory_profile`: bytes in use over the step against the budget M;
 - :func:`planning_time_vs_quality`: planning time against the gap to the best plan;
-- :func:`leaderboard`: a benchmark leaderboard, planning time against the gap per solver.
+- :func:`leaderboard`: a benchmark leaderboard, planning time against the gap per solver;
+- :func:`bound_gaps`: one row (instance, budget): a plan's step against each lower bound.
 
 Times are drawn in ms (or us for sub-2 ms steps), sizes in GB/MB/kB (decimal), shares in %.
 """
@@ -218,7 +219,9 @@ def _timeline_axes(ax: Axes, ev: Evaluation, instance: Instance | None, scale: f
              f"stalls {_fmt_time(stalls)}" if stalls > 0 else "no stalls",
              f"rebuilds {_fmt_time(ev.recompute_s)}" if ev.recompute_s > 0 else "no rebuilds",
              f"{_fmt_bytes(ev.d2h_bytes)} offloaded" if ev.d2h_bytes else "nothing offloaded"]
-    ax.set_title(head + "; ".join(parts), fontsize=9, loc="left")
+    width_in = ax.figure.get_figwidth()
+    ax.set_title(wrap_title(head + "; ".join(parts), max(40, int(width_in * 12))), fontsize=9,
+                 loc="left")
 
 
 def timeline(evaluation: Evaluation | Mapping[str, Evaluation], instance: Instance | None = None,
@@ -272,8 +275,9 @@ def timeline(evaluation: Evaluation | Mapping[str, Evaluation], instance: Instan
         handles.append(Line2D([], [], color="#333333", linestyle="--",
                               label="end of ideal forward pass T_F"))
     handles.append(Line2D([], [], color="black", linestyle=":", label="ideal step T*"))
-    fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 5),
-               fontsize=8, frameon=False)
+    ncol = min(len(handles), 5, max(1, int(width / 2.7)))  # about 2.7 in an entry
+    fig.legend(handles=handles, loc="outside lower center", ncol=ncol, fontsize=8,
+               frameon=False)
     if title is None:
         ev0 = next(iter(evs.values()))
         name = instance.name if instance is not None else "one training step"
@@ -355,7 +359,7 @@ def memory_profile(evaluation: Evaluation | Mapping[str, Evaluation],
         title = f"Memory over the step of {name}"
         if len(evs) == 1:
             title += (f", plan of {label}" if label else "") + f": {_verdict(ev0)}"
-    ax.set_title(title, fontsize=10)
+    ax.set_title(wrap_title(title, max(40, int(width * 11))), fontsize=10)
     return fig
 
 
@@ -736,7 +740,9 @@ def leaderboard(board: pd.DataFrame, *, title: str | None = None) -> Figure:
     color = _colors(labels)
     fig = _fig(7.5, 4.6)
     ax = fig.add_subplot()
-    left = []
+    left: list[str] = []
+    tops: list[float] = []
+    n_right = 0
     for r, lab in zip(board.itertuples(index=False), labels, strict=True):
         x, y, top = r.planning_time_median_s, r.gap_to_bound_geomean, r.gap_to_bound_max
         if not (pd_notna(x) and pd_notna(y) and x > 0):
@@ -745,15 +751,23 @@ def leaderboard(board: pd.DataFrame, *, title: str | None = None) -> Figure:
         ax.plot([x, x], [y * 100, top * 100], color=color[lab], linewidth=1.2, alpha=0.6)
         ax.scatter([x], [y * 100], color=color[lab], s=36, zorder=3,
                    label=f"{lab} ({r.feasible}/{r.rows} feasible)")
-        ax.annotate(lab, (x, y * 100), textcoords="offset points", xytext=(5, 4), fontsize=8)
+        right = x > 1.0  # slow planners sit at the right edge: label them to the left,
+        n_right += right  # alternately above and below their dot
+        ax.annotate(lab, (x, y * 100), textcoords="offset points", fontsize=8,
+                    xytext=((-5, 4 if n_right % 2 else -11) if right else (5, 4)),
+                    ha="right" if right else "left")
+        tops.append(top * 100)
     ax.set_xscale("log")
+    # gaps span 0.01% to several 100%: logarithmic above 0.1%, linear below (0 drawable)
+    ax.set_yscale("symlog", linthresh=0.1, linscale=0.5)
+    ax.yaxis.set_major_formatter(lambda v, _: f"{v:g}")
     ax.set_xlabel("median planning time (s, log scale)")
-    ax.set_ylabel("gap to the best lower bound (% slower)")
+    ax.set_ylabel("gap to the best lower bound\n(% slower; log scale above 0.1%)")
     ax.grid(alpha=0.3, which="both")
     if len(left) < len(labels):
         ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0),
                   title="dot: geometric mean; line: up to the max", title_fontsize=8)
-    ax.set_ylim(bottom=0)
+    ax.set_ylim(0, max([1.0, *[t for t in tops if pd_notna(t)]]) * 1.6)
     if title is None:
         title = "Benchmark leaderboard (lower left is better)" + (
             f"\nnot drawn (no gap to bound or planning time): {', '.join(left)}" if left
@@ -913,5 +927,63 @@ def cost_per_byte(instance: Instance, *, by: str = "auto",
     return fig
 
 
+# ============================================================================ bounds
+def bound_gaps(step_s: float, bounds: Mapping[str, float | None], *, ideal_s: float,
+               label: str = "plan", title: str | None = None) -> Figure:
+    """One row (an instance under one budget): a plan's simulated step against the lower
+    bound of each source, with the gap of the plan to each.
+
+    Each bound is a horizontal bar from 0 to its value, labelled with the gap
+    (step - bound) / bound; the plan's step is a vertical line, the ideal step T* a
+    dotted one. A bound that reaches the step proves the plan optimal.
+
+    Args:
+        step_s: the plan's simulated step time (s).
+        bounds: {source name: lower bound (s), or None when the source gave none}, e.g. a
+            milp result's ``info["bounds"]`` (certified bounds by source; docs/bounds.md).
+        ideal_s: the ideal step T* (s), itself a bound (drawn first).
+        label: who made the plan (a solver name), in the legend.
+        title: figure title (default: says what is drawn).
+
+    Returns:
+        The figure: one bar per source with a value, T* first, then in the order given.
+
+    Raises:
+        SlackoptError: a step time or T* that is not a finite number > 0.
+    """
+    if not (math.isfinite(step_s) and step_s > 0 and math.isfinite(ideal_s) and ideal_s > 0):
+        raise SlackoptError(f"bound_gaps() needs a finite step ({step_s}) and T* ({ideal_s}) "
+                            "> 0: draw a plan that runs")
+    rows = [("T* (ideal step)", float(ideal_s))] + [(str(k), float(v)) for k, v in
+                                                     bounds.items() if v is not None]
+    scale, unit = _time_unit(step_s)
+    fig = _fig(8.0, 1.3 + 0.42 * len(rows))
+    ax = fig.add_subplot()
+    ys = np.arange(len(rows))[::-1]
+    for y, (_, b) in zip(ys, rows, strict=True):
+        gap = (step_s - b) / b
+        proven = gap <= 1e-4
+        ax.barh(y, b * scale, color="#55A868" if proven else "#4C72B0", height=0.6)
+        ax.annotate("reaches the step: optimal" if proven else f"gap {gap:.2%}",
+                    (b * scale, y), textcoords="offset points", xytext=(4, 0), va="center",
+                    fontsize=8)
+    ax.axvline(step_s * scale, color=_C["stall"], linewidth=1.6,
+               label=f"{label}: step {_fmt_time(step_s)}")
+    ax.axvline(ideal_s * scale, color="black", linestyle=":", linewidth=1.2,
+               label=f"ideal step T* = {_fmt_time(ideal_s)}")
+    ax.set_yticks(ys, [n.replace("_", " ") for n, _ in rows], fontsize=8)
+    lo = min(b for _, b in rows)
+    ax.set_xlim(lo * scale * 0.9, step_s * scale * 1.2)
+    ax.set_xlabel(f"lower bound on the step time ({unit}; the axis starts at 90% of the "
+                  "smallest)")
+    ax.grid(axis="x", alpha=0.3)
+    fig.legend(*ax.get_legend_handles_labels(), loc="outside lower center", ncol=2,
+               fontsize=8, frameon=False)
+    ax.set_title(title or "Lower bounds by source against the plan's step (a bar that "
+                 "reaches the red line proves the plan optimal)", fontsize=10)
+    return fig
+
+
 __all__ = ["FORMATS", "save", "timeline", "memory_profile", "plan_map", "throughput_vs_budget",
-           "planning_time_vs_quality", "link_budget", "cost_per_byte"]
+           "planning_time_vs_quality", "leaderboard", "link_budget", "cost_per_byte",
+           "bound_gaps"]

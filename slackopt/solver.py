@@ -34,7 +34,7 @@ from slackopt.result import (  # noqa: F401  (re-exported: slackopt.solver.STATU
     proven_status,
     settle_status,
 )
-from slackopt.simulate import simulate, warm_up
+from slackopt.simulate import simulate
 from slackopt.solverbase import describe_params, non_default_params
 
 ENTRY_POINT_GROUP = "slackopt.solvers"
@@ -394,7 +394,6 @@ def solve(
     elif params:
         raise SolverError("hyperparameters go to the solver's constructor when passing an object")
     m = budget_bytes(instance, budget)
-    warm_up()  # load the compiled evaluator outside the planning-time clock
     low = instance.lowered
     kw: dict[str, Any] = {}
     if low_start is not None and getattr(solver, "warm_starts", False):

@@ -373,11 +373,12 @@ class BaseSolver:
     @classmethod
     def warm_up(cls) -> None:
         """Compile what this solver runs compiled (numba kernels: the evaluator's and the
-        solver's own), so that a cold cache is not charged to a time limit. Called once
-        per process by :func:`warm_up` before the first timed :meth:`solve` (and before
-        compare's hard deadline starts). Default: one simulation of a two-layer chain,
-        which compiles the evaluator. A solver with kernels of its own solves a small
-        instance here (e.g. ``cls().solve(warm_up_instance(), ...)``)."""
+        solver's own) through the calls a solve makes, so that numba's on-disk cache holds
+        the signatures solves use. The kernel compile (:mod:`slackopt.compile_kernels`)
+        calls it for slackopt's solvers that override it; a solve never does (what a
+        solve waits for counts in its planning time). Default: one simulation of the
+        warm-up chain, which compiles the evaluator. A solver with kernels of its own
+        solves a small instance here (e.g. ``cls().solve(warm_up_instance(), ...)``)."""
         inst = warm_up_instance()
         simulate(inst, Plan.keep_all(inst), int(inst.P))
 
@@ -454,7 +455,9 @@ class BaseSolver:
         search stops at the time limit, leaving None and ``info["min_budget_note"]``.
         A known minimum budget comes with ``info["min_budget_basis"]``, what it means
         (:data:`slackopt.result.MIN_BUDGET_BASES`; "solver" unless the solver set another).
-        ``planning_time_s`` covers all of it (perf_counter); ``seed`` is ``run.seed``.
+        ``planning_time_s`` covers all of it (perf_counter), the loading (or, in
+        ``SLACKOPT_KERNELS=compiled`` on a cold cache, the compiling) of the kernels the
+        solve calls included (:mod:`slackopt.jit`); ``seed`` is ``run.seed``.
         When :meth:`plan` returns no plan, ``info["note"]`` says so (unless the solver set
         a note of its own): the reason an "infeasible" without a plan is shown.
 
@@ -481,7 +484,6 @@ class BaseSolver:
             start = check_start(instance, start)
         else:
             start = None
-        warm_up(self)
         run = Run(time_limit_s=time_limit_s, seed=seed, started=time.perf_counter(),
                   start=start)
         M = int(budget_bytes)
@@ -581,9 +583,6 @@ def hard_deadline_s(time_limit_s: float | None) -> float | None:
     return HARD_TIMEOUT_FACTOR * float(time_limit_s) + HARD_TIMEOUT_SLACK_S
 
 
-_WARMED: set[type] = set()
-
-
 @functools.cache
 def warm_up_instance() -> Instance:
     """The small instance solvers compile their kernels on: a 4-layer chain (seed 0, A100,
@@ -591,20 +590,6 @@ def warm_up_instance() -> Instance:
     from slackopt.workloads.synthetic import chain
 
     return chain(4, seed=0)
-
-
-def warm_up(solver: Any) -> None:
-    """Run ``type(solver).warm_up()`` once per process (a no-op for objects without it):
-    numba compiles a kernel at its first call (tens of seconds with a cold on-disk cache,
-    e.g. right after installing), and that time must not count against a run's time
-    limit. :meth:`BaseSolver.solve` and compare's runner call it before their clocks
-    start."""
-    cls = solver if isinstance(solver, type) else type(solver)
-    hook = getattr(cls, "warm_up", None)
-    if cls in _WARMED or hook is None:
-        return
-    _WARMED.add(cls)  # first: a warm_up that calls solve() does not recurse
-    hook()
 
 
 @dataclass

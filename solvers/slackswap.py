@@ -42,9 +42,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from numba import njit
 
 from slackopt.instance import Instance
+from slackopt.jit import njit
 from slackopt.linkbudget import forward_link_budget_bytes
 from slackopt.plan import KEEP, RECOMP, SWAP, Plan
 from slackopt.simulate import Evaluation, simulate
@@ -1352,13 +1352,17 @@ class SlackSwap(BaseSolver):
     @classmethod
     def warm_up(cls) -> None:
         """Compile the evaluator's kernels and the planner's (Pass 1's offload sums, the
-        prefetch queue): one solve of an 8-layer chain at 0.9 P, where the plan swaps.
-        (The 4-layer warm-up chain at 0.8 P, used before, has no plan, its minimum budget
-        being 0.89 P: the first real solve then compiled three kernels on its clock.)"""
+        prefetch queue, the per-window offload test of pipeline stages): one solve of an
+        8-layer chain at 0.9 P, where the plan swaps (at 0.8 P the 4-layer warm-up chain
+        has no plan, its minimum budget being 0.89 P, and the kernels of a swapping plan
+        would not run), and one of that chain as stage 0 of a 1F1B pipeline of 2."""
+        from slackopt.stage import build_stage
         from slackopt.workloads.synthetic import chain
 
         inst = chain(8, seed=0)
         cls().solve(inst, int(0.9 * inst.P))
+        stage = build_stage(inst, "1f1b", 0, 2, 2)
+        cls().solve(stage, int(0.6 * stage.P))
 
     def plan(self, instance: Instance, budget_bytes: int, run: Run) -> Outcome:
         """Plan `instance` under `budget_bytes` (M, bytes); deterministic (the seed is

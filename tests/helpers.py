@@ -8,6 +8,15 @@ import pytest
 from slackopt import Instance, Link, Op, Recipe, Tensor
 from slackopt.cli import main
 
+TORCH_SOLVERS = frozenset({"torch-knapsack"})
+"""Registered solvers that call PyTorch (the [torch] extra)."""
+
+
+def solver_params(names):
+    """Solver names as pytest parameters, those of :data:`TORCH_SOLVERS` marked ``torch``."""
+    return [pytest.param(n, marks=pytest.mark.torch) if n in TORCH_SOLVERS else n
+            for n in names]
+
 
 def build(fwd, bwd, tensors, W=100.0, lat=0.0, duplex=0.5, rebuild_ops=()):
     """Build an instance from compact specs.

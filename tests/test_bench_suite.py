@@ -80,6 +80,7 @@ def test_file_matches_its_manifest_row(row: dict) -> None:
 REFS = json.loads((BENCH / "references.json").read_text())
 
 
+@pytest.mark.slow
 def test_references_cover_the_suite_with_certified_bounds_below_their_plans() -> None:
     """references.json (issue 26's done-when): a row per file and budget in 0.1-0.7 P;
     every row either below the floor (with the smallest budget, above the row's budget)

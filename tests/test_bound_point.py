@@ -286,6 +286,7 @@ def test_soundness_cases():
     assert checked > 200
 
 
+@pytest.mark.slow
 def test_random_instances():
     """Every plan of the random instances at several budgets."""
     checked = sum(check_instance(label, inst) for label, inst in instances())

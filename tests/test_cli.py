@@ -355,6 +355,7 @@ def test_make_unknown_names(capsys: pytest.CaptureFixture[str], tmp_path: Path) 
 
 
 # ----------------------------------------------------------------------------- real process
+@pytest.mark.slow
 def test_process_exit_codes_and_streams(files: dict[str, Path]) -> None:
     r = run_sub("describe", files["dir"] / "nope.json", "--json")
     assert r.returncode == 2 and r.stdout == ""

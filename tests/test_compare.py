@@ -256,6 +256,7 @@ def test_store_refuses_files_it_did_not_write(tmp_path: Path) -> None:
 
 
 # ----------------------------------------------------------------------------- parallel
+@pytest.mark.slow
 def test_processes_give_the_serial_table(tmp_path: Path) -> None:
     args = ([TINY, CHAIN], FAST, [1.0, 0.6])
     serial = compare(*args, progress=False)
@@ -272,6 +273,7 @@ def test_processes_give_the_serial_table(tmp_path: Path) -> None:
         assert len(st.keys()) == len(serial)
 
 
+@pytest.mark.slow
 def test_paper_sweep_on_a_dask_local_cluster(tmp_path: Path) -> None:
     distributed = pytest.importorskip("distributed")
     store = tmp_path / "dask.sqlite"

@@ -21,7 +21,7 @@ from slackopt.instance import Recipe, Tensor
 from slackopt.io import instance_from_dict, instance_to_dict, load_instance
 from slackopt.plan import KEEP, RECOMP
 from slackopt.solver import registered_solvers
-from tests.helpers import assert_user_error, build, lane, run
+from tests.helpers import assert_user_error, build, lane, run, solver_params
 
 EDGE = Path(__file__).resolve().parents[1] / "instances" / "edge"
 approx = lambda x: pytest.approx(x, rel=1e-12, abs=1e-12)  # noqa: E731
@@ -108,7 +108,7 @@ def test_a_plan_that_splits_a_storage_is_rejected_naming_both_views():
     assert "'x' (swap)" in msg and "'xT' (keep)" in msg and "storage 'x'" in msg
 
 
-@pytest.mark.parametrize("name", sorted(registered_solvers()))
+@pytest.mark.parametrize("name", solver_params(sorted(registered_solvers())))
 def test_every_registered_solver_plans_views_consistently(name):
     """solve() plans the lowered instance and expands the plan: x and xT get one decision,
     and the evaluation is that of the storage-level plan."""

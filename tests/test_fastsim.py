@@ -20,6 +20,7 @@ def same(inst, plan, M):
     return ref
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(cases())
 def test_random_small_instances(case):
@@ -116,6 +117,7 @@ def test_warm_up_compiles_the_signature_plans_use():
     assert len(run_barrier_free.signatures) == before  # no new compilation
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(cases(), st.integers(0, 400))
 def test_engines_agree_under_a_host_memory_limit(case, limit):

@@ -229,6 +229,7 @@ def mutated(draw: st.DrawFn, base: dict) -> tuple[bytes, bool]:
 
 
 # ----------------------------------------------------------------------------- tests
+@pytest.mark.slow
 @SETTINGS
 @given(case=mutated(INSTANCE_DOC))
 def test_fuzz_instance_files(capsys, workdir, case) -> None:
@@ -236,6 +237,7 @@ def test_fuzz_instance_files(capsys, workdir, case) -> None:
     check(capsys, workdir, data, "instance", must_fail)
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(case=mutated(PLAN_DOC))
 def test_fuzz_plan_files(capsys, workdir, case) -> None:

@@ -85,6 +85,7 @@ def test_registered():
     assert isinstance(g, Genetic) and g.params["population"] == 10
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seeding", ["slackswap+baselines", "random"])
 @pytest.mark.parametrize(("name", "frac"), ENUM_CASES)
 def test_finds_the_enumerated_optimum(enum_instances, name, frac, seeding):
@@ -134,6 +135,7 @@ def test_never_worse_than_the_best_seed(tiny, frac):
             assert res.info["improvement_over_best_seed"] == 0.0
 
 
+@pytest.mark.slow
 def test_deterministic_for_a_seed_and_any_worker_count(tiny):
     M = int(0.5 * tiny.P)
     kw = dict(population=12, generations=5)

@@ -142,6 +142,7 @@ MILP_LONG = '["milp", {"progress": true}]'
 plan), printing progress lines on stderr from 3 s on."""
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("attempt", range(3))
 def test_ctrl_c_inside_a_genetic_solve_exits_130_with_one_line(attempt: int) -> None:
     # Most of a generation is spent inside the compiled evaluator, where Ctrl-C used to
@@ -155,6 +156,7 @@ def test_ctrl_c_inside_a_genetic_solve_exits_130_with_one_line(attempt: int) -> 
     assert out == ""
 
 
+@pytest.mark.slow
 def test_ctrl_c_inside_a_milp_solve_exits_130_with_one_line() -> None:
     # OR-Tools CP-SAT (the milp's recompute-only seed and warm-up) reset SIGINT to the
     # default action after each solve: Ctrl-C then killed the process silently (-2 here,
@@ -168,6 +170,7 @@ def test_ctrl_c_inside_a_milp_solve_exits_130_with_one_line() -> None:
     assert out == ""
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("instance", "spec", "word"), [
     (TINY, LONG_GA[1:-1], "genetic: generation 2,"), (CHAIN31, MILP_LONG, "milp ")],
     ids=["genetic", "milp"])
@@ -337,6 +340,7 @@ def test_a_store_is_never_seen_half_created(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["runs.sqlite"]
 
 
+@pytest.mark.slow
 @linux_only
 def test_sigkill_while_the_store_is_created_leaves_a_store_a_rerun_uses(tmp_path: Path
                                                                        ) -> None:
@@ -359,6 +363,7 @@ def test_sigkill_while_the_store_is_created_leaves_a_store_a_rerun_uses(tmp_path
 
 
 # ----------------------------------------------------------------------------- workers
+@pytest.mark.slow
 @linux_only
 def test_no_worker_outlives_a_killed_parallel_sweep(tmp_path: Path) -> None:
     proc = start("compare", TINY, "--solvers", LONG_GA, "--budgets", "0.4,0.35",
@@ -374,6 +379,7 @@ def test_no_worker_outlives_a_killed_parallel_sweep(tmp_path: Path) -> None:
 
 
 # ----------------------------------------------------------------------------- Dask
+@pytest.mark.slow
 @pytest.mark.parametrize("address", ["notanaddress", "tcp://127.0.0.1:1"])
 def test_a_bad_scheduler_address_is_one_line(address: str) -> None:
     pytest.importorskip("distributed")
@@ -401,6 +407,7 @@ def test_worker_processes_watch_their_parent() -> None:
     wait_until(lambda: not alive(child), "the orphaned child to end")
 
 
+@pytest.mark.slow
 @linux_only
 def test_ctrl_c_during_reproduce_exits_130_and_leaves_no_worker(tmp_path: Path) -> None:
     proc = start("reproduce", "--tiny", "--out", tmp_path / "r")

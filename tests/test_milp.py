@@ -32,6 +32,7 @@ CASES = [("chain5", 0.95), ("chain5", 0.8), ("chain5-nvlink", 0.8), ("chain5-nvl
          ("unet2-b16-pcie5", 0.8)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("key,frac", CASES)
 def test_bound_valid_and_plan_optimal(key, frac):
     inst = instance(key)
@@ -50,6 +51,7 @@ def test_bound_valid_and_plan_optimal(key, frac):
     assert res.info["gap"] <= OPTIMAL_REL_TOL
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("key,frac", [("chain5", 0.8), ("hand", 0.6), ("unet1", 0.75),
                                       ("unet2-b16-pcie5", 0.8)])
 def test_relaxation_is_a_lower_bound_plan_by_plan(key, frac):
@@ -80,6 +82,7 @@ def test_relaxation_is_a_lower_bound_plan_by_plan(key, frac):
         assert r.lower_bound_s <= best * (1 + 1e-9)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("key,frac", [("chain5", 0.8), ("hand", 0.75)])
 def test_backends_agree(key, frac):
     inst = instance(key)
@@ -101,6 +104,7 @@ def test_backends_agree(key, frac):
     assert max(ups.values()) == pytest.approx(min(ups.values()), rel=1e-4)
 
 
+@pytest.mark.slow
 def test_optimum_never_worse_when_budget_grows():
     inst = instance("chain5-nvlink")
     prev = float("inf")
@@ -164,6 +168,7 @@ def test_keep_all_at_peak_and_registry():
         MILP(no_such_option=True)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("key,frac", [("hand", 0.6), ("chain5", 0.8)])
 def test_deterministic_for_a_seed(key, frac):
     """Runs that stop on the gap (not on the clock) repeat exactly for a seed."""
@@ -211,6 +216,7 @@ def test_bad_parameters_are_named(params, words):
     assert "integer_evictions (bool or None, default None)" in str(e.value)
 
 
+@pytest.mark.slow
 def test_more_iterations_never_a_slower_plan_or_a_lower_bound():
     """Anytime in the work limits: raising max_iterations replays the same phases and
     adds MILP solves, so the plan is never slower and no bound lower. On unet1 at 0.75 P

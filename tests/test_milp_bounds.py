@@ -30,6 +30,8 @@ from slackopt.solvers.slackswap import SlackSwap
 from tests.helpers_milp import case_times, check_solve, enumerate_plans, random_instance
 from tests.strategies import budgets, instances
 
+pytestmark = pytest.mark.slow  # every test here takes seconds (a milp solve each)
+
 US = 1e-6
 
 

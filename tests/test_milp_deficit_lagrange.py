@@ -117,6 +117,7 @@ def test_weak_duality_on_random_instances(seed):
     check_weak_duality(inst, M, opt, np.random.default_rng(seed))
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                  HealthCheck.filter_too_much])

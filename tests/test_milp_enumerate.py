@@ -77,6 +77,7 @@ def check_enumeration(inst, M, times, start=None):
     return r
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("key,frac", KEYS)
 def test_enumeration_finds_and_proves_the_optimum(key, frac):
     inst = instance(key)
@@ -140,6 +141,7 @@ def test_work_limit_proves_nothing_and_is_anytime():
     assert not r.complete and r.simulated == 0 and r.bound_s is None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("key,frac", [("hand", 0.6), ("chain5-nvlink", 0.65),
                                       ("unet1", 0.75)])
 def test_solver_with_enumeration_is_optimal_and_deterministic(key, frac):

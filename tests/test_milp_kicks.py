@@ -12,6 +12,8 @@ from slackopt.solvers.slackswap import SlackSwap
 from tests.helpers import build
 from tests.helpers_milp import enumerated, instance
 
+pytestmark = pytest.mark.slow  # every test here takes seconds (a milp solve each)
+
 
 def _four():
     """a (100 B, rebuilt in 4 s), b (80 B, 1 s), d (50 B, 2 s), e (100 B, no recipe)."""

@@ -57,6 +57,7 @@ def feasible_starts(times):
     return sorted((t, d) for d, t in times.items() if math.isfinite(t))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("key,frac", KEYS)
 def test_window_search_is_the_best_plan_agreeing_outside_the_window(key, frac):
     """For every feasible start and every pair of tensors, the window search ends (far
@@ -95,6 +96,7 @@ def test_lns_with_a_window_covering_every_tensor_finds_the_optimum(key, frac):
     assert r.converged and r.passes == 1 and r.windows == 1
 
 
+@pytest.mark.slow
 def test_lns_is_never_slower_than_its_start_and_deterministic():
     """From every feasible start, with windows of 2 tensors and small work limits, the
     plan is never slower than the start; the same seed gives the same plan and counts."""

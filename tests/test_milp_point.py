@@ -221,6 +221,7 @@ def runs() -> list[tuple[str, Instance, int, list]]:
 
 
 # ------------------------------------------------------------------------- the checks
+@pytest.mark.slow
 @pytest.mark.parametrize("config", sorted(CONFIGS))
 def test_every_plan_is_a_point_of_the_model(config):
     """Every plan the evaluator runs maps to a point that violates no row and whose

@@ -33,6 +33,8 @@ from slackopt.io import load_instance
 from slackopt.solver import OPTIMAL_REL_TOL
 from tests.helpers_milp import enumerate_plans, same_producer
 
+pytestmark = pytest.mark.slow  # every test here takes seconds (a milp solve each)
+
 DATA = Path(__file__).parent / "data" / "milp_soundness"
 
 
@@ -156,6 +158,7 @@ def test_a_bound_source_above_a_simulated_plan_is_dropped(monkeypatch):
     assert r.lower_bound_s <= r.evaluation.step_time_s
 
 
+@pytest.mark.torch
 def test_anytime_floor_never_worse_than_a_cheap_solver():
     """The milp's plan is never slower than any cheap registered solver's plan with the
     same seed, re-simulated under the barrier-free runtime (issue 22, item 6): chain of 12

@@ -3,6 +3,7 @@ without outputs (notebooks/*.ipynb)."""
 
 from __future__ import annotations
 
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -12,15 +13,10 @@ nbclient = pytest.importorskip("nbclient")
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 
-SMALL = {
-    "01-keep-swap-recompute.ipynb": 'BUDGET = 0.9\nSOLVER = "slackswap"',
-    # Every registered solver, one budget, short limits.
-    "02-compare-solvers.ipynb": ("BUDGETS = [0.7]\nSOLVERS = None\nTIME_LIMIT_S = 2.0\n"
-                                 'PRODUCTION_INSTANCE = "instances/paper/bert-large_a100-pcie4'
-                                 '.json"\nPRODUCTION_BUDGETS = [0.5]'),
-    "03-reproduce-slackswap.ipynb": ('INSTANCES = ["gpt2-xl"]\nBUDGETS = [0.5]\n'
-                                     'SOLVERS = ["slackswap", "vdnn"]'),
-}
+SMALL = {name: table["cell"].strip() for name, table in tomllib.loads(
+    (NOTEBOOKS / "small-settings.toml").read_text(encoding="utf-8")).items()}
+"""The small settings of each notebook (notebooks/small-settings.toml; the documentation
+site renders the notebooks with them too)."""
 
 CHECKS = {
     # What notebook 02's words say of its tables, checked in its kernel after it ran:
@@ -60,8 +56,10 @@ def test_committed_without_outputs(name: str) -> None:
             assert "def solve(" not in c.source and "class " not in c.source
 
 
+@pytest.mark.slow
 @pytest.mark.notebooks
-@pytest.mark.parametrize("name", sorted(SMALL))
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.torch)  # torch-knapsack
+                                  if n == "02-compare-solvers.ipynb" else n for n in sorted(SMALL)])
 def test_notebook_runs(name: str) -> None:
     nb = nbformat.read(NOTEBOOKS / name, as_version=4)
     i = next(i for i, c in enumerate(nb.cells) if "parameters" in c.metadata.get("tags", []))

@@ -163,6 +163,7 @@ def test_save_refuses_unknown_formats(tiny, tmp_path: Path) -> None:
 
 
 # ----------------------------------------------------------------------------- command line
+@pytest.mark.slow
 def test_cli_plot(table, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from slackopt.cli import main
 

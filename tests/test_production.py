@@ -66,6 +66,7 @@ def test_knapsack_items_and_budget_translation(inst4):
     assert memory_budget_ratio(inst4, inst4.P - inst4.A + 23 - 8) == pytest.approx(-0.25)
 
 
+@pytest.mark.torch
 @pytest.mark.parametrize("method", ["dp", "greedy", "dp_knapsack_sliding_hirschberg"])
 def test_knapsack_hand_checked_plan(inst4, method):
     """Capacity 16 of the 32 rebuildable bytes, every item 1 s: the most runtime kept is
@@ -83,6 +84,7 @@ def test_knapsack_hand_checked_plan(inst4, method):
     assert info["model_peak_bytes"] == 37 + inst4.P - inst4.A
 
 
+@pytest.mark.torch
 @pytest.mark.parametrize("method", ["dp", "greedy", "dp_knapsack_sliding_hirschberg"])
 @pytest.mark.parametrize("frac", [0.95, 0.7, 0.5, 0.3])
 def test_knapsack_equals_pytorch_called_directly(method, frac):
@@ -125,6 +127,7 @@ def test_knapsack_bad_method():
         TorchKnapsack(method="annealing")
 
 
+@pytest.mark.torch
 def test_knapsack_model_says_no_below_recompute_all(inst4):
     """M below what even recompute-all saves (by the model): infeasible, no objective."""
     pytest.importorskip("torch", reason="torch-knapsack calls PyTorch (the [torch] extra)")
@@ -285,6 +288,7 @@ def test_titan_fractions_sum_to_one_and_tags_respect_them(inst4, frac):
     assert res.objective_s == pytest.approx(inst4.ideal_time_s + lp["added_runtime_s"])
 
 
+@pytest.mark.slow
 def test_the_pulp_models_raise_no_warning(inst4):
     # PuLP 3.3 deprecates LpVariable(...) construction and the bundled CBC command for
     # PuLP 4.0 (25,818 DeprecationWarnings in a test run): titan-auto's two programs and
@@ -317,7 +321,8 @@ def test_titan_infeasible_budget_reports_model_minimum(inst4):
 
 
 # ----------------------------------------------------------------------- all five
-@pytest.mark.parametrize("name", PRODUCTION)
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.torch)
+                                  if n == "torch-knapsack" else n for n in PRODUCTION])
 @pytest.mark.parametrize("frac", [1.0, 0.7, 0.5, 0.3])
 def test_every_plan_resimulated_never_feasible_over_m(name, frac):
     """slackopt.solve re-simulates each plan: a feasible status always comes with a
@@ -341,8 +346,9 @@ def test_solvers_listed():
     assert set(PRODUCTION) <= names
 
 
-@pytest.mark.parametrize("cls", [TorchKnapsack, TitanAuto, ModuleOffload, OffloadAll,
-                                 CkptOffload])
+@pytest.mark.slow
+@pytest.mark.parametrize("cls", [pytest.param(TorchKnapsack, marks=pytest.mark.torch),
+                                 TitanAuto, ModuleOffload, OffloadAll, CkptOffload])
 def test_contract(cls):
     """The solver contract's conformance checks (slackopt.testing)."""
     if cls is TorchKnapsack:
@@ -350,6 +356,7 @@ def test_contract(cls):
     check_solver(cls)
 
 
+@pytest.mark.torch
 def test_knapsack_ilp_needs_scipy(inst4):
     """method=ilp runs PyTorch's ilp_knapsack (scipy's milp): without scipy the error says
     so; with it, the choice is the hand-checked optimum (a0..a3 and one b kept)."""
@@ -366,6 +373,7 @@ def test_knapsack_ilp_needs_scipy(inst4):
     assert not names_with(inst4, plan, RECOMP) & {"a0", "a1", "a2", "a3"}
 
 
+@pytest.mark.torch
 def test_production_suite_from_the_cli_and_in_compare():
     """--solvers production expands to the suite (also inside a JSON list, beside a
     solver with parameters); compare runs it on the tiny
@@ -387,6 +395,7 @@ def test_production_suite_from_the_cli_and_in_compare():
     assert (feas["peak_bytes"] <= feas["budget_bytes"]).all()
 
 
+@pytest.mark.torch
 def test_dp_rounding_lets_the_kept_set_pass_the_capacity():
     """The README's finding on GPT-2 XL at 0.99 P: PyTorch's dp_knapsack rounds each item
     to 1/10,000 of the ratio range, and over 435 items the kept bytes pass the capacity

@@ -18,6 +18,7 @@ def tiny_run(tmp_path_factory):
     return out
 
 
+@pytest.mark.slow
 def test_reproduce_tiny_writes_everything(tiny_run, capsys):
     rc = main(["reproduce", "--tiny", "--out", str(tiny_run), "--workers", "1", "--json"])
     doc = json.loads(capsys.readouterr().out)

@@ -219,6 +219,7 @@ def test_checker_evictions_and_refetch_by_hand():
 
 
 # ------------------------------------------------------------------ random instances
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 2**32 - 1), pick=st.integers(0, 10**6))

@@ -383,6 +383,7 @@ def _runtime_cases(draw):
     return low, np.array(dec, dtype=np.int8), M
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("policy", ["layer_barriers", "on_demand"])
 def test_every_plan_simulates_under_every_runtime_setting(policy):
     # Every valid instance and plan runs to an answer under each parameter combination:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 
 from slackopt import Plan, simulate
 from tests.helpers_sim import SETTINGS, cases, instances
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(instances())
 def test_keep_all_at_or_above_peak_is_ideal(inst):
@@ -19,6 +21,7 @@ def test_keep_all_at_or_above_peak_is_ideal(inst):
         assert ev.d2h_bytes == ev.h2d_bytes == 0 and ev.peak_bytes == inst.P
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(cases())
 def test_feasible_evaluations_keep_the_invariants(case):

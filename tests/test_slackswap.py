@@ -764,6 +764,7 @@ def plan_digests(inst, frac):
     return row
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", [c for c, _ in _digest_cases()])
 def test_plans_equal_those_recorded_before_the_planner_speedup(case):
     """Decisions (and Pass 1 / Pass 2 internals) of the planner of 9d7e8cc, recorded by
@@ -806,10 +807,9 @@ import sys
 from numba.core.dispatcher import Dispatcher
 import slackopt
 from slackopt.io import load_instance
-from slackopt.solver import get_solver
-from slackopt.solverbase import warm_up
+from slackopt.solvers.slackswap import SlackSwap
 
-warm_up(get_solver("slackswap"))  # what solve() runs before its planning-time clock
+SlackSwap.warm_up()  # what the kernel compile (slackopt.compile_kernels) runs
 compiled = []
 real = Dispatcher.compile
 def spy(self, sig):
@@ -824,12 +824,11 @@ print(sorted(set(compiled)))
 """
 
 
+@pytest.mark.slow
 def test_the_warm_up_compiles_every_kernel_a_solve_runs() -> None:
-    # The warm-up solved a 4-layer chain at 0.8 P, where SlackSwap has no plan: the first
-    # real solve then compiled (or loaded from numba's cache) Pass 1's offload kernels and
-    # the prefetch queue on its clock (1.05 s of planning_time_s on a cold cache, then
-    # 17 ms). A fresh process, so that nothing is compiled yet; the spy sees every
-    # compile or cache load numba does after the warm-up.
+    # The kernel compile fills numba's cache through the warm-up: a kernel or signature
+    # it misses would compile on the clock of a solve. A fresh process, so that nothing
+    # is compiled yet; the spy sees every compile or cache load numba does after it.
     import subprocess
     import sys
 

@@ -13,6 +13,7 @@ import collections
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
@@ -42,6 +43,7 @@ def same_instance(a: Instance, b: Instance) -> list[str]:
             if getattr(a, f) != getattr(b, f)]
 
 
+@pytest.mark.slow
 @settings(max_examples=CHECK_EXAMPLES, **_SETTINGS)
 @given(data=st.data())
 def test_drawn_instances_load_round_trip_and_keep_all_runs_at_ideal(data):
@@ -69,6 +71,7 @@ def test_drawn_instances_load_round_trip_and_keep_all_runs_at_ideal(data):
     assert model_floor(inst.lowered) <= M <= inst.P
 
 
+@pytest.mark.slow
 def test_sample_covers_every_construct():
     """A fixed sample of :data:`COVERAGE_EXAMPLES` drawn instances exercises every
     construct of :data:`strategies.CONSTRUCTS` (each named if never drawn), and the

@@ -377,6 +377,7 @@ def test_bad_loss_and_shapes():
 SOLVERS = ["slackswap", "milp"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("solver", SOLVERS)
 def test_profile_file_solve_execute(profiled, solver, tmp_path):
     """Profile -> instance file -> solve -> execute: gradients match, counts match."""
@@ -502,6 +503,7 @@ def test_runtime_evicts_where_the_evaluator_does():
     assert rep.evictions == res.evaluation.evictions
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["encoder", "gpt"])
 def test_random_plans_follow_the_evaluator(kind):
     """Random keep/swap/recomp mixes, two links (offloads lagging or not), two budgets:
@@ -561,6 +563,7 @@ def test_host_pool_first_fit_and_reuse():
     assert off_d == 0 and d.data_ptr() == pool.buffer.data_ptr()
 
 
+@pytest.mark.slow
 def test_runtime_policy_is_the_evaluators_only():
     case = make_case("encoder")
     inst = profile_step(case.model, case.inputs, warmup=0, repeat=1)
@@ -604,6 +607,7 @@ def test_keyword_inputs_hugging_face_convention():
     check_step(case, inst, res.plan, ref, 0.5)
 
 
+@pytest.mark.slow
 def test_compiled_modules_are_refused():
     model = encoder(layers=1)
     compiled = torch.compile(model)
@@ -753,6 +757,7 @@ def test_cli_profile_solve_execute(capsys, tmp_path):
     check_step(case, inst, plan, ref, 0.5)
 
 
+@pytest.mark.slow
 def test_cli_profile_errors(capsys, tmp_path):
     out_path = tmp_path / "x.json"
     cases = [
@@ -780,6 +785,7 @@ def test_cli_profile_errors(capsys, tmp_path):
     assert rc == 2 and "exists" in err
 
 
+@pytest.mark.slow
 def test_core_imports_without_torch(tmp_path):
     """`import slackopt` and the command line work where torch is missing; the profiler
     says how to install it."""
@@ -808,6 +814,7 @@ def test_core_imports_without_torch(tmp_path):
     assert "slackopt[torch]" in r.stderr
 
 
+@pytest.mark.slow
 def test_hugging_face_gpt2_and_llama_from_configs():
     """The README's Hugging Face path: GPT-2 and Llama built from tiny configs (random
     weights, no download), called with a batch dict (input_ids, attention_mask, labels),

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 torch = pytest.importorskip("torch")  # import guard only: CI installs torch
+pytestmark = pytest.mark.torch  # deselect with -m "not torch"
 
 from slackopt import io  # noqa: E402
 from slackopt.cli import main  # noqa: E402
@@ -63,6 +64,7 @@ def assert_same_instance(real, fake) -> None:
         {k: b[k] for k in b if k not in ("ops", "tensors", "link", "meta")}
 
 
+@pytest.mark.slow
 def test_fake_equals_real_nanogpt_with_dropout():
     """Random ops (dropout) flagged alike, masks as tensors of category "mask", recipes."""
     real, fake = profile_pair(f"{MODELS}:gpt_factory", ["2x16"], {"dropout": 0.1})
@@ -72,6 +74,7 @@ def test_fake_equals_real_nanogpt_with_dropout():
     assert fake.meta["recipes"]["rebuildable"] > 0 and fake.n_saved > 10
 
 
+@pytest.mark.slow
 def test_fake_equals_real_cnn_inplace_and_batchnorm():
     """In-place ReLU splits a storage into NAME.pre and NAME; BatchNorm never recomputes."""
     real, fake = profile_pair(f"{MODELS}:vision_factory", ["2x3x16x16"])
@@ -81,6 +84,7 @@ def test_fake_equals_real_cnn_inplace_and_batchnorm():
     assert fake.meta["persistent_bytes"]["buffers"] > 0  # running statistics
 
 
+@pytest.mark.slow
 def test_fake_equals_real_transformer_encoder_deepcopied_layers():
     """nn.TransformerEncoder deep-copies its layer: the copies are re-made in the mode."""
     real, fake = profile_pair(f"{MODELS}:encoder_factory", ["2x8x32"])
@@ -88,6 +92,7 @@ def test_fake_equals_real_transformer_encoder_deepcopied_layers():
     assert any(op.kind == "attention" for op in fake.ops)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["gpt2-tiny", "llama-tiny"])
 def test_fake_equals_real_hugging_face_from_config(name):
     """GPT-2 (dropout on, tied head) and Llama (GQA, RoPE) from config files: the batch
@@ -154,6 +159,7 @@ def run_cli(capsys, *args):
     return rc, out, err
 
 
+@pytest.mark.slow
 def test_cli_fake_hf_config_then_describe(capsys, tmp_path):
     """The issue's command on a tiny config; describe reads the file."""
     pytest.importorskip("transformers")
@@ -203,6 +209,7 @@ def test_fake_model_needs_roofline_and_one_mode():
         profile_step(model, real_inputs, loss_fn, timing="roofline", gpu="h100")
 
 
+@pytest.mark.slow
 def test_plan_made_on_the_fake_profile_runs_on_the_real_model():
     """Plan Llama at 0.5 P from its fake profile, then execute the plan on the real model
     that the stored factory rebuilds: the runtime follows the evaluator task by task (its
@@ -228,6 +235,7 @@ def test_plan_made_on_the_fake_profile_runs_on_the_real_model():
     assert (rep.d2h_bytes, rep.h2d_bytes) == (ev.d2h_bytes, ev.h2d_bytes)
 
 
+@pytest.mark.slow
 def test_shipped_llama_3_8b_config_has_the_published_dimensions():
     """instances/configs/llama-3-8b: one layer of it, faked, holds the parameters worked
     out by hand from the dimensions (bf16, untied head): embedding and head 2 x 128256 x
@@ -250,6 +258,7 @@ def test_shipped_llama_3_8b_config_has_the_published_dimensions():
     assert (theta, c.max_position_embeddings) == (500000.0, 8192)
 
 
+@pytest.mark.slow
 def test_mixture_of_experts_grouped_gemms_are_counted(tmp_path):
     """A Mixtral-style MoE layer (transformers' grouped_mm experts: sort, histc, grouped
     GEMMs, no data-dependent shapes) traces under FakeTensorMode, and each grouped GEMM is
@@ -276,6 +285,7 @@ def test_mixture_of_experts_grouped_gemms_are_counted(tmp_path):
     assert grouped_mm_flops((4, 5, 7), (4, 7, 3)) == 2 * 4 * 5 * 7 * 3  # batched
 
 
+@pytest.mark.slow
 def test_cli_profile_host_memory_as_make_reads_it(capsys, tmp_path):
     """--host-memory of profile is make's: 'gpu' takes Grace's memory on gh200, a size is
     bytes, and a mistake is one line naming --host-memory and its forms."""

@@ -215,6 +215,8 @@ def test_todays_presets():
         make("tiny", gpu="h100", host_memory_bytes="gpu")
 
 
+@pytest.mark.torch
+@pytest.mark.slow
 def test_every_solver_plans_on_the_asymmetric_gh200_link():
     """An instance with D2H 170 and H2D 416 GB/s: every registered solver but the two
     search-heavy ones (genetic, milp: their bounds and searches are property-tested on

@@ -1,4 +1,4 @@
-"""Write the hand-made edge-case instances of issue 7 (cases 3, 4, 5, 8, 10, 11).
+"""Write the hand-made edge-case instances of cases 3, 4, 5, 8, 10 and 11 (listed below).
 
 Run from the repository root::
 

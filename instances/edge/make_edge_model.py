@@ -1,4 +1,4 @@
-"""Write the hand-made edge-case instances of issue 7, cases 1, 2, 6, 7 and 9.
+"""Write the hand-made edge-case instances of cases 1, 2, 6, 7 and 9 (listed below).
 
 Run from the repository root::
 

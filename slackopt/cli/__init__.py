@@ -8,6 +8,7 @@ One module per command group, each command a function registered here from
 - :mod:`~slackopt.cli.compare`: ``compare``, ``bench``;
 - :mod:`~slackopt.cli.plot`: ``plot KIND``, from its table of kinds;
 - :mod:`~slackopt.cli.profile`: ``profile``; :mod:`~slackopt.cli.reproduce`: ``reproduce``;
+- :mod:`~slackopt.cli.explore`: ``explore`` (an HTML page with a budget slider);
 
 and what they share: :mod:`~slackopt.cli._options` (options and their rules),
 :mod:`~slackopt.cli._output` (JSON, tables, messages), :mod:`~slackopt.cli._errors` (exit
@@ -28,7 +29,7 @@ from typing import Annotated
 
 import typer
 
-from slackopt.cli import compare, instance, plot, profile, reproduce, solve
+from slackopt.cli import compare, explore, instance, plot, profile, reproduce, solve
 from slackopt.cli._errors import INTERRUPTED_EXIT, REPORTED, RERUN
 from slackopt.cli._output import err
 
@@ -52,6 +53,7 @@ COMMANDS = (
     ("bench", compare.bench_cmd, None),
     ("profile", profile.profile_cmd, None),
     ("reproduce", reproduce.reproduce_cmd, reproduce.SHORT_HELP),
+    ("explore", explore.explore_cmd, explore.SHORT_HELP),
 )
 """(name, function, short help or None) of every command but ``plot``, in help order."""
 

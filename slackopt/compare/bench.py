@@ -450,7 +450,9 @@ def run_bench(suite: str | os.PathLike, solvers: Any, *,
         time_limits: per solver name, a limit replacing `time_limit_s` for its runs
             (``{"milp": 300}``), as for compare.
         store: SQLite store (resumable; keeps the plans for ``--from-store``).
-        workers, scheduler: local processes or a Dask scheduler, as for compare.
+        workers: local processes, as for compare (1: in this process; 0: one per CPU).
+        scheduler: a Dask scheduler address or ``distributed.Client``, as for compare;
+            overrides `workers`.
         references: a references file; default the suite's ``references.json`` if present.
         only: restrict the suite (:meth:`Suite.select`).
         progress: progress bar on stderr.

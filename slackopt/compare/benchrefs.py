@@ -28,9 +28,10 @@ The rules (:func:`update_references`), per instance of the suite and budget frac
 Each row's ``provenance`` has two parts, ``lower_bound`` and ``best_plan``, each with
 solver, settings, time_limit_s, seed, slackopt (version), code_id (the solver's code
 identity when it ran in this process; None for rows taken from a store), date (UTC),
-machine and source ("run", "run (started from the references' best plan)" for a run
-started from the row's best plan, "store PATH" or "T*").
-"""
+machine (its kind: architecture, CPUs, Python) and source ("run", "run (started from the
+references' best plan)" for a run started from the row's best plan, "store NAME" with the
+store's file name, or "T*"). Nothing in the file names a path or a host of the machine
+that wrote it."""
 
 from __future__ import annotations
 
@@ -41,7 +42,7 @@ import os
 import platform
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, Any
 
 from slackopt.compare.bench import VIOLATION_RTOL, Suite
@@ -144,8 +145,17 @@ def reference_plans(suite: Suite, path: str | os.PathLike,
 
 
 def _machine() -> str:
-    return f"{platform.node()} ({platform.machine()}, {os.cpu_count()} CPUs, " \
-           f"Python {platform.python_version()})"
+    """The kind of machine (architecture, CPUs, Python), never its name."""
+    return f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
+
+
+def portable_source(source: str) -> str:
+    """A provenance source as the references file records it: a store by its file name
+    (``"store /any/where/bench.sqlite"`` -> ``"store bench.sqlite"``), never a path of
+    the machine that ran it; any other source as given."""
+    if source.startswith("store "):
+        return f"store {PurePath(source[len('store '):]).name}"
+    return source
 
 
 def _provenance(r: Mapping[str, Any] | None, source: str, when: str) -> dict[str, Any]:
@@ -229,7 +239,8 @@ def update_references(suite: Suite, df: pd.DataFrame, budgets: Sequence[float],
         budgets: budget fractions.
         path: the references file (created if missing).
         source: "run" (the rows ran now) or "store PATH" (taken from a store);
-            recorded in the provenance.
+            recorded in the provenance, a store by its file name
+            (:func:`portable_source`).
         started: the (instance name, M in bytes) whose runs started from the row's best
             plan (``compare``'s ``start_plans``): their provenance source gets " (started
             from the references' best plan)".
@@ -249,6 +260,7 @@ def update_references(suite: Suite, df: pd.DataFrame, budgets: Sequence[float],
     from slackopt.simulate import simulate
 
     p = Path(path)
+    source = portable_source(source)
     doc = read_document(p)
     rows: list[dict[str, Any]] = [dict(r) for r in doc["rows"]]
     index = {(r["instance_name"], int(r["budget_bytes"])): k for k, r in enumerate(rows)}

@@ -95,14 +95,9 @@ def execute(instance: Instance, task: Task) -> dict[str, Any]:
     A run with a plan also has ``_plan``: the plan file document as JSON text
     (:func:`plan_text`), which :func:`slackopt.compare.compare` takes out of the row."""
     from slackopt.solver import solve
-    from slackopt.solverbase import warm_up
 
     row = empty_run()
     hard = hard_deadline_s(task.time_limit_s)
-    try:  # compile the solver's kernels before its hard deadline starts
-        warm_up(task.solver_obj)
-    except Exception:  # noqa: BLE001 - the timed run below reports the same failure
-        pass
     t0 = time.perf_counter()
     try:
         with _deadline(hard):

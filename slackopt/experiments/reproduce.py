@@ -80,7 +80,7 @@ class Claim:
     """One number the paper states, and ours.
 
     ``paper`` is (lo, hi) (equal for a single value), ``tol`` the tolerance around that
-    range (the issue's, where it gives one); ``ours`` None when not computed in this mode.
+    range (slackopt/data/paper_numbers.toml); ``ours`` None when not computed in this mode.
     """
 
     key: str
@@ -1019,9 +1019,9 @@ def _report(run: _Run, claims: list[Claim], fig4: pd.DataFrame, t2: pd.DataFrame
         "(docs/workloads.md). Budgets are fractions of each workload's keep-all peak P.\n\n"
         + setup,
         f"## Summary: {n_ok} of {n_known} stated numbers reproduce within tolerance\n\n"
-        "The tolerance is the issue's where it gives one (throughput +-6 points at 50%, "
-        "ratios +-0.03, checkpointing and the 10% point +-3 points, VGG overheads +-2 "
-        "points), else about the paper's rounding. A paper range is met when the "
+        "The tolerance: throughput +-6 points at 50%, ratios +-0.03, checkpointing and "
+        "the 10% point +-3 points, VGG overheads +-2 points; for the other numbers about "
+        "the paper's rounding. A paper range is met when the "
         "reproduced value lies in it; the difference is the distance to the range.\n\n"
         + summary,
         "## Where the reproduction differs, and why\n\n"

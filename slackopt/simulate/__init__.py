@@ -22,8 +22,8 @@ runtime's actions by task position, for a runtime that executes a plan on a real
 (:mod:`slackopt.simulate.actions`).
 
 This package imports :mod:`slackopt.instance`, :mod:`slackopt.plan`,
-:mod:`slackopt.errors` and numpy (and, for the compiled engine and :func:`warm_up`, numba
-and :mod:`slackopt.hardware`); nothing in it imports a solver.
+:mod:`slackopt.errors`, :mod:`slackopt.jit` and numpy (and, for the compiled engine and
+:func:`warm_up`, numba and :mod:`slackopt.hardware`); nothing in it imports a solver.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from slackopt import jit
 from slackopt.errors import BudgetError, PlanError
 from slackopt.instance import Instance
 from slackopt.plan import KEEP, RECOMP, SWAP, Plan
@@ -74,7 +75,8 @@ def simulate(instance: Instance, plan: Plan, budget_bytes: int, *,
             semantics), "compiled" (the barrier-free loop compiled with numba in
             slackopt.simulate._kernel; equal bit for bit, faster (docs/speed.md gives the figures);
             barrier_free only), or
-            "auto" (compiled for barrier-free plans unless a trace is asked for).
+            "auto" (compiled for barrier-free plans unless a trace is asked for or this
+            process runs its kernels as Python, :mod:`slackopt.jit`).
 
     Returns:
         The Evaluation. An infeasible plan is an answer (feasible=False, failure set),
@@ -120,7 +122,8 @@ def simulate(instance: Instance, plan: Plan, budget_bytes: int, *,
         raise PlanError(f"the {plan.policy} runtime runs one forward and one backward pass; "
                         f"instance '{instance.name}' is a pipeline stage (a schedule of "
                         f"{len(instance.units)} units): plan it for the barrier_free runtime")
-    if plan.policy == "barrier_free" and not trace and engine != "reference":
+    if plan.policy == "barrier_free" and not trace and (
+            engine == "compiled" or (engine == "auto" and jit.compiled())):
         return _run_compiled(instance, plan.decisions, M)
     return RUNTIMES[plan.policy](instance, plan, M, trace).run()
 
@@ -129,13 +132,10 @@ _WARM = False
 
 
 def warm_up() -> None:
-    """Load (or JIT-compile, the first time on a machine) the compiled engine.
-
-    The first compiled evaluation in a process pays numba's load time (from the on-disk
-    cache, or a compile the first time; docs/speed.md gives the figures);
-    :func:`slackopt.solve` calls this before it starts its planning-time clock so that cost
-    is not charged to a solver.
-    """
+    """Compile (or load from numba's on-disk cache) the compiled engine with the
+    signatures real calls use: the kernel compile's recipe for the evaluator
+    (:mod:`slackopt.compile_kernels`). A no-op past the first call; in a process that runs
+    its kernels as Python (:mod:`slackopt.jit`) it runs them once as Python."""
     global _WARM
     if _WARM:
         return

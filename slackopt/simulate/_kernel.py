@@ -20,8 +20,8 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
 
+from slackopt.jit import njit
 from slackopt.plan import RECOMP, SWAP
 from slackopt.simulate import rules
 from slackopt.simulate._tasks import ABSENT, DEV, FETCH, FWD, HOST

@@ -23,9 +23,7 @@ layer is prefetched one layer ahead and its layer waits for it". Pinned here:
   it has ended, so every D2H has ended, and every swapped tensor is on the host, before
   the backward pass starts; a tensor is therefore never gated at one barrier both by its
   D2H and by its prefetch. (Offloading it with the first backward layer would put a D2H
-  and an H2D of one tensor behind the same barrier; the engine used to count that gate
-  twice and release it once, and raised "internal: ... waits for a copy that is not
-  queued" or "... blocked with memory to spare".)
+  and an H2D of one tensor behind the same barrier, a gate counted twice.)
 - **Prefetch**: a backward layer is *offloaded* if it holds the first need of some swapped
   tensor (its fetch set). When a backward layer starts, the runtime queues the H2D copies
   of its own fetch set if they were not queued yet and of the next offloaded layer in

@@ -80,9 +80,9 @@ on small instances (``ADMISSION_MAX_WORK``).
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from slackopt.instance import Instance
+from slackopt.jit import njit
 from slackopt.plan import RECOMP, SWAP
 from slackopt.simulate import rules
 from slackopt.simulate.rules import ADMISSION_LOOKAHEAD

@@ -64,17 +64,18 @@ import sys
 import time
 
 import numpy as np
-from numba import njit
 
 from slackopt.instance import Instance
+from slackopt.jit import njit
 from slackopt.simulate.rules import copy_time
 from slackopt.solvers.milp.bounds.slack import stage_slack
 
 GRID = 16
 """lam values tried on every op with a keep-all excess: 0 and 2^-j for j < GRID - 1 (the
 best lam is about mu W, often a few hundredths)."""
-CHUNK = 512
-"""Ops searched between two looks at the deadline."""
+CHUNK = 8
+"""Ops searched between two looks at the deadline (small enough for a process that runs
+the kernels as Python, :mod:`slackopt.jit`)."""
 REFINE_OPS = 16
 """Ops whose lam is refined by golden-section search (those with the largest grid value)."""
 REFINE_STEPS = 40
@@ -203,8 +204,8 @@ def lagrangian_deficit_bound(inst: Instance, M: int, *, deadline: float | None =
         inst: the instance (:func:`slackopt.solve` lowers views before a solver sees it).
         M: budget (bytes).
         deadline: ``time.perf_counter()`` time after which no further chunk of ``CHUNK``
-            ops is searched (the first always is); the bound is then the best over the
-            ops searched, still valid.
+            ops is searched and no further op refined (the first of each always is); the
+            bound is then the best over the ops searched, still valid.
 
     Returns:
         (bound in s, never below T*; info: ``op`` (schedule index), ``mu`` (s per byte),
@@ -248,8 +249,15 @@ def lagrangian_deficit_bound(inst: Instance, M: int, *, deadline: float | None =
             coarse[sl] -= slack[sl]
         info["ops_searched"] = min(ops.size, a + CHUNK)
     top = np.sort(np.argsort(-coarse, kind="stable")[:REFINE_OPS])
-    val, k, mu, lam = _refine(ops[top], D[top], tau[top], nf, s, c, w, lastf, firstb, lastb,
-                              REFINE_STEPS, slack[top])
+    val, k, mu, lam = -np.inf, -1, 0.0, 0.0
+    for j in range(top.size):  # one op per call: a look at the deadline between them
+        if deadline is not None and time.perf_counter() > deadline and j:
+            break
+        sl = top[j:j + 1]
+        out = _refine(ops[sl], D[sl], tau[sl], nf, s, c, w, lastf, firstb, lastb, REFINE_STEPS,
+                      slack[sl])
+        if out[0] > val:  # the first op of the largest value, as _refine takes it
+            val, k, mu, lam = out
     if k < 0 or not val > 0.0:
         return T_star, info
     i = int(np.searchsorted(ops, k))

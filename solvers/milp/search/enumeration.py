@@ -89,9 +89,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
 
 from slackopt.instance import Instance
+from slackopt.jit import njit
 from slackopt.plan import KEEP, RECOMP
 from slackopt.simulate import _kernel as fast
 from slackopt.simulate import kernel_inputs
