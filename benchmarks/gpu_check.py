@@ -11,6 +11,13 @@ for a GPU), on the first CUDA device:
    ``--steps`` measured ones) and one more step after zeroing the gradients, compared with
    the unplanned step's gradients.
 
+4. export the same plan as a policy for PyTorch's selective activation checkpointing
+   (:func:`slackopt.torch.export.sac_policy`) and run it
+   (:func:`slackopt.torch.sac.measure_policy`): its step time, ``max_memory_allocated``
+   and gradient difference sit beside ``execute_plan``'s and the simulation's. A plan
+   with tensors the policy cannot express is run with those tensors kept: the row names
+   them (``sac_kept``) and gives that plan's own simulation (``sac_simulated_*``).
+
 It prints, per model and budget: the simulated and the measured step time (median), the
 simulated peak (bytes the evaluator holds under M), ``torch.cuda.max_memory_allocated``
 above the allocation before the step (it also holds what the instance leaves outside M:
@@ -68,6 +75,45 @@ def _grads(model):
     return [p.grad.detach().clone() for p in model.parameters() if p.grad is not None]
 
 
+def _sac_row(torch, model, inputs, loss_fn, inst, plan, frac, steps, ref, simulate):
+    """The plan as a selective-checkpoint policy, run and measured: its step time (median),
+    ``max_memory_allocated`` above the step's start, and the gradient difference to the
+    unplanned step. Tensors the policy cannot express are kept (named in ``sac_kept``),
+    and that plan is simulated too."""
+    import numpy as np
+
+    from slackopt import KEEP, Plan
+    from slackopt.instance import budget_bytes
+    from slackopt.torch import run_loss
+    from slackopt.torch.export import SACExportError, sac_policy
+    from slackopt.torch.sac import SACRun, measure_policy
+
+    kept: list[str] = []
+    try:
+        policy = sac_policy(inst, plan)
+    except SACExportError as e:
+        kept = sorted(e.reasons)
+        d = np.array([KEEP if n in e.reasons else x for n, x in zip(plan.names, plan.decisions,
+                                                                  strict=True)], np.int8)
+        plan = Plan(d, plan.names)
+        policy = sac_policy(inst, plan)
+    ev = simulate(inst, plan, budget_bytes(inst, frac))
+    model.zero_grad(set_to_none=True)
+    out = measure_policy(model, inputs, loss_fn, policy, steps=steps)
+    model.zero_grad(set_to_none=True)
+    torch.manual_seed(7)
+    with SACRun(model, policy):
+        run_loss(model, inputs, loss_fn).backward()
+    diff = max(float((g - r).abs().max()) for g, r in zip(_grads(model), ref, strict=True))
+    return {"sac_kept": kept, "sac_simulated_step_s": ev.step_time_s if ev.feasible else None,
+            "sac_simulated_peak_bytes": ev.peak_bytes, "sac_step_s": out["step_time_s"],
+            "sac_peak_bytes": out["peak_bytes"],
+            "sac_reserved_peak_bytes": out["reserved_peak_bytes"],
+            "sac_d2h_bytes": out["d2h_bytes"], "sac_replays": out["replays"],
+            "sac_replayed_calls": out["replayed_calls"], "sac_max_grad_diff": diff,
+            "sac_extra": policy.extra}
+
+
 def cuda_torch(script: str, dry_run: bool):
     """The ``torch`` module, or None after a message on stderr naming `script` where
     PyTorch is missing or (unless `dry_run`) sees no CUDA device."""
@@ -106,6 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     import warnings
 
     from slackopt import solve
+    from slackopt.simulate import simulate
     from slackopt.torch import execute_plan, measure_plan, profile_step, run_loss
 
     dev = torch.device("cpu") if a.dry_run else torch.device("cuda", 0)
@@ -118,7 +165,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{gpu_name}, link {link}, torch {torch.__version__}")
     hdr = (f"{'model':<11} {'M/P':>4} {'sim ms':>8} {'meas ms':>8} {'unpl ms':>8} "
            f"{'sim peak MB':>11} {'cuda peak MB':>12} {'acct peak MB':>12} "
-           f"{'reserved MB':>11} {'match':>5} {'max |dgrad|':>11}")
+           f"{'reserved MB':>11} {'match':>5} {'max |dgrad|':>11} {'sac ms':>8} "
+           f"{'sac peak MB':>11} {'sac |dgrad|':>11}")
     print(hdr)
     for name, model, inputs, loss_fn in _models(torch, a.dry_run, a.large):
         model = model.to(dev).train()
@@ -173,6 +221,9 @@ def main(argv: list[str] | None = None) -> int:
                        last_step_matches_plan=rep.matches_plan(), max_grad_diff=diff,
                        decisions=out["decisions"], d2h_bytes=meas["d2h_bytes"],
                        h2d_bytes=meas["h2d_bytes"], evictions=meas["evictions"])
+            sac = _sac_row(torch, model, inputs, loss_fn, inst, res.plan, frac, a.steps,
+                           ref, simulate)
+            row.update(sac)
             rows.append(row)
             print(f"{name:<11} {frac:>4} {sim['step_time_s'] * 1e3:>8.2f} "
                   f"{meas['step_time_s'] * 1e3:>8.2f} {unplanned_s * 1e3:>8.2f} "
@@ -180,7 +231,11 @@ def main(argv: list[str] | None = None) -> int:
                   f"{(meas['peak_bytes'] or 0) / 1e6:>12.3f} "
                   f"{meas['accounted_peak_bytes'] / 1e6:>12.3f} "
                   f"{(meas['reserved_peak_bytes'] or 0) / 1e6:>11.3f} "
-                  f"{str(meas['matches_plan'] and rep.matches_plan()):>5} {diff:>11.3g}")
+                  f"{str(meas['matches_plan'] and rep.matches_plan()):>5} {diff:>11.3g} "
+                  f"{sac['sac_step_s'] * 1e3:>8.2f} {(sac['sac_peak_bytes'] or 0) / 1e6:>11.3f} "
+                  f"{sac['sac_max_grad_diff']:>11.3g}"
+                  + (f"  (sac keeps {len(sac['sac_kept'])} tensors it cannot express)"
+                     if sac["sac_kept"] else ""))
         model.to("cpu")
         if not a.dry_run:
             torch.cuda.empty_cache()

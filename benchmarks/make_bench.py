@@ -10,13 +10,19 @@ Run (from anywhere; needs the [torch] and [bench] extras):
 Each instance is one ``slackopt profile --fake`` command (in a fresh process, so that one
 model's memory does not stay for the next), run from the repository root on a config
 shipped in instances/configs/ (a Hugging Face config.json, read with ``hf:``, or a
-factory of instances/bench/models.py given the config). The instance is then written to
+factory of instances/bench/models.py given the config). A pipeline stage's spec
+(:class:`Stage`) adds ``--schedule``, ``--stages``, ``--stage``, ``--microbatches``
+(``--chunks``) and ``--hop-s``: the profile is one microbatch's pass and the file holds the
+stage's schedule of units (slackopt.stage.build_stage). The instance is then written to
 ``instances/bench/<name>.json.gz`` (gzip, deterministic: ``mtime=0``) with
-``meta["factory"]`` made repository-relative, so that the bytes do not depend on where
-the checkout lies. ``instances/bench/manifest.json`` lists every file with its model,
-config, tokens, batch, GPU, link, saved tensors, P and the sha256 of the bytes shipped,
+``meta["factory"]`` (a stage's ``meta["base"]["meta"]["factory"]``) made
+repository-relative, so that the bytes do not depend on where the checkout lies.
+``instances/bench/manifest.json`` lists every file with its model, config, tokens, batch,
+GPU, link, saved tensors, P, a stage's schedule (``schedule``, ``stage``, ``stages``,
+``microbatches``, ``chunks``, ``hop_s``), the sha256 of the bytes shipped and the
+versions of slackopt, torch, transformers and diffusers that profiled it (``versions``),
 and the generator: this script, its :data:`VERSION` (bump it when the outputs change),
-and the versions of slackopt, torch, transformers and diffusers.
+and the package versions of the run that wrote the manifest last.
 
 A file whose bytes match the manifest's sha256 (and whose entry holds the command of the
 spec below, under the same VERSION) is skipped unless ``--force`` (its manifest row is
@@ -59,7 +65,60 @@ PP_NOTE = ("Llama-3-70B at pipeline parallelism 8 (80 layers, 10 a stage), tenso
            "8192 tokens is profiled; its backward starts from the gradient the next stage "
            "sends back (an input g, loss sum(h * g)). Under 1F1B the first stage holds the "
            "activations of up to 8 microbatches at once (stage i of p holds p - i), so a "
-           "device budget B for the stage's activations is about B / 8 for this instance.")
+           "device budget B for the stage's activations is about B / 8 for this instance. "
+           "The stage itself, 16 microbatches under 1F1B, is llama-3-70b-pp8-1f1b-s0-m16.")
+
+LLAMA70 = ("Llama-3-70B at pipeline parallelism 8 (80 layers), tensor parallelism 1, one "
+           "microbatch of 1 x 8192 tokens profiled and run {n} times under {schedule}: {what}")
+MIXTRAL_STAGE = (
+    "Mixtral-8x7B at pipeline parallelism 8 (32 layers, 4 a stage), tensor parallelism 1: "
+    "the first stage, the token embedding and decoder layers 0-3 (8 experts, top-2, "
+    "grouped_mm as in mixtral-8x7b-4k), without the final RMSNorm and head. One microbatch "
+    "of 1 x 4096 tokens profiled and run 16 times under 1F1B (instances/bench/models.py:"
+    "llama_first_stage on the Mixtral config: the same layout of embedding, layers and "
+    "norm); its backward starts from the gradient the next stage sends back (loss "
+    "sum(h * g)). Stage 0 of 8 holds up to 8 microbatches.")
+
+
+@dataclass(frozen=True)
+class Stage:
+    """The pipeline stage a spec's profile is run as (slackopt.pipeline's arguments).
+
+    schedule: a name of slackopt.pipeline.SCHEDULES. stage, stages, microbatches,
+    chunks: i (0-based), p, m and v. boundary_bytes: the activation one microbatch passes
+    between stages (B x S x hidden x 2 bytes in BF16); the hop is its copy time over
+    InfiniBand NDR (:func:`slackopt.pipeline.hop_time_s`, the default interconnect), given
+    as ``--hop-s`` because the profile's largest saved tensor, the default's stand-in for
+    it, is an MLP activation 3.5 times larger.
+    """
+
+    schedule: str
+    stage: int
+    stages: int
+    microbatches: int
+    boundary_bytes: int
+    chunks: int = 1
+
+    @property
+    def hop_s(self) -> float:
+        """Seconds of one hop between stages."""
+        from slackopt.pipeline import hop_time_s
+
+        return hop_time_s(self.boundary_bytes)
+
+    def options(self) -> list[str]:
+        """The ``slackopt profile`` options that build the stage."""
+        out = ["--schedule", self.schedule, "--stages", str(self.stages), "--stage",
+               str(self.stage), "--microbatches", str(self.microbatches)]
+        if self.chunks != 1:
+            out += ["--chunks", str(self.chunks)]
+        return out + ["--hop-s", repr(self.hop_s)]
+
+    def manifest(self) -> dict[str, Any]:
+        """The manifest keys of the stage."""
+        return {"schedule": self.schedule, "stage": self.stage, "stages": self.stages,
+                "microbatches": self.microbatches, "chunks": self.chunks,
+                "hop_s": self.hop_s, "boundary_bytes": self.boundary_bytes}
 
 
 @dataclass(frozen=True)
@@ -71,7 +130,8 @@ class Spec:
     shapes: the ``-i`` shapes. params: the ``-p`` parameters. tokens, batch: the step's
     size (tokens per sequence, image, or latent positions; None for a CNN: sequences or
     images). targets: (GPU
-    preset, link preset) pairs. notes: what the instance is, for the manifest.
+    preset, link preset) pairs. notes: what the instance is, for the manifest. stage: the
+    pipeline stage the profiled microbatch is run as (None: the single pass).
     """
 
     key: str
@@ -84,6 +144,7 @@ class Spec:
     targets: tuple[tuple[str, str], ...]
     notes: str
     params: dict[str, Any] = field(default_factory=dict)
+    stage: Stage | None = None
 
     def command(self, gpu: str, link: str, out: str) -> list[str]:
         """The ``slackopt profile`` arguments (after the program) for one target."""
@@ -93,7 +154,7 @@ class Spec:
             cmd += ["-i", s]
         for k, v in self.params.items():
             cmd += ["-p", f"{k}={v}"]
-        return cmd
+        return cmd + (self.stage.options() if self.stage else [])
 
     def name(self, gpu: str, link: str) -> str:
         """The instance name, also the file's stem."""
@@ -188,9 +249,46 @@ SPECS: tuple[Spec, ...] = (
 )
 
 
+_LLAMA70_CFG = {"config": _cfg("llama-3-70b")}
+_HIDDEN_70B, _HIDDEN_MIXTRAL = 8192 * 8192 * 2, 4096 * 4096 * 2  # 1 x S x hidden, BF16
+STAGE_SPECS: tuple[Spec, ...] = (
+    Spec("llama-3-70b-pp8-1f1b-s0-m16", "Llama-3-70B", _cfg("llama-3-70b"),
+         f"{MODELS}:llama_first_stage", ("1x8192",), 8192, 1, (H100, GH200),
+         LLAMA70.format(n=16, schedule="1F1B", what=(
+             "the first stage (stage 0), the token embedding and decoder layers 0-9, "
+             "without the final RMSNorm and head; its backward starts from the gradient "
+             "the next stage sends back (loss sum(h * g)). It holds up to 8 microbatches. "
+             "The single-microbatch stand-in is llama-3-70b-pp8-stage0.")),
+         {**_LLAMA70_CFG, "layers": 10}, Stage("1f1b", 0, 8, 16, _HIDDEN_70B)),
+    Spec("llama-3-70b-pp8-1f1b-s7-m16", "Llama-3-70B", _cfg("llama-3-70b"),
+         f"{MODELS}:llama_last_stage", ("1x8192",), 8192, 1, (H100, GH200),
+         LLAMA70.format(n=16, schedule="1F1B", what=(
+             "the last stage (stage 7), decoder layers 70-79, the final RMSNorm, the head "
+             "and the model's cross-entropy, without the token embedding; its input is "
+             "the hidden state from stage 6 (its gradient is sent back). It holds one "
+             "microbatch at a time, but the loss's FP32 logits are large.")),
+         {**_LLAMA70_CFG, "layers": 10}, Stage("1f1b", 7, 8, 16, _HIDDEN_70B)),
+    Spec("llama-3-70b-pp8-interleaved-s3-v2-m16", "Llama-3-70B", _cfg("llama-3-70b"),
+         f"{MODELS}:llama_middle_stage", ("1x8192",), 8192, 1, (H100, GH200),
+         LLAMA70.format(n=32, schedule="interleaved 1F1B (2 model chunks a stage)", what=(
+             "stage 3, which holds chunks 3 and 11 of 16 (layers 15-19 and 55-59); one "
+             "chunk of 5 decoder layers is profiled (no embedding, norm or head; the "
+             "hidden state comes in, its gradient goes back, loss sum(h * g)) and the "
+             "stage runs it once per chunk and microbatch. It holds up to 17 "
+             "microbatch-chunks.")),
+         {**_LLAMA70_CFG, "layers": 5}, Stage("interleaved-1f1b", 3, 8, 16, _HIDDEN_70B, 2)),
+    Spec("mixtral-8x7b-pp8-1f1b-s0-m16", "Mixtral-8x7B", _cfg("mixtral-8x7b"),
+         f"{MODELS}:llama_first_stage", ("1x4096",), 4096, 1, (H100, GH200), MIXTRAL_STAGE,
+         {"config": _cfg("mixtral-8x7b"), "layers": 4},
+         Stage("1f1b", 0, 8, 16, _HIDDEN_MIXTRAL)),
+)
+"""The pipeline stages of the suite: several microbatches in flight (docs/model.md, "A
+pipeline stage")."""
+
+
 def instances() -> list[tuple[Spec, str, str]]:
     """Every (spec, gpu, link) of the suite, in manifest order."""
-    return [(s, g, lk) for s in SPECS for g, lk in s.targets]
+    return [(s, g, lk) for s in (*SPECS, *STAGE_SPECS) for g, lk in s.targets]
 
 
 def sha256(path: Path) -> str:
@@ -198,8 +296,18 @@ def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+PACKAGES = ("slackopt", "torch", "transformers", "diffusers")
+"""The packages whose versions a profile depends on."""
+
+
+def packages(gen: dict[str, Any]) -> dict[str, Any]:
+    """The package versions of a generator record (:func:`versions`)."""
+    return {k: gen.get(k) for k in PACKAGES}
+
+
 def versions() -> dict[str, Any]:
-    """The generator record of the manifest."""
+    """The generator record of the manifest: the script, its VERSION and the versions of
+    :data:`PACKAGES` of the run that wrote it last."""
     from importlib.metadata import PackageNotFoundError, version
 
     import slackopt
@@ -214,8 +322,10 @@ def versions() -> dict[str, Any]:
     return out
 
 
-def entry(spec: Spec, gpu: str, link: str, path: Path) -> dict[str, Any]:
-    """The manifest row of a written file."""
+def entry(spec: Spec, gpu: str, link: str, path: Path, made_with: dict[str, Any]
+          ) -> dict[str, Any]:
+    """The manifest row of a written file; `made_with`: the package versions of the run
+    that profiled it (``versions``: files of one suite may come from different runs)."""
     from slackopt.io import load_instance
 
     inst = load_instance(path)
@@ -224,8 +334,9 @@ def entry(spec: Spec, gpu: str, link: str, path: Path) -> dict[str, Any]:
             "gpu": gpu, "link": link, "d2h_bytes_per_s": inst.link.d2h_bytes_per_s,
             "h2d_bytes_per_s": inst.link.h2d_bytes_per_s, "saved_tensors": inst.n_saved,
             "P_bytes": inst.P, "ops": inst.n_ops,
+            **(spec.stage.manifest() if spec.stage else {}),
             "command": spec.shown(gpu, link), "sha256": sha256(path),
-            "file_bytes": path.stat().st_size, "notes": spec.notes}
+            "file_bytes": path.stat().st_size, "versions": made_with, "notes": spec.notes}
 
 
 def profile_one(spec: Spec, gpu: str, link: str, out: Path) -> None:
@@ -249,7 +360,8 @@ def profile_one(spec: Spec, gpu: str, link: str, out: Path) -> None:
             raise RuntimeError(f"{spec.name(gpu, link)}: slackopt profile failed "
                                f"(exit {run.returncode}):\n{tail}")
         inst = load_instance(raw)
-    inst.meta["factory"] = spec.target  # relative to the repository root
+    profiled = inst.meta["base"]["meta"] if spec.stage else inst.meta
+    profiled["factory"] = spec.target  # relative to the repository root
     save_instance(inst, out, overwrite=True)
 
 
@@ -278,13 +390,13 @@ def write_table(rows: list[dict[str, Any]]) -> None:
     text = readme.read_text(encoding="utf-8")
     if TABLE_START not in text or TABLE_END not in text:
         return
-    lines = ["| file | model | tokens x batch | GPU | link D2H / H2D GB/s | ops | saved "
-             "tensors | P GB | file kB |", "|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| file | model | tokens x batch | schedule | GPU | link D2H / H2D GB/s | ops | "
+             "saved tensors | P GB | file kB |", "|---|---|---|---|---|---|---|---|---|---|"]
     sizes = {r["file"]: (BENCH / r["file"]).stat().st_size for r in rows}
     for r in rows:
         lines.append(
             f"| `{r['file']}` | {r['model']} | {r['tokens'] or '-'} x {r['batch']} | "
-            f"{r['gpu']} | "
+            f"{_schedule_cell(r)} | {r['gpu']} | "
             f"{r['link']} {r['d2h_bytes_per_s'] / 1e9:g} / {r['h2d_bytes_per_s'] / 1e9:g} | "
             f"{r['ops']} | {r['saved_tensors']} | {r['P_bytes'] / 1e9:.2f} | "
             f"{sizes[r['file']] / 1e3:.0f} |")
@@ -294,6 +406,16 @@ def write_table(rows: list[dict[str, Any]]) -> None:
     tail = rest.split(TABLE_END, 1)[1]
     readme.write_text(f"{head}{TABLE_START}\n" + "\n".join(lines) + f"\n{TABLE_END}{tail}",
                       encoding="utf-8")
+
+
+def _schedule_cell(row: dict[str, Any]) -> str:
+    """A manifest row's schedule in the README's table: "-" for a single pass, else
+    "1f1b p8 i0 m16" (and "v2" for chunks)."""
+    if "schedule" not in row:
+        return "-"
+    chunks = f" v{row['chunks']}" if row.get("chunks", 1) != 1 else ""
+    return (f"{row['schedule']} p{row['stages']} i{row['stage']} m{row['microbatches']}"
+            f"{chunks}")
 
 
 def up_to_date(row: dict[str, Any] | None, spec: Spec, gpu: str, link: str, path: Path,
@@ -331,7 +453,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{s.name(g, lk)}.json.gz  slackopt {' '.join(s.command(g, lk, '-'))}")
         return 0
     old = json.loads(MANIFEST.read_text()) if MANIFEST.is_file() else {}
-    old_version = (old.get("generator") or {}).get("version")
+    old_gen = old.get("generator") or {}
+    old_version = old_gen.get("version")
     rows = {r["file"]: r for r in old.get("instances", [])}
     gen = versions()
     BENCH.mkdir(parents=True, exist_ok=True)
@@ -342,12 +465,13 @@ def main(argv: list[str] | None = None) -> int:
             if not args.force and up_to_date(rows.get(path.name), spec, gpu, link, path,
                                              old_version):
                 print(f"[{i}/{n}] {path.name}: up to date", flush=True)
-                rows[path.name] = entry(spec, gpu, link, path)  # (the spec's words)
+                made = rows[path.name].get("versions") or packages(old_gen)
+                rows[path.name] = entry(spec, gpu, link, path, made)  # (the spec's words)
                 continue
             print(f"[{i}/{n}] {path.name}: profiling ...", end="", flush=True)
             t0 = time.perf_counter()
             profile_one(spec, gpu, link, path)
-            rows[path.name] = entry(spec, gpu, link, path)
+            rows[path.name] = entry(spec, gpu, link, path, packages(gen))
             write_manifest(rows, gen)
             r = rows[path.name]
             print(f" {time.perf_counter() - t0:.0f} s, {r['saved_tensors']} saved tensors, "

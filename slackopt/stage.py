@@ -49,13 +49,16 @@ from slackopt.pipeline import (
 )
 
 
-def weight_grad_ops(base: Instance) -> frozenset[str]:
+def weight_grad_ops(base: Instance, input_grad: bool = True) -> frozenset[str]:
     """The backward ops of `base` that a split backward defers to its W unit: those none
     of whose output tensors any op reads (weight and bias gradients, accumulations whose
-    result leaves the step).
+    result leaves the step), except, with `input_grad`, the last of them that produces a
+    tensor: the gradient of the stage's input, which the previous stage waits for.
 
     Args:
         base: a single-pass instance (one microbatch).
+        input_grad: the stage sends the gradient of its input back (every stage but the
+            pipeline's first).
 
     Returns:
         Their names.
@@ -65,11 +68,17 @@ def weight_grad_ops(base: Instance) -> frozenset[str]:
     critical path.
     """
     read: set[str] = set()
+    produces: set[str] = set()
     for t in base.tensors:
+        produces.add(t.producer)
         if t.readers:
             read.add(t.producer)
-    return frozenset(op.name for op in base.scheduled_ops
-                     if op.phase == "bwd" and op.name not in read)
+    sinks = [op.name for op in base.scheduled_ops if op.phase == "bwd" and op.name not in read]
+    if input_grad:
+        sent = [n for n in sinks if n in produces]
+        if sent:
+            sinks.remove(sent[-1])
+    return frozenset(sinks)
 
 
 def _suffix(j: int, c: int) -> str:
@@ -94,13 +103,18 @@ def _renamed_tensor(t: Tensor, sfx: str) -> Tensor:
 
 def boundary_bytes(base: Instance) -> int:
     """Bytes of the activation a stage passes to the next (per microbatch): the largest
-    saved tensor of category ``block_input`` or ``block_output`` in `base`, else its
-    largest saved tensor (0 without one)."""
+    saved tensor of category ``block_input`` or ``block_output`` in `base` (the
+    generators' categories); else the size that recurs most among its saved tensors, the
+    larger on a tie (a profiled transformer's hidden state, [tokens, hidden], which every
+    layer's norms and residuals save); 0 without a saved tensor."""
     sizes = [int(base.s[k]) for k, cat in enumerate(base.saved_categories)
              if cat in ("block_input", "block_output")]
-    if not sizes:
-        sizes = [int(x) for x in base.s.tolist()]
-    return max(sizes, default=0)
+    if sizes:
+        return max(sizes)
+    counts: dict[int, int] = {}
+    for x in base.s.tolist():
+        counts[int(x)] = counts.get(int(x), 0) + 1
+    return max(counts, key=lambda x: (counts[x], x), default=0)
 
 
 def build_stage(base: Instance, schedule: str, stage: int, stages: int, microbatches: int,
@@ -121,7 +135,8 @@ def build_stage(base: Instance, schedule: str, stage: int, stages: int, microbat
         interconnect: a key of :data:`slackopt.pipeline.INTERCONNECTS`, used when
             `hop_s` is None.
         weight_grad: names of the backward ops a split backward runs in its W units;
-            None: :func:`weight_grad_ops`. Ignored without a split.
+            None: :func:`weight_grad_ops` (stage 0 sends no input gradient back).
+            Ignored without a split.
 
     Returns:
         The stage's Instance: ``units`` the schedule's units with their earliest starts
@@ -148,7 +163,8 @@ def build_stage(base: Instance, schedule: str, stage: int, stages: int, microbat
     rebuild = list(base.ops[base.n_ops:])
     passes: dict[str, list[Op]] = {"F": fwd, "B": bwd}
     if spec.split_backward:
-        w = weight_grad_ops(base) if weight_grad is None else frozenset(weight_grad)
+        w = (weight_grad_ops(base, input_grad=stage > 0) if weight_grad is None
+             else frozenset(weight_grad))
         unknown = sorted(w - {op.name for op in bwd})
         if unknown:
             raise InstanceError(f"weight_grad names '{unknown[0]}', which is not a backward "

@@ -537,18 +537,19 @@ def stage_of(base: Instance, choose: Callable[[Sequence[Any]], Any]) -> Instance
 
     name = choose(sorted(SCHEDULES))
     spec = SCHEDULES[name]
+    p = choose(range(1, 4))
+    stage = choose(range(p))
     if spec.split_backward:  # a split needs backward ops in both halves
-        w = weight_grad_ops(base)
+        w = weight_grad_ops(base, input_grad=stage > 0)
         n_bwd = base.n_ops - base.n_fwd
         if not w or len(w) == n_bwd:
             name, spec = "1f1b", SCHEDULES["1f1b"]
-    p = choose(range(1, 4))
     m = choose(range(p if name == "1f1b" else 1, 5))
     if spec.interleaved:
         while m % max(1, m // p):
             m += 1
     v = choose(range(1, 3)) if spec.interleaved else 1
-    return build_stage(base, name, choose(range(p)), p, m, v,
+    return build_stage(base, name, stage, p, m, v,
                        hop_s=choose([0.0, 1e-4, 3e-3]))
 
 

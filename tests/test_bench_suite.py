@@ -5,8 +5,11 @@ Every file the manifest lists exists, has the sha256 it states, loads (gzip thro
 the manifest states; the suite has at least 24 files and one with unequal D2H and H2D
 bandwidths; every file in the folder is listed; and the model sizes recorded by the fake
 profiles (``meta.persistent_bytes.parameters``) are the published parameter counts, so a
-config edited by mistake is caught. Reading the 27 files takes about 2 s. The reference
-values (references.json) are checked against their shipped plans and SlackSwap's.
+config edited by mistake is caught. A pipeline stage's row states its schedule
+(``schedule``, ``stage``, ``stages``, ``microbatches``, ``chunks``, ``hop_s``) as the file
+records it, and the suite has its pipeline stages (first, last, interleaved, Mixtral).
+Reading the 35 files takes about 20 s. The reference values (references.json) are
+checked against their shipped plans and SlackSwap's.
 """
 
 from __future__ import annotations
@@ -43,6 +46,17 @@ PUBLISHED = {
     # (70.55e9 - 2 x 128256 x 8192 - 8192) / 80 each
     "Llama-3-70B": 128256 * 8192 + 10 * (70.55e9 - 2 * 128256 * 8192) / 80,
 }
+_LAYER_70B = (70.55e9 - 2 * 128256 * 8192) / 80
+_LAYER_MIXTRAL = (46.7e9 - 2 * 32000 * 4096) / 32
+STAGE_PARAMETERS = {
+    # the first stage's embedding and 10 layers; the last stage's 10 layers, final norm
+    # and head; one chunk of 5 layers of a middle stage; Mixtral's embedding and 4 layers
+    "llama-3-70b-pp8-1f1b-s0-m16": PUBLISHED["Llama-3-70B"],
+    "llama-3-70b-pp8-1f1b-s7-m16": 10 * _LAYER_70B + 128256 * 8192 + 8192,
+    "llama-3-70b-pp8-interleaved-s3-v2-m16": 5 * _LAYER_70B,
+    "mixtral-8x7b-pp8-1f1b-s0-m16": 32000 * 4096 + 4 * _LAYER_MIXTRAL,
+}
+"""Parameters of the profiled microbatch's model part of each stage, by file stem."""
 
 
 def test_manifest_header_and_size() -> None:
@@ -57,7 +71,9 @@ def test_manifest_header_and_size() -> None:
     assert shipped == {r["file"] for r in ROWS}, "files not in the manifest, or missing"
 
 
-@pytest.mark.parametrize("row", ROWS, ids=[r["name"] for r in ROWS])
+@pytest.mark.parametrize("row", [  # a stage's file takes 2-3 s to load
+    pytest.param(r, marks=[pytest.mark.slow] if "schedule" in r else []) for r in ROWS],
+    ids=[r["name"] for r in ROWS])
 def test_file_matches_its_manifest_row(row: dict) -> None:
     path = BENCH / row["file"]
     data = path.read_bytes()
@@ -69,12 +85,39 @@ def test_file_matches_its_manifest_row(row: dict) -> None:
                                                   row["ops"])
     assert (inst.link.name, inst.link.d2h_bytes_per_s, inst.link.h2d_bytes_per_s) == \
         (row["link"], row["d2h_bytes_per_s"], row["h2d_bytes_per_s"])
-    assert (inst.meta["gpu"], inst.meta["fake"], inst.meta["timing"]) == \
+    profiled = inst.meta["base"]["meta"] if "schedule" in row else inst.meta
+    assert (profiled["gpu"], profiled["fake"], profiled["timing"]) == \
         (row["gpu"], True, "roofline")
     assert row["config"] is None or (ROOT / row["config"]).is_file()
-    assert not inst.meta["factory"].startswith("/"), "a path of the machine that made it"
-    params = inst.meta["persistent_bytes"]["parameters"] / 2
-    assert params == pytest.approx(PUBLISHED[row["model"]], rel=5e-3), row["model"]
+    assert not profiled["factory"].startswith("/"), "a path of the machine that made it"
+    params = profiled["persistent_bytes"]["parameters"] / 2
+    stem = row["name"].rsplit("_", 1)[0]
+    assert params == pytest.approx(STAGE_PARAMETERS.get(stem, PUBLISHED[row["model"]]),
+                                   rel=5e-3), row["model"]
+    if "schedule" in row:
+        sch = inst.meta["schedule"]
+        keys = ("schedule", "stage", "stages", "microbatches", "chunks", "hop_s")
+        assert {k: row[k] for k in keys} == {"schedule": sch["name"], **{
+            k: sch[k] for k in keys[1:]}}
+        assert inst.scheduled_units is not None and not inst.single_pass
+        assert len(inst.units) == row["microbatches"] * row["chunks"] * 2
+        assert f"--schedule {row['schedule']} " in row["command"]
+    else:
+        assert inst.single_pass and inst.scheduled_units is None
+
+
+def test_suite_has_the_pipeline_stages() -> None:
+    """The suite's pipeline stages: the first and the last stage of Llama-3-70B at PP = 8 under
+    1F1B, an interleaved stage and a Mixtral stage, each on H100 with PCIe 5 and on GH200,
+    with 16 microbatches."""
+    stages = {(r["model"], r["schedule"], r["stage"], r["stages"], r["gpu"]) for r in ROWS
+              if "schedule" in r}
+    for gpu in ("h100", "gh200"):
+        assert ("Llama-3-70B", "1f1b", 0, 8, gpu) in stages
+        assert ("Llama-3-70B", "1f1b", 7, 8, gpu) in stages
+        assert ("Llama-3-70B", "interleaved-1f1b", 3, 8, gpu) in stages
+        assert any(m == "Mixtral-8x7B" and g == gpu for m, _, _, _, g in stages)
+    assert all(r["microbatches"] == 16 for r in ROWS if "schedule" in r)
 
 
 REFS = json.loads((BENCH / "references.json").read_text())
@@ -82,7 +125,8 @@ REFS = json.loads((BENCH / "references.json").read_text())
 
 @pytest.mark.slow
 def test_references_cover_the_suite_with_certified_bounds_below_their_plans() -> None:
-    """references.json (issue 26's done-when): a row per file and budget in 0.1-0.7 P;
+    """references.json (issue 26's done-when): a row per single-pass file and budget in
+    0.1-0.7 P (a pipeline stage's rows are added when the exact tier has certified them);
     every row either below the floor (with the smallest budget, above the row's budget)
     or with a bound from a certified source (or T*) at most its best plan's step; every
     shipped best plan re-simulates, under the row's budget, to exactly that step; and
@@ -92,9 +136,13 @@ def test_references_cover_the_suite_with_certified_bounds_below_their_plans() ->
 
     assert REFS["format"] == "slackopt-bench-references" and REFS["version"] == 1
     rows = REFS["rows"]
-    assert {(r["instance"], r["budget_fraction"]) for r in rows} == {
-        (m["file"], f) for m in ROWS for f in (0.1, 0.3, 0.5, 0.7)}
-    insts = {m["file"]: io.load_instance(BENCH / m["file"]) for m in ROWS}
+    # every single-pass file has its four rows; a pipeline stage's rows may be pending
+    # (only the rows present are checked)
+    single = {m["file"] for m in ROWS if "schedule" not in m}
+    assert {(r["instance"], r["budget_fraction"]) for r in rows
+            if r["instance"] in single} == {(f, b) for f in single for b in (0.1, 0.3, 0.5, 0.7)}
+    assert {r["instance"] for r in rows} <= {m["file"] for m in ROWS}
+    insts = {f: io.load_instance(BENCH / f) for f in {r["instance"] for r in rows}}
     closed = 0
     for r in rows:
         inst = insts[r["instance"]]

@@ -45,10 +45,11 @@ CLI = "slackopt.cli"
 EXPERIMENTS = "slackopt.experiments"
 FRONT_ENDS = (CLI, "slackopt.compare", EXPERIMENTS)
 """Packages or modules (matched with their submodules) at the top of the house."""
-LEAVES = ("slackopt.plot", "slackopt.explore", "slackopt.io", "slackopt.outputs")
-"""Plotting (figures, the explorer's HTML page) and file I/O (reading and writing files, and
-the checks before a command writes one): DESIGN.md's leaves, imported by the front ends and
-by each other only."""
+LEAVES = ("slackopt.plot", "slackopt.explore", "slackopt.io", "slackopt.outputs",
+          "slackopt.importers")
+"""Plotting (figures, the explorer's HTML page) and file I/O (reading and writing files,
+importing other tools' files, and the checks before a command writes one): DESIGN.md's
+leaves, imported by the front ends and by each other only."""
 EVALUATOR = "slackopt.simulate"
 EVALUATOR_MAY_IMPORT = ("slackopt.instance", "slackopt.plan", "slackopt.hardware",
                         "slackopt.errors", "slackopt.jit")

@@ -147,6 +147,26 @@ def test_zero_bubble_defers_the_weight_gradients():
             assert not set(names) & w
 
 
+def test_the_input_gradient_stays_in_b_where_the_previous_stage_waits_for_it():
+    """dx (the gradient of the stage's input, which no op of the stage reads) is B on
+    every stage but the first; dw (a weight gradient, no output) is W."""
+    base = Instance("wb", [Op("f", "fwd", 1.0), Op("dw", "bwd", 1.0), Op("dx", "bwd", 1.0)],
+                    [Tensor("x", 10, "f", ("dw",)), Tensor("gx", 10, "dx")], HAND.link)
+    assert weight_grad_ops(base) == {"dw"}
+    assert weight_grad_ops(base, input_grad=False) == {"dw", "dx"}
+    s = build_stage(base, "zb-h1", 1, 2, 2, hop_s=0.0)
+    assert {(u.kind, s.ops[sum(v.n_ops for v in s.units[:k])].name)
+            for k, u in enumerate(s.units) if u.microbatch == 0} == {
+        ("F", "f@0"), ("B", "dx@0"), ("W", "dw@0")}
+
+
+def test_boundary_bytes_is_the_recurring_activation_of_a_profile():
+    from slackopt.stage import boundary_bytes
+
+    base = load_instance(ROOT / "instances/bench/llama-3-70b-pp8-stage0_h100-pcie5.json.gz")
+    assert boundary_bytes(base) == 8192 * 8192 * 2  # the hidden state, [tokens, h] in bf16
+
+
 def test_other_runtimes_refuse_a_pipeline_stage():
     s = hand_stage(0)
     with pytest.raises(PlanError, match="pipeline stage"):

@@ -14,7 +14,7 @@ import slackopt
 from slackopt import plot
 from slackopt.compare import compare, write_results
 from slackopt.errors import SlackoptError
-from slackopt.io import load_instance, save_plan
+from slackopt.io import load_instance, save_instance, save_plan
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "instances" / "teaching" / "tiny-gpt_a100-pcie4.json"
@@ -246,3 +246,80 @@ def test_titles_wrap_between_phrases() -> None:
         "each cell:", "share of its bytes per decision"]
     assert plot.wrap_title("a" * 5 + " " + "b" * 5, 6) == "aaaaa\nbbbbb"
     assert all(len(x) <= 30 for x in plot.wrap_title(t, 30).split("\n"))
+
+
+@pytest.mark.slow
+def test_stage_memory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A pipeline stage's memory over its schedule: the units strip (ideal schedule and
+    the plan as run), labelled F/B boxes where the evaluator ran them, the keep-all
+    warm-up peak annotated with the microbatches in flight (1F1B stage 0 of 2: 2), the
+    plan under M; `slackopt plot memory` of a stage draws it."""
+    from matplotlib.patches import Rectangle
+
+    from slackopt.stage import build_stage
+    from slackopt.workloads import make
+
+    inst = build_stage(make("chain"), "1f1b", 0, 2, 4)
+    m = slackopt.budget_bytes(inst, 0.5)
+    ev = slackopt.simulate(inst, slackopt.solve(inst, "slackswap", m).plan, m, trace=True)
+    fig = plot.stage_memory({"slackswap": ev}, inst)
+    check(fig)
+    strip, ax = fig.axes
+    assert [t.get_text() for t in strip.get_yticklabels()] == ["slackswap (as run)",
+                                                               "ideal schedule"]
+    names = ["F0", "F1", "B0", "F2", "B1", "F3", "B2", "B3"]
+    assert [f"{u.kind}{u.microbatch}" for u in inst.units] == names
+    assert [t.get_text() for t in strip.texts] == names + names
+    boxes = [p for p in strip.patches if isinstance(p, Rectangle)]
+    ideal, run_ = boxes[:8], boxes[8:]
+    first = inst.unit_last_op - [u.n_ops for u in inst.units] + 1
+    for box, a, b in zip(ideal, inst.start_s[first], inst.end_s[inst.unit_last_op],
+                         strict=True):  # the ideal schedule's units, in ms
+        assert box.get_x() == pytest.approx(a * 1e3) and box.get_width() == pytest.approx(
+            (b - a) * 1e3)
+    ran = {e["name"]: e for e in ev.trace if e["lane"] == "compute" and not e["rebuild"]}
+    for box, u, last in zip(run_, inst.units, inst.unit_last_op, strict=True):
+        end = ran[inst.scheduled_ops[last].name]["end_s"]  # the unit's last op, as run
+        assert box.get_x() + box.get_width() == pytest.approx(end * 1e3)
+        assert box.get_x() >= u.earliest_start_s * 1e3 - 1e-9  # never before its input
+    assert ax.get_xlabel() == "time since the start of the stage's step (ms)"
+    assert [t.get_text() for t in ax.texts] == ["keep-all peak: 2 microbatches in flight"]
+    keep = next(x for x in ax.get_lines() if x.get_label().startswith("keep everything"))
+    assert max(keep.get_ydata()) == pytest.approx(inst.P / 1e9)
+    used = next(x for x in ax.get_lines() if x.get_label().startswith("slackswap"))
+    assert max(used.get_ydata()) == pytest.approx(ev.peak_bytes / 1e9) and ev.peak_bytes <= m
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "forward unit (F)" in labels and "backward unit (B)" in labels
+    assert "stage 0 of 2, 4 microbatches" in fig.get_suptitle()
+    path = tmp_path / "stage.json"
+    save_instance(inst, path)
+    from slackopt.cli import main
+
+    rc = main(["plot", "memory", str(path), "-b", "0.3", "-o", str(tmp_path / "m.png"),
+               "--json"])
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    assert json.loads(out)["kind"] == "memory" and (tmp_path / "m.png").stat().st_size > 1000
+
+
+def test_stage_memory_names_an_infeasible_plan(tmp_path: Path) -> None:
+    """A plan that runs out of memory is drawn up to where it stopped, its legend entry
+    says so, and the units it never reached are left out of its strip row."""
+    from matplotlib.patches import Rectangle
+
+    from slackopt.plan import Plan
+    from slackopt.stage import build_stage
+    from slackopt.workloads import make
+
+    inst = build_stage(make("chain"), "zb-h1", 0, 2, 4)
+    m = slackopt.budget_bytes(inst, 0.3)
+    ev = slackopt.simulate(inst, Plan.keep_all(inst), m, trace=True)
+    assert not ev.feasible
+    fig = plot.stage_memory({"keep-all": ev}, inst)
+    check(fig)
+    strip, ax = fig.axes
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert any(x.startswith("keep-all: in use (infeasible, stopped at") for x in labels)
+    assert "weight-gradient unit (W)" in labels
+    boxes = [p for p in strip.patches if isinstance(p, Rectangle)]
+    assert len(inst.units) < len(boxes) < 2 * len(inst.units)

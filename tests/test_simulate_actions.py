@@ -3,13 +3,17 @@ it logs is the evaluator's, and the log says what a runtime that replays it must
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 from slackopt import Plan, simulate
+from slackopt.io import load_instance
 from slackopt.plan import KEEP, RECOMP, SWAP
 from slackopt.simulate import barrier_free_actions
 from slackopt.simulate.actions import ACTION_KINDS
+from slackopt.stage import build_stage
 from tests.helpers import build
 from tests.helpers_milp import random_instance
 
@@ -80,3 +84,67 @@ def test_hand_timeline():
     assert log.task_used_bytes == [100, 100, 100, 0]
     assert log.evaluation.step_time_s == pytest.approx(5.5)
     assert log.evaluation.peak_bytes == 100
+
+
+def replayed_timeline(inst, log) -> list[int]:
+    """The saved bytes on the device after each task started, from the log alone, as a
+    runtime that replays it holds them (slackopt.torch.runtime.PlanRuntime): a saved
+    tensor's storage appears when its producer runs (a forward task) or its rebuild task
+    runs, and goes with ``to_host``, ``fwd_free``, ``evict`` and ``release``; ``h2d``
+    brings a buffer, ``claim`` hands the produced storage to the readers."""
+    low = inst.lowered if inst.saved_unit is not None else inst
+    prod: dict[int, list[int]] = {}
+    for t, op in enumerate(low.saved_prod_idx.tolist()):
+        prod.setdefault(op, []).append(t)
+    orig, dev = set(), set()
+    out, ev = [], 0
+    for k, (op, t) in enumerate(zip(log.task_op, log.task_t, strict=True)):
+        while ev < len(log.actions) and log.actions[ev].tag <= k:
+            a = log.actions[ev]
+            ev += 1
+            if a.kind in ("to_host", "fwd_free"):
+                orig.discard(a.saved)
+            elif a.kind == "h2d":
+                dev.add(a.saved)
+            elif a.kind == "claim":
+                orig.discard(a.saved)
+                dev.add(a.saved)
+            elif a.kind == "evict":
+                dev.discard(a.saved)
+            elif a.kind == "release":
+                orig.discard(a.saved)
+                dev.discard(a.saved)
+        if op < 0:
+            dev.add(t)
+        elif not low.is_bwd[op]:
+            orig.update(prod.get(op, ()))
+        out.append(sum(int(low.s[x]) for x in orig | dev))
+    return out
+
+
+@pytest.mark.parametrize(("schedule", "stage"), [("1f1b", 0), ("1f1b", 1), ("gpipe", 0)])
+def test_a_stage_log_says_everything_a_runtime_must_do(schedule, stage):
+    """Pipeline stages of the tiny GPT (p = 2, m = 4), every plan kind at P and 0.6 P: a
+    runtime that replays the log holds, after every task, the saved bytes the evaluator
+    counts; every recomputed tensor's forward copy is freed once (``fwd_free``), after the
+    last forward reader in its own microbatch's forward unit, wherever that unit stands
+    in the schedule."""
+    base = load_instance(Path(__file__).resolve().parents[1]
+                         / "instances/teaching/tiny-gpt_a100-pcie4.json")
+    inst = build_stage(base, schedule, stage, 2, 4)
+    low = inst.lowered if inst.saved_unit is not None else inst
+    rng = np.random.default_rng(stage)
+    for plan in (*_plans(inst, rng), Plan(np.where(np.isfinite(inst.c), RECOMP, KEEP)
+                                          .astype(np.int8), inst.saved_names)):
+        for m in (inst.P, int(0.6 * inst.P)):
+            log = barrier_free_actions(inst, plan, m)
+            if not log.evaluation.feasible:
+                continue
+            assert replayed_timeline(inst, log) == log.saved_timeline
+            dec = plan.lowered(inst).decisions if inst.saved_unit is not None \
+                else plan.decisions
+            frees = [a for a in log.actions if a.kind == "fwd_free"]
+            assert sorted(a.saved for a in frees) == np.flatnonzero(dec == RECOMP).tolist()
+            for a in frees:
+                last_fwd = int(low.saved_last_fwd_idx[a.saved])
+                assert log.task_op[a.tag - 1] == last_fwd

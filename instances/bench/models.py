@@ -1,6 +1,7 @@
 """Model factories of the benchmark suite (instances/bench/) that ``slackopt profile hf:``
-does not build: an encoder-decoder (T5), an image classifier (ViT), the first stage of a
-pipeline-parallel Llama, a diffusion UNet (diffusers) and VGG-16 (PyTorch layers).
+does not build: an encoder-decoder (T5), an image classifier (ViT), the first, a middle
+and the last stage of a pipeline-parallel Llama, a diffusion UNet (diffusers) and VGG-16
+(PyTorch layers).
 
 Each factory follows the contract of ``slackopt profile MODULE:FACTORY``
 (:func:`slackopt.torch.build_from_factory`): it returns ``{"model", "make_inputs",
@@ -141,10 +142,12 @@ class _FirstStage(nn.Module):
 def llama_first_stage(config: str, layers: int) -> dict[str, Any]:
     """The first pipeline stage of a Llama (``LlamaModel`` of `config` cut to its first
     `layers` decoder layers, with the embedding, without the final RMSNorm and head),
-    trained on ``-i BxS`` token ids of one microbatch (see :class:`_FirstStage`).
+    trained on ``-i BxS`` token ids of one microbatch (see :class:`_FirstStage`). Any
+    decoder whose transformers base model has the Llama layout (``embed_tokens``,
+    ``layers``, ``norm``) works the same: Mistral, Mixtral.
 
     Args:
-        config: path of a Llama config.json.
+        config: path of a Llama-layout config.json.
         layers: decoder layers in the stage (e.g. 10 = 80 layers / 8 stages).
 
     Returns:
@@ -162,6 +165,92 @@ def llama_first_stage(config: str, layers: int) -> dict[str, Any]:
                 torch.randn(b, s, hidden, dtype=DTYPE, device=device))
 
     return {"model": _FirstStage(body), "make_inputs": make, "loss_fn": _own_loss}
+
+
+class _MiddleStage(nn.Module):
+    """A middle stage (or model chunk) of a pipeline-parallel decoder: decoder layers
+    only. Its input is the hidden state the previous stage sends (it requires grad: the
+    backward ends with the gradient sent back); its output goes to the next stage, whose
+    gradient ``g`` comes back as an input, so the step's "loss" is ``sum(h * g)``."""
+
+    def __init__(self, body: nn.Module) -> None:
+        super().__init__()
+        self.body = body
+
+    def forward(self, hidden: torch.Tensor, grad_from_next: torch.Tensor) -> torch.Tensor:
+        h = self.body(inputs_embeds=hidden).last_hidden_state
+        return (h * grad_from_next).sum()
+
+
+def llama_middle_stage(config: str, layers: int) -> dict[str, Any]:
+    """A middle pipeline stage of a Llama, or one model chunk of an interleaved schedule
+    (``LlamaModel`` of `config` cut to `layers` decoder layers, without the embedding,
+    the final RMSNorm and the head), trained on ``-i BxS``: one microbatch's hidden state
+    from the previous stage (B x S x hidden, BF16, requiring grad) and the gradient of
+    its output (see :class:`_MiddleStage`).
+
+    Args:
+        config: path of a Llama-layout config.json.
+        layers: decoder layers in the stage or chunk (e.g. 5 = 80 layers / (8 stages x 2
+            chunks)).
+
+    Returns:
+        The factory dict (model, make_inputs, loss_fn).
+    """
+    cfg = _hf_config(config)
+    cfg.num_hidden_layers = int(layers)
+    body = _hf_model("AutoModel", cfg)
+    body.embed_tokens = None  # the first stage's
+    body.norm = nn.Identity()  # the last stage's
+    hidden = int(cfg.hidden_size)
+
+    def make(shapes: Sequence[tuple[int, ...]], device: Any) -> tuple[torch.Tensor, ...]:
+        b, s = _one_shape(shapes, "BxS (microbatch x tokens)", 2)
+        return (torch.randn(b, s, hidden, dtype=DTYPE, device=device, requires_grad=True),
+                torch.randn(b, s, hidden, dtype=DTYPE, device=device))
+
+    return {"model": _MiddleStage(body), "make_inputs": make, "loss_fn": _own_loss}
+
+
+class _LastStage(nn.Module):
+    """The last stage of a pipeline-parallel decoder: the last decoder layers, the final
+    norm, the head and the loss. Its input is the hidden state the previous stage sends
+    (it requires grad: the stage's backward ends with the gradient it sends back)."""
+
+    def __init__(self, lm: nn.Module) -> None:
+        super().__init__()
+        self.lm = lm
+
+    def forward(self, hidden: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        return self.lm(inputs_embeds=hidden, labels=labels).loss
+
+
+def llama_last_stage(config: str, layers: int) -> dict[str, Any]:
+    """The last pipeline stage of a Llama (``LlamaForCausalLM`` of `config` cut to its
+    last `layers` decoder layers, the final RMSNorm, the head and the model's
+    cross-entropy, without the token embedding: the first stage's), trained on ``-i
+    BxS``: one microbatch's hidden state from the previous stage (B x S x hidden, BF16,
+    requiring grad) and its labels (see :class:`_LastStage`).
+
+    Args:
+        config: path of a Llama-layout config.json.
+        layers: decoder layers in the stage (e.g. 10 = 80 layers / 8 stages).
+
+    Returns:
+        The factory dict (model, make_inputs, loss_fn).
+    """
+    cfg = _hf_config(config)
+    cfg.num_hidden_layers = int(layers)
+    lm = _hf_model("AutoModelForCausalLM", cfg)
+    lm.model.embed_tokens = None  # the first stage's; the input is the hidden state
+    vocab, hidden = int(cfg.vocab_size), int(cfg.hidden_size)
+
+    def make(shapes: Sequence[tuple[int, ...]], device: Any) -> tuple[torch.Tensor, ...]:
+        b, s = _one_shape(shapes, "BxS (microbatch x tokens)", 2)
+        return (torch.randn(b, s, hidden, dtype=DTYPE, device=device, requires_grad=True),
+                torch.randint(0, vocab, (b, s), device=device))
+
+    return {"model": _LastStage(lm), "make_inputs": make, "loss_fn": _own_loss}
 
 
 class _Denoiser(nn.Module):

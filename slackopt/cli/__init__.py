@@ -3,16 +3,19 @@
 One module per command group, each command a function registered here from
 :data:`COMMANDS`:
 
-- :mod:`~slackopt.cli.instance`: ``make``, ``describe``;
+- :mod:`~slackopt.cli.instance`: ``make``, ``stage``, ``describe``;
 - :mod:`~slackopt.cli.solve`: ``solve``, ``simulate``, ``solvers``;
 - :mod:`~slackopt.cli.compare`: ``compare``, ``bench``;
 - :mod:`~slackopt.cli.plot`: ``plot KIND``, from its table of kinds;
 - :mod:`~slackopt.cli.profile`: ``profile``; :mod:`~slackopt.cli.reproduce`: ``reproduce``;
 - :mod:`~slackopt.cli.explore`: ``explore`` (an HTML page with a budget slider);
+- :mod:`~slackopt.cli.exchange`: ``export`` (a plan as PyTorch's policy), ``import
+  checkmate`` (a Checkmate graph as an instance);
 
 and what they share: :mod:`~slackopt.cli._options` (options and their rules),
 :mod:`~slackopt.cli._output` (JSON, tables, messages), :mod:`~slackopt.cli._errors` (exit
-statuses). Every command takes ``--json``: stdout then holds exactly one JSON document and
+statuses), :mod:`~slackopt.cli._schedule` (the pipeline-stage options of make, profile
+and stage). Every command takes ``--json``: stdout then holds exactly one JSON document and
 nothing else (anything a solver prints goes to stderr). Exit status: 0 on success (an
 infeasible budget is an answer, not an error), 2 for bad input (a
 :class:`~slackopt.errors.SlackoptError`, an unknown name, a usage error), 1 for an
@@ -29,7 +32,7 @@ from typing import Annotated
 
 import typer
 
-from slackopt.cli import compare, explore, instance, plot, profile, reproduce, solve
+from slackopt.cli import compare, exchange, explore, instance, plot, profile, reproduce, solve
 from slackopt.cli._errors import INTERRUPTED_EXIT, REPORTED, RERUN
 from slackopt.cli._output import err
 
@@ -45,6 +48,7 @@ app = typer.Typer(
 
 COMMANDS = (
     ("make", instance.make, None),
+    ("stage", instance.stage_cmd, None),
     ("describe", instance.describe, None),
     ("solve", solve.solve, None),
     ("simulate", solve.simulate, None),
@@ -52,6 +56,7 @@ COMMANDS = (
     ("compare", compare.compare_cmd, None),
     ("bench", compare.bench_cmd, None),
     ("profile", profile.profile_cmd, None),
+    ("export", exchange.export_cmd, None),
     ("reproduce", reproduce.reproduce_cmd, reproduce.SHORT_HELP),
     ("explore", explore.explore_cmd, explore.SHORT_HELP),
 )
@@ -60,6 +65,7 @@ COMMANDS = (
 for _name, _fn, _short in COMMANDS:
     app.command(_name, short_help=_short)(_fn)
 app.add_typer(plot.plot_app, name="plot")
+app.add_typer(exchange.import_app, name="import")
 
 
 def _version(value: bool) -> None:

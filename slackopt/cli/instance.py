@@ -1,5 +1,6 @@
-"""``slackopt make`` (a workload generator -> an instance file) and ``slackopt describe``
-(an instance's sizes, times and link budget)."""
+"""``slackopt make`` (a workload generator -> an instance file), ``slackopt stage`` (a
+single-pass instance file -> a pipeline stage's) and ``slackopt describe`` (an instance's
+sizes, times, link budget and, for a stage, its schedule)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,19 @@ from slackopt.cli._options import (
     parse_params,
 )
 from slackopt.cli._output import SUMMARY_LABELS, console, err, fmt_bytes, kv_table, summary_rows
+from slackopt.cli._schedule import (
+    SCHEDULE_LABELS,
+    ChunksOpt,
+    HopOpt,
+    InterconnectOpt,
+    MicrobatchesOpt,
+    ScheduleOpt,
+    StageOpt,
+    StagesOpt,
+    schedule_doc,
+    schedule_rows,
+    stage_request,
+)
 from slackopt.errors import SlackoptError
 from slackopt.hardware import GPUS, LINKS
 from slackopt.workloads._builder import MAX_LAYERS, MAX_PARAM
@@ -72,24 +86,74 @@ def make(
                                                help="Number of blocks.")] = None,
     host_memory: HostMemoryOpt = None,
     param: ParamOpt = None,
+    schedule: ScheduleOpt = None,
+    stages: StagesOpt = None,
+    stage: StageOpt = None,
+    microbatches: MicrobatchesOpt = None,
+    chunks: ChunksOpt = None,
+    hop_s: HopOpt = None,
+    interconnect: InterconnectOpt = None,
     force: ForceOpt = False,
     json_output: JsonOpt = False,
 ) -> dict[str, Any] | None:
-    """Generate a workload instance and write it to an instance file."""
+    """Generate a workload instance (with --schedule: a pipeline stage of it) and write it
+    to an instance file."""
     from slackopt.io import save_instance
     from slackopt.outputs import check_output
 
     check_output(output, overwrite=force)  # make reads no file
+    req = stage_request(schedule, stage, stages, microbatches, chunks, hop_s, interconnect)
     inst = _make_instance(workload, gpu, link, {"seq": seq, "batch": batch, "layers": layers},
                           host_memory, parse_params(param))
-    path = save_instance(inst, output, overwrite=force)
-    doc = {"path": str(path), **inst.summary()}
+    if req is not None:
+        inst = req.build(inst)
+    return _written(inst, save_instance(inst, output, overwrite=force), json_output)
+
+
+def _written(inst: Any, path: Path, json_output: bool) -> dict[str, Any] | None:
+    """What make and stage answer: the file written, the summary and, for a stage, the
+    schedule (:func:`schedule_doc`)."""
+    sch = schedule_doc(inst)
+    doc = {"path": str(path), **inst.summary(), **({"schedule": sch} if sch else {})}
     if json_output:
         return doc
     con = console()
     con.print(f"wrote {path}")
     con.print(kv_table(f"Instance {inst.name}", summary_rows(inst.summary()), SUMMARY_LABELS))
+    if sch:
+        con.print(kv_table("Schedule", schedule_rows(sch), SCHEDULE_LABELS))
     return None
+
+
+@guarded
+def stage_cmd(
+    instance: InstanceArg,
+    output: Annotated[Path, typer.Option("--output", "-o", help="Instance file to write.")],
+    schedule: Annotated[str, typer.Option(
+        "--schedule", help="The stage's schedule: gpipe, 1f1b, interleaved-1f1b, zb-h1, "
+        "interleaved-zb (or torch's names).")],
+    stages: StagesOpt = None,
+    stage: StageOpt = None,
+    microbatches: MicrobatchesOpt = None,
+    chunks: ChunksOpt = None,
+    hop_s: HopOpt = None,
+    interconnect: InterconnectOpt = None,
+    name: Annotated[str | None, typer.Option(
+        help="Instance name (default: the input's, then @SCHEDULE-pPsImM).")] = None,
+    force: ForceOpt = False,
+    json_output: JsonOpt = False,
+) -> dict[str, Any] | None:
+    """Turn one microbatch's single-pass instance file into a pipeline stage's: its units
+    under --schedule, the schedule recorded in the file."""
+    from slackopt.io import load_instance, save_instance
+    from slackopt.outputs import check_output
+
+    check_output(output, overwrite=force, reads=[("the instance file", instance)],
+                 fix="write the stage to another path (-o)")
+    req = stage_request(schedule, stage, stages, microbatches, chunks, hop_s, interconnect)
+    assert req is not None  # --schedule is required
+    inst = req.build(load_instance(instance), name)
+    return _written(inst, save_instance(inst, output, overwrite=force), json_output)
 
 
 def _saved_by_category(low: Any) -> dict[str, dict[str, int]]:
@@ -117,13 +181,17 @@ def describe(
     report = dict(linkbudget.report(low))
     cats = _saved_by_category(low)
     rebuildable = int(np.isfinite(low.c).sum())
+    sch = schedule_doc(inst)
     doc = {**summary, "path": str(instance), "rebuildable_tensors": rebuildable,
-           "link_budget": report, "saved_by_category": cats}
+           "link_budget": report, "saved_by_category": cats,
+           **({"schedule": sch} if sch else {})}
     if json_output:
         return doc
     con = console()
     rows = {**summary_rows(summary), "rebuildable_tensors": rebuildable}
     con.print(kv_table(f"Instance {inst.name}", rows, SUMMARY_LABELS))
+    if sch:
+        con.print(kv_table("Schedule", schedule_rows(sch), SCHEDULE_LABELS))
     shown = {*summary, "A", "P", "T_F", "T*", "T_star"}
     extra = {k: v for k, v in report.items() if k not in shown}
     if extra:

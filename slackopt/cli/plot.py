@@ -168,6 +168,8 @@ def _timeline(inst: Any, m: int, runs: list[dict[str, Any]]) -> Any:
 def _memory(inst: Any, m: int, runs: list[dict[str, Any]]) -> Any:
     from slackopt import plot
 
+    if inst.scheduled_units is not None:  # a pipeline stage: the whole schedule, units
+        return plot.stage_memory(_labelled(runs), inst)
     return plot.memory_profile(_labelled(runs), inst)
 
 
@@ -228,7 +230,8 @@ def _costs(instance: Path) -> tuple[Any, dict[str, Any]]:
 PLOTS = (
     PlotKind("timeline", "Step timeline: compute, D2H and H2D lanes, stalls and rebuilds "
              "(paper Figure 5).", PLAN_PARAMS, _plan_kind(_timeline)),
-    PlotKind("memory", "Device memory in use over the step against the budget M.",
+    PlotKind("memory", "Device memory in use over the step against the budget M (a pipeline "
+             "stage: over its schedule, keep-all against the plan, units marked).",
              PLAN_PARAMS, _plan_kind(_memory)),
     PlotKind("planmap", "Decision per tensor category per layer (paper Figure 3).",
              PLAN_PARAMS, _plan_kind(_planmap)),

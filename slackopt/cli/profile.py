@@ -1,5 +1,7 @@
 """``slackopt profile``: one training step of a PyTorch model into an instance file
-(the [torch] extra; :func:`slackopt.torch.profile_factory`)."""
+(the [torch] extra; :func:`slackopt.torch.profile_factory`); with ``--schedule``, the
+step is one microbatch's and the file holds the pipeline stage built from it
+(:func:`slackopt.stage.build_stage`)."""
 
 from __future__ import annotations
 
@@ -13,6 +15,19 @@ import typer
 from slackopt.cli._errors import guarded
 from slackopt.cli._options import ForceOpt, HostMemoryOpt, JsonOpt, ParamOpt, parse_params
 from slackopt.cli._output import SUMMARY_LABELS, console, kv_table, summary_rows
+from slackopt.cli._schedule import (
+    SCHEDULE_LABELS,
+    ChunksOpt,
+    HopOpt,
+    InterconnectOpt,
+    MicrobatchesOpt,
+    ScheduleOpt,
+    StageOpt,
+    StagesOpt,
+    schedule_doc,
+    schedule_rows,
+    stage_request,
+)
 from slackopt.errors import SlackoptError
 from slackopt.hardware import GPUS, LINKS
 
@@ -77,13 +92,21 @@ def profile_cmd(
     warmup: Annotated[int, typer.Option(min=0, help="Unrecorded steps first.")] = 1,
     repeat: Annotated[int, typer.Option(min=1, help="Recorded steps (median durations).")
                       ] = 3,
-    name: Annotated[str | None, typer.Option(help="Instance name.")] = None,
+    name: Annotated[str | None, typer.Option(
+        help="Instance name (with --schedule, the stage's).")] = None,
     param: ParamOpt = None,
+    schedule: ScheduleOpt = None,
+    stages: StagesOpt = None,
+    stage: StageOpt = None,
+    microbatches: MicrobatchesOpt = None,
+    chunks: ChunksOpt = None,
+    hop_s: HopOpt = None,
+    interconnect: InterconnectOpt = None,
     force: ForceOpt = False,
     json_output: JsonOpt = False,
 ) -> dict[str, Any] | None:
     """Profile one training step of your PyTorch model into an instance file (needs the
-    [torch] extra)."""
+    [torch] extra); with --schedule, one microbatch's step run as a pipeline stage."""
     import warnings
 
     from slackopt.io import save_instance
@@ -92,32 +115,38 @@ def profile_cmd(
 
     check_output(output, reads=_files_read(target, gpu), overwrite=force,
                  fix="write the instance to another path (-o)")
+    req = stage_request(schedule, stage, stages, microbatches, chunks, hop_s, interconnect)
     timing = timing or ("roofline" if fake else "measure")
     if timing == "roofline" and gpu is None:
         raise SlackoptError(f"{'--fake' if fake else '--timing roofline'} needs --gpu (a "
                             f"preset: {', '.join(GPUS)}; or a JSON file of peaks)")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ProfileNote)  # said below, once, as a note
-        inst = profile_factory(target, input_shape or [], input_dtypes=input_dtype,
+        base = profile_factory(target, input_shape or [], input_dtypes=input_dtype,
                                input_high=input_high, params=parse_params(param),
                                device=device, seed=seed, fake=fake, timing=timing, gpu=gpu,
-                               link=link, name=name, warmup=warmup, repeat=repeat,
-                               host_memory_bytes=host_memory)
-    for note in inst.meta.get("notes") or ():
+                               link=link, name=None if req else name, warmup=warmup,
+                               repeat=repeat, host_memory_bytes=host_memory)
+    for note in base.meta.get("notes") or ():
         sys.stderr.write(f"slackopt: note: {note}\n")
+    inst = base if req is None else req.build(base, name)
     path = save_instance(inst, output, overwrite=force)
     keys = ("model_class", "input_shapes", "input_dtypes", "input_kwargs", "device", "fake",
             "timing", "gpu", "attn_implementation", "torch_version", "persistent_bytes",
             "recipes", "notes")
-    doc = {"path": str(path), **inst.summary(), **{k: inst.meta.get(k) for k in keys}}
+    sch = schedule_doc(inst)
+    doc = {"path": str(path), **inst.summary(), **{k: base.meta.get(k) for k in keys},
+           **({"schedule": sch} if sch else {})}
     if json_output:
         return doc
     con = console()
     con.print(f"wrote {path}")
-    con.print(kv_table(f"Instance {inst.name} ({doc['model_class']}, {inst.meta['device']}"
+    con.print(kv_table(f"Instance {inst.name} ({doc['model_class']}, {base.meta['device']}"
                        f"{', fake' if fake else ''}, {timing})",
                        summary_rows(inst.summary()), SUMMARY_LABELS))
+    if sch:
+        con.print(kv_table("Schedule", schedule_rows(sch), SCHEDULE_LABELS))
     con.print(kv_table("Persistent (outside the budget)",
-                       {f"{k}_bytes": v for k, v in inst.meta["persistent_bytes"].items()},
-                       {f"{k}_bytes": k for k in inst.meta["persistent_bytes"]}))
+                       {f"{k}_bytes": v for k, v in base.meta["persistent_bytes"].items()},
+                       {f"{k}_bytes": k for k in base.meta["persistent_bytes"]}))
     return None

@@ -165,7 +165,7 @@ class _ActionRecorder(Engine):
     def _end_task(self) -> None:
         k = self.k
         op = self.task_op[k]
-        if 0 <= op < self.n_fwd:
+        if self.task_fwd[k]:  # a forward op (in a pipeline stage, of any forward unit)
             for t in self.fwd_rel[op]:
                 if self.dec[t] == RECOMP:
                     self._log("fwd_free", t)

@@ -38,8 +38,12 @@ The modules, each one job, in the order a step goes through them:
   with :mod:`~slackopt.torch.recipes` (recorded calls re-run by recomputes),
   :mod:`~slackopt.torch.copies` (host pool, D2H and H2D copies, CUDA streams) and
   :mod:`~slackopt.torch.blocks` (every block's lifetime, the accounted peak).
-- :mod:`~slackopt.torch.execute`: :func:`execute_plan`, :func:`measure_plan`;
+- :mod:`~slackopt.torch.execute`: :func:`execute_plan` (one step, or the schedule of a
+  pipeline stage built from a profile), :func:`measure_plan`;
   :mod:`~slackopt.torch.report`: :class:`RuntimeReport`.
+- :mod:`~slackopt.torch.export`: :func:`sac_policy`, a plan as a policy for PyTorch's
+  selective activation checkpointing; :mod:`~slackopt.torch.sac`: :class:`SACRun`, that
+  policy applied to a module's training steps, :func:`measure_policy`.
 
 A plan reaches a step only through the profiler's op numbering and storage names
 (:func:`op_name`, :func:`~slackopt.torch.trace.storage_name`); anything else that applies a
@@ -60,6 +64,7 @@ from slackopt.torch.blocks import BlockLedger  # noqa: E402
 from slackopt.torch.build import GENERATOR, build_instance  # noqa: E402
 from slackopt.torch.copies import HostPool, host_pool_bytes  # noqa: E402
 from slackopt.torch.execute import decisions_by_name, execute_plan, measure_plan  # noqa: E402
+from slackopt.torch.export import SACExportError, SACPolicy, sac_policy  # noqa: E402
 from slackopt.torch.factories import (  # noqa: E402
     build_from_factory,
     load_factory,
@@ -74,6 +79,7 @@ from slackopt.torch.hf import HF_PREFIX  # noqa: E402
 from slackopt.torch.profile import instance_name, profile_factory, profile_step  # noqa: E402
 from slackopt.torch.report import RuntimeReport  # noqa: E402
 from slackopt.torch.runtime import PlanRuntime, runtime_schedule  # noqa: E402
+from slackopt.torch.sac import SACRun, measure_policy  # noqa: E402
 from slackopt.torch.step import (  # noqa: E402
     FAKE_TIMING_ERROR,
     as_input_tuple,
@@ -96,11 +102,14 @@ from slackopt.torch.trace import (  # noqa: E402
 __all__ = [
     "FAKE_TIMING_ERROR", "GENERATOR", "HF_PREFIX", "BlockLedger", "HostPool",
     "MissingTorchError", "OpRec", "PlanRuntime", "PlanRuntimeError", "ProfileError",
-    "ProfileNote", "RuntimeReport", "StepTracer", "StorageRec", "as_input_tuple",
+    "ProfileNote", "RuntimeReport", "SACExportError", "SACPolicy", "SACRun", "StepTracer",
+    "StorageRec", "as_input_tuple",
     "as_model_inputs", "build_from_factory", "build_instance", "decisions_by_name",
     "default_loss", "execute_plan", "fake_mode_of", "grouped_mm_flops", "host_pool_bytes",
-    "instance_name", "load_factory", "make_inputs", "measure_plan", "op_flops", "op_kind",
+    "instance_name", "load_factory", "make_inputs", "measure_plan", "measure_policy",
+    "op_flops", "op_kind",
     "op_label", "op_name", "parse_dtype", "parse_shape", "profile_factory", "profile_step",
-    "resolve_factory", "run_loss", "runtime_schedule", "sdpa_flops", "storage_name",
+    "resolve_factory", "run_loss", "runtime_schedule", "sac_policy", "sdpa_flops",
+    "storage_name",
     "storage_of", "vocab_size",
 ]

@@ -54,12 +54,13 @@ class RuntimeReport:
             Equal to ``simulated["peak_bytes"]`` when nothing outlives its free.
         held_past_drop: those blocks (tensor, kind, bytes, the task before which the
             runtime dropped it, the last task at which it was still held).
-        loss: the loss value.
+        loss: the loss value (a pipeline stage: the sum of its microbatches' losses).
         unmanaged: tensors planned swap or recomp that autograd never saved through the
             hooks: they stayed in place.
         still_resident: swapped or recomputed tensors whose device storage was still alive
-            after the forward pass although the runtime had freed it (something outside
-            autograd holds them, so dropping them saved no memory).
+            after the forward pass (each forward unit's, in a pipeline stage) although the
+            runtime had freed it during that pass (something outside autograd holds them,
+            so dropping them saved no memory).
     """
 
     device: str

@@ -28,6 +28,14 @@ the task list's rebuild tasks in its order:
   pass runs and keeps no data; the rebuild task re-runs them
   (:mod:`slackopt.torch.recipes`).
 
+**Pipeline stages.** An instance that :func:`slackopt.stage.build_stage` built from a
+profile runs its schedule of units on one device: each forward unit is the forward pass
+of its microbatch under its own tracer (op and tensor ``x`` of the pass are the
+instance's ``x@j``), its loss keeps the autograd graph until the microbatch's backward
+unit runs ``loss.backward()``; one task list and one action log cover the whole
+schedule. Idle time between units is not waited for (see :class:`PlanRuntime`); split
+backward halves (W units) are refused (:func:`check_executable`).
+
 After every task the runtime sums the bytes of the saved storages it holds; the
 :class:`~slackopt.torch.report.RuntimeReport` puts that timeline beside the evaluator's,
 and ``matches_plan`` requires them equal op by op, with the same D2H and H2D bytes,
@@ -69,6 +77,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from slackopt.instance import Instance
+from slackopt.pipeline import Unit
 from slackopt.plan import KEEP, RECOMP, SWAP, Plan
 from slackopt.simulate import Action, ActionSchedule, barrier_free_actions
 from slackopt.torch.blocks import BlockLedger
@@ -110,6 +119,43 @@ def runtime_schedule(instance: Instance, plan: Plan, budget_bytes: int) -> Actio
             f"the PyTorch runtime executes barrier_free plans; this plan names "
             f"'{plan.policy}' (use plan.with_policy('barrier_free'))")
     return barrier_free_actions(instance, plan, int(budget_bytes))
+
+
+def check_executable(instance: Instance) -> None:
+    """Refuse an instance the PyTorch runtime cannot run.
+
+    It runs an instance made by :func:`slackopt.torch.profile.profile_step`, and a
+    pipeline stage that :func:`slackopt.stage.build_stage` built from one whose units are
+    forward (F) and whole backward (B) passes: gpipe, 1f1b, interleaved-1f1b.
+
+    Raises:
+        PlanRuntimeError: the instance (or the stage's base) was not profiled from
+            PyTorch; the stage splits its backward into B and W units (zb-h1,
+            interleaved-zb): a microbatch's backward runs as one ``loss.backward()``, which
+            runs each autograd node's formula whole, so the instance's B ops cannot run
+            apart from its W ops (see :class:`PlanRuntime`).
+    """
+    stage = instance.scheduled_units is not None
+    meta: Any = instance.meta
+    if stage and isinstance(meta.get("base"), dict):
+        meta = meta["base"].get("meta")
+    gen = meta.get("generator") if isinstance(meta, dict) else None
+    if gen != GENERATOR:
+        what, fix = ("instance", "make it with slackopt.torch.profile_step")
+        if stage:
+            what, fix = ("the base of stage", fix + " and build the stage from it "
+                         "(slackopt.stage.build_stage)")
+        raise PlanRuntimeError(f"{what} '{instance.name}' was not profiled from PyTorch "
+                               f"(meta generator is {gen!r}); {fix}")
+    if any(u.kind == "W" for u in instance.units):
+        sch = instance.meta.get("schedule")
+        name = sch.get("name") if isinstance(sch, dict) else None
+        raise PlanRuntimeError(
+            f"stage '{instance.name}' splits each backward into B and W units (schedule "
+            f"{name!r}); the PyTorch runtime runs a microbatch's backward as one "
+            "loss.backward(), which computes each autograd node's input and weight "
+            "gradients together, so it cannot run the B ops apart from the W ops. Execute "
+            "a gpipe, 1f1b or interleaved-1f1b stage")
 
 
 class _Record:
@@ -176,23 +222,31 @@ class _Handle:
 
 
 class _RuntimeTracer(StepTracer):
-    """Forward-pass tracer of the runtime: checks the op sequence against the instance,
-    names storages like the profile, records the calls that recipes re-run."""
+    """Forward-pass tracer of the runtime for one forward unit: checks the op sequence
+    against the instance, names storages like the profile, records the calls that recipes
+    re-run.
 
-    def __init__(self, rt: PlanRuntime) -> None:
+    The unit's ops are the instance's ops ``first .. first + n - 1``; the tracer numbers
+    the pass's calls from 0 as the profile did, and op and storage ``x`` of the pass are
+    the instance's ``x + sfx`` (a pipeline stage's ``@j`` suffix; "" for a single pass)."""
+
+    def __init__(self, rt: PlanRuntime, first: int, n: int, sfx: str) -> None:
         super().__init__()
         self.rt = rt
+        self.first, self.n, self.sfx = first, n, sfx
 
     def _before(self, index: int, name: str, func: Any, args: Any, kwargs: Any) -> Any:
         rt = self.rt
-        if index >= rt.instance.n_fwd or rt.op_names[index] != name:
-            want = rt.op_names[index] if index < rt.instance.n_fwd else "the end of the forward"
+        g = self.first + index
+        if index >= self.n or rt.op_names[g] != name + self.sfx:
+            want = (rt.op_names[g].removesuffix(self.sfx) if index < self.n
+                    else "the end of the forward")
             raise PlanRuntimeError(
                 f"forward op #{index} is '{name}' but the profile has '{want}': the step "
                 "differs from the profiled one (same model, input shapes, dtypes, device and "
                 "train/eval mode needed)")
-        rt.advance(index)
-        if index in rt.capture_ops and torch.Tag.nondeterministic_seeded in func.tags:
+        rt.advance(rt.cursor)
+        if g in rt.capture_ops and torch.Tag.nondeterministic_seeded in func.tags:
             cuda = {}
             for x in tree_flatten((args, kwargs))[0]:
                 dev = (x.device if isinstance(x, torch.Tensor) else
@@ -206,24 +260,26 @@ class _RuntimeTracer(StepTracer):
 
     def _after(self, rec: OpRec, args: Any, kwargs: Any, out: Any, token: Any) -> None:
         rt = self.rt
+        g = self.first + rec.index
         for k in rec.outputs:
             st = self.storages[k]
-            want = rt.sizes.get(st.name)
+            name = str(st.name) + self.sfx
+            want = rt.sizes.get(name)
             if want is not None and want != st.nbytes:
                 raise PlanRuntimeError(
-                    f"tensor '{st.name}' has {st.nbytes} bytes but {want} in the profile: the "
+                    f"tensor '{name}' has {st.nbytes} bytes but {want} in the profile: the "
                     "step differs from the profiled one (other input shapes or dtypes?)")
-            rt.names[k] = st.name
-            rt.key_by_name[st.name] = k
-        if rec.index in rt.prod_at:
+            rt.names[k] = name
+            rt.key_by_name[name] = k
+        if g in rt.prod_at:
             live: dict[int, Any] = {}
             for x in tree_flatten((args, kwargs, out))[0]:
                 s = storage_of(x) if isinstance(x, torch.Tensor) else None
                 if s is not None:
                     live[s._cdata] = s
-            rt.produced(rec.index, live)
+            rt.produced(g, live)
         rt._task_done()
-        if rec.index not in rt.capture_ops:
+        if g not in rt.capture_ops:
             return
         leaves, spec = tree_flatten((args, kwargs))
         meta_id = id(args[0]) if rec.meta_reads and args else None
@@ -247,7 +303,7 @@ class _RuntimeTracer(StepTracer):
         call = RecordedCall(rec.func, spec, conv, out_keys)
         if token is not None:
             call.cpu_rng, call.cuda_rng = token
-        rt.calls[rec.index] = call
+        rt.calls[g] = call
 
 
 # ----------------------------------------------------------------------------- runtime
@@ -296,10 +352,27 @@ class PlanRuntime:
             loss.backward()
         report = rt.report()
 
-    One runtime serves one step; the step must run the profiled ATen calls.
+    **A pipeline stage** (an instance of :func:`slackopt.stage.build_stage` whose base is
+    a profile) runs its units (``instance.units``) in order: one :meth:`forward` block per
+    F unit, the forward pass of that unit's microbatch (the loss it returns keeps the
+    autograd graph), one :meth:`backward` block per B unit, that microbatch's
+    ``loss.backward()``. Each pass is numbered from 0 as the profile numbered it, and
+    op and tensor ``x`` of microbatch j is the instance's ``x@j`` (``x@jcC`` for chunk
+    C). Units run back to back: idle time (a unit's earliest start) is not waited for;
+    the actions the evaluator took while its compute stream idled are performed before
+    the unit's first task, so the timelines agree task by task. Split backward halves
+    (W units of zb-h1 and interleaved-zb) are refused: ``loss.backward()`` runs each
+    autograd node's formula whole (input and weight gradients together), and
+    torch.distributed.pipelining's split (``stage_backward_input`` then
+    ``stage_backward_weight``, over a retained graph) re-enters nodes, so neither runs
+    the instance's B ops and then its W ops.
+
+    One runtime serves one step (one pass through the schedule); the step must run the
+    profiled ATen calls.
 
     Args:
-        instance: the profiled instance (:func:`slackopt.torch.profile.profile_step`).
+        instance: the profiled instance (:func:`slackopt.torch.profile.profile_step`), or a
+            pipeline stage built from one (:func:`slackopt.stage.build_stage`).
         plan: a barrier_free plan for it.
         budget_bytes: M (bytes) the plan is executed under.
         force: execute a plan the evaluator finds infeasible at M (its schedule is then
@@ -309,17 +382,15 @@ class PlanRuntime:
 
     Raises:
         PlanError: the plan does not fit the instance.
-        PlanRuntimeError: the instance was not made by the profiler; the plan is
+        PlanRuntimeError: the instance was not made by the profiler (nor built as a stage
+            from a profile); a stage with a split backward (W units); the plan is
             infeasible at M (names the evaluator's failure) and not forced; another policy.
     """
 
     def __init__(self, instance: Instance, plan: Plan, budget_bytes: int, *,
                  force: bool = False, host_pool: HostPool | None = None) -> None:
         plan.check(instance)
-        if instance.meta.get("generator") != GENERATOR:
-            raise PlanRuntimeError(
-                f"instance '{instance.name}' was not profiled from PyTorch (meta generator "
-                f"is {instance.meta.get('generator')!r}); make it with slackopt.torch.profile_step")
+        check_executable(instance)
         sched = runtime_schedule(instance, plan, budget_bytes)
         self.forced = False
         if not sched.evaluation.feasible:
@@ -335,6 +406,19 @@ class PlanRuntime:
         self.plan = plan
         self.op_names = [op.name for op in instance.ops]
         self.n_fwd = instance.n_fwd
+        # The units, each with its first op and the suffix of its names (stage.py: op and
+        # tensor x of microbatch j is x@j, of chunk C > 0 x@jcC; a single pass has none).
+        self.units = instance.units
+        self.unit_first_op = [0]
+        for u in self.units:
+            self.unit_first_op.append(self.unit_first_op[-1] + u.n_ops)
+        stage = instance.scheduled_units is not None
+        self.unit_sfx = [self.op_names[i][self.op_names[i].rindex("@"):] if stage else ""
+                         for i in self.unit_first_op[:-1]]
+        self.op_task = {op: k for k, op in enumerate(sched.task_op) if op >= 0}
+        self._unit = -1            # the unit running, or the last one run
+        self._label = ""           # its name (F3, B3c1)
+        self.in_backward = False   # inside a backward() block
         self.sizes = {t.name: int(t.size_bytes) for t in instance.tensors}
         self.pos_of = {n: i for i, n in enumerate(sched.saved_names)}
         self.decision = {n: int(d) for n, d in zip(plan.names, plan.decisions, strict=True)}
@@ -357,11 +441,11 @@ class PlanRuntime:
         self._ev = 0               # next schedule event
         self.paused = False
         self.grad_storages: set[int] = set()
+        self._bwd_span = (0, 0, "")
         self.lock = threading.RLock()
         self._streams: dict[tuple[str, Any], Any] = {}
         self._tracer: _RuntimeTracer | None = None
         self.ledger = BlockLedger()
-        self._used = False
         self.stats = RuntimeReport(
             device="cpu", planned=plan.counts(), budget_bytes=sched.budget_bytes,
             forced=self.forced,
@@ -585,7 +669,7 @@ class PlanRuntime:
         with self.lock:
             old, self.paused = self.paused, True
             try:
-                if self.cursor >= self.n_fwd:
+                if self.in_backward:
                     self.advance(self.cursor)
                     self._run_rebuilds()
                     self.advance(self.cursor)
@@ -605,8 +689,10 @@ class PlanRuntime:
                     self.stats.off_schedule.append(f"backward op {label} after the last "
                                                    "task")
                     return
-                name = self.op_names[sched.task_op[k]]
-                if name.split(".", 1)[1] != label:
+                first, n, sfx = self._bwd_span
+                op = sched.task_op[k]
+                name = self.op_names[op].removesuffix(sfx)
+                if not first <= op < first + n or name.split(".", 1)[1] != label:
                     self.stats.off_schedule.append(f"backward op {label} where the profile "
                                                    f"has {name}")
                     return
@@ -616,14 +702,46 @@ class PlanRuntime:
                 self.paused = False
 
     # -- the step
+    def _enter_unit(self, kind: str) -> tuple[int, int, str]:
+        """Move to the next unit of the schedule, which must be of `kind` ("F" or "B"),
+        with the cursor at its first task; returns (its first op, its op count, the
+        suffix of its names).
+
+        Raises:
+            PlanRuntimeError: no unit is left (one runtime serves one step), the next
+                unit is of another kind, or the step left the schedule before it.
+        """
+        u = self._unit + 1
+        if u >= len(self.units):
+            raise PlanRuntimeError("a PlanRuntime runs one step; make a new one")
+        unit = self.units[u]
+        label = str(Unit(unit.microbatch, unit.kind, unit.chunk))
+        if unit.kind != kind:
+            asked = "a forward pass" if kind == "F" else "a backward pass"
+            raise PlanRuntimeError(f"the schedule's next unit is {label}, and {asked} was "
+                                   "run: run the units in the order of instance.units")
+        first = self.unit_first_op[u]
+        task = self.op_task[first]
+        if kind == "B":  # the rebuilds inserted before its first op belong to it
+            while task > 0 and self.schedule.task_op[task - 1] < 0:
+                task -= 1
+        if self.cursor != task:
+            raise PlanRuntimeError(
+                f"the step left the schedule before unit {label} (at task {self.cursor}, "
+                f"the unit starts at task {task}): {'; '.join(self.stats.off_schedule)}")
+        self._unit = u
+        self._label = label
+        return first, unit.n_ops, self.unit_sfx[u]
+
     @contextlib.contextmanager
     def forward(self, model: Any) -> Iterator[None]:
         """Context for the forward pass of `model` (model and loss): hooks, op matching,
-        the schedule. The module paths of `model` name the storages, as in the profile."""
-        if self._used:
-            raise PlanRuntimeError("a PlanRuntime runs one step; make a new one")
-        self._used = True
-        tr = _RuntimeTracer(self)
+        the schedule. The module paths of `model` name the storages, as in the profile.
+        For a pipeline stage, the next unit of the schedule (an F unit)."""
+        first, n, sfx = self._enter_unit("F")
+        first_task = self.cursor
+        self.names.clear()  # storage keys are named per pass (an address may be reused)
+        tr = _RuntimeTracer(self, first, n, sfx)
         self._tracer = tr
         ok = False
         try:
@@ -633,17 +751,17 @@ class PlanRuntime:
             ok = True
         finally:
             self.calls.clear()
-        if ok and len(tr.ops) != self.n_fwd:
+        if ok and len(tr.ops) != n:
             raise PlanRuntimeError(
                 f"the forward pass ran {len(tr.ops)} ops but the profile has "
-                f"{self.n_fwd}: the step differs from the profiled one")
+                f"{n}: the step differs from the profiled one")
         devs = {s.device for s in tr.storages.values() if not s.persistent}
         if devs:
             self.stats.device = sorted(devs)[-1]
         self._tracer = None
-        self.stats.still_resident = [b.tensor for b in self.ledger.held()
-                                     if b.kind == "produced" and b.dropped_at is not None
-                                     and b.dropped_at <= self.n_fwd]
+        self.stats.still_resident += [b.tensor for b in self.ledger.held()
+                                      if b.kind == "produced" and b.dropped_at is not None
+                                      and first_task <= b.dropped_at <= self.cursor]
 
     @property
     def stats_device(self) -> Any:
@@ -651,27 +769,41 @@ class PlanRuntime:
 
     @contextlib.contextmanager
     def backward(self, params: Any = ()) -> Iterator[None]:
-        """Context for ``loss.backward()``: numbers the backward ops, replays the rest of
-        the schedule when it returns.
+        """Context for ``loss.backward()``: numbers the backward ops; after the last unit,
+        replays the rest of the schedule when it returns. For a pipeline stage, the next
+        unit of the schedule (a B unit: the backward of the loss of its microbatch's
+        forward unit).
 
         Args:
             params: the model's parameters; ATen calls that write into a ``.grad`` they
                 already hold (gradient accumulation, which the profile does not have) are
                 not tasks (counted in ``extra_backward_ops``).
         """
+        first, n, sfx = self._enter_unit("B")
+        start = self.cursor
+        last = self._unit == len(self.units) - 1
+        self._bwd_span = (first, n, sfx)
         self.grad_storages = {p.grad.untyped_storage()._cdata for p in params
                               if p.grad is not None}
-        with _BackwardCursor(self):
-            yield
-        with self.lock:
-            self.paused = True
-            self._run_rebuilds()
-            self.advance(len(self.schedule.task_op) + 1)
-            self.paused = False
-        if self.cursor != len(self.schedule.task_op):
+        self.in_backward = True
+        try:
+            with _BackwardCursor(self):
+                yield
+        finally:
+            self.in_backward = False
+        n_tasks = len(self.schedule.task_op)
+        if last:
+            with self.lock:
+                self.paused = True
+                self._run_rebuilds()
+                self.advance(n_tasks + 1)
+                self.paused = False
+        end = n_tasks if last else self.op_task[first + n - 1] + 1
+        if self.cursor != end:
+            where = "" if self.instance.scheduled_units is None else f" of unit {self._label}"
             self.stats.off_schedule.append(
-                f"the backward pass ran {self.cursor - self.n_fwd} tasks, the task list has "
-                f"{len(self.schedule.task_op) - self.n_fwd}")
+                f"the backward pass{where} ran {self.cursor - start} tasks, the task list "
+                f"has {end - start}")
 
     def report(self) -> RuntimeReport:
         """The counts so far (complete after the backward block)."""
@@ -682,4 +814,4 @@ class PlanRuntime:
         return self.stats
 
 
-__all__ = ["PlanRuntime", "runtime_schedule"]
+__all__ = ["PlanRuntime", "check_executable", "runtime_schedule"]
