@@ -7,7 +7,7 @@ Run (from anywhere):
     python benchmarks/make_shapes.py --list     # the instances and their commands
 
 Each instance is one ``slackopt make shapes-<family> ...`` of the generators in
-slackopt/workloads/shapes.py (:data:`SPECS` lists them: every family, 20 to 300 saved
+slackopt/workloads/shapes/ (:data:`SPECS` lists them: every family, 20 to 300 saved
 tensors, scarce links (PCIe 3 and 4) and an ample one (GH200's C2C as measured)), built
 in this process by :func:`slackopt.workloads.make` (the command's own code path) and
 written as ``instances/shapes/<name>.json.gz`` (gzip, ``mtime=0``: the same code gives

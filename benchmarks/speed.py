@@ -21,9 +21,10 @@ nothing here is asserted by tests):
    solve at each budget that lies above the instance's floor (fastest of --repeat), and
    evaluations/s of the plan found at the smallest of those budgets.
 
---solver times another planner with the same table, e.g. the planner of another
-commit: ``git show COMMIT:solvers/slackswap.py > slackswap_other.py`` then
-``--solver slackswap_other.py:SlackSwap``.
+--solver times another planner with the same table, e.g. the planner of a commit where
+it is one file: ``git show COMMIT:solvers/slackswap.py > slackswap_other.py`` then
+``--solver slackswap_other.py:SlackSwap`` (since the package solvers/slackswap/, run this
+script in a checkout of that commit instead).
 """
 
 from __future__ import annotations

@@ -28,16 +28,15 @@ import numpy as np
 from slackopt.errors import SlackoptError
 from slackopt.instance import Instance, budget_bytes
 from slackopt.plan import KEEP, RECOMP, SWAP, Plan
-from slackopt.plot import (
+from slackopt.plot.common import (
     DECISION_COLORS,
-    _byte_unit,
-    _end_s,
-    _fmt_bytes,
-    _fmt_time,
-    _time_unit,
-    _verdict,
+    byte_unit,
+    fmt_bytes,
+    fmt_time,
+    time_unit,
     wrap_title,
 )
+from slackopt.plot.trace import end_s, verdict
 from slackopt.simulate import Evaluation
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -159,14 +158,14 @@ def _run_line(run: Run, P: int) -> str:
     run; or why there is no plan."""
     ev = run.evaluation
     if ev is None:
-        low = (f"; smallest budget it reaches {_fmt_bytes(run.min_budget_bytes)} "
+        low = (f"; smallest budget it reaches {fmt_bytes(run.min_budget_bytes)} "
                f"({run.min_budget_bytes / P:.2f} P)" if run.min_budget_bytes and P else "")
         return f"{run.solver}: no plan ({run.status}{low})"
     if not ev.feasible:
-        return f"{run.solver} ({run.status}): {_verdict(ev)}"
+        return f"{run.solver} ({run.status}): {verdict(ev)}"
     stalls = ev.stall_fwd_s + ev.stall_bwd_s
-    return (f"{run.solver}: step {_fmt_time(ev.step_time_s)} ({ev.throughput:.1%} of ideal), "
-            f"stalls {_fmt_time(stalls)}, rebuilds {_fmt_time(ev.recompute_s)}")
+    return (f"{run.solver}: step {fmt_time(ev.step_time_s)} ({ev.throughput:.1%} of ideal), "
+            f"stalls {fmt_time(stalls)}, rebuilds {fmt_time(ev.recompute_s)}")
 
 
 def _bars(ev: Evaluation, phases: Mapping[str, str], scale: float
@@ -186,7 +185,7 @@ def _bars(ev: Evaluation, phases: Mapping[str, str], scale: float
         x0, x1 = e["start_s"] * scale, e["end_s"] * scale
         out[kind][0].append(x0)
         out[kind][1].append(x1 - x0)
-        extra = f", {_fmt_bytes(e['bytes'])}" if lane in ("d2h", "h2d") else ""
+        extra = f", {fmt_bytes(e['bytes'])}" if lane in ("d2h", "h2d") else ""
         out[kind][2].append(f"{e['name']}{extra}")
     return out
 
@@ -198,7 +197,7 @@ def _memory(ev: Evaluation) -> tuple[list[float], list[float]]:
     for e in ev.trace or ():
         if e["lane"] == "memory":
             samples[e["start_s"]] = e["bytes"]
-    xs = [0.0, *samples.keys(), _end_s(ev)]
+    xs = [0.0, *samples.keys(), end_s(ev)]
     ys = [0.0, *samples.values()]
     ys.append(ys[-1])
     return xs, ys
@@ -236,11 +235,11 @@ def figure(instance: Instance, frames: Sequence[Frame], *, active: int | None = 
     solvers = [r.solver for r in frames[0].runs]
     P = int(instance.P)
     t_max = max([instance.ideal_time_s]
-                + [_end_s(r.evaluation) for f in frames for r in f.runs if r.evaluation])
-    ts, tu = _time_unit(t_max)
+                + [end_s(r.evaluation) for f in frames for r in f.runs if r.evaluation])
+    ts, tu = time_unit(t_max)
     b_max = max([P] + [f.budget_bytes for f in frames]
                 + [r.evaluation.peak_bytes for f in frames for r in f.runs if r.evaluation])
-    bs, bu = _byte_unit(b_max)
+    bs, bu = byte_unit(b_max)
     phases = {op.name: op.phase for op in instance.scheduled_ops}
     lanes = [f"{s} {lane}" for s in solvers for lane in ("compute", "D2H", "H2D")]
     names = list(instance.saved_names)
@@ -287,7 +286,7 @@ def figure(instance: Instance, frames: Sequence[Frame], *, active: int | None = 
             x=[0, t_max * ts * 1.01], y=[fr.budget_bytes / bs] * 2, mode="lines",
             line={"color": _COLORS["budget"], "dash": "dash", "width": 2},
             name="budget M", legendgroup="budget", showlegend=False,
-            hovertemplate=f"M = {_fmt_bytes(fr.budget_bytes)} ({fr.fraction:.2f} P)"
+            hovertemplate=f"M = {fmt_bytes(fr.budget_bytes)} ({fr.fraction:.2f} P)"
             "<extra></extra>", visible=fi == 0), row=2, col=1)
         idx.append(len(fig.data) - 1)
         z = np.full((len(solvers), len(names)), np.nan)
@@ -299,7 +298,7 @@ def figure(instance: Instance, frames: Sequence[Frame], *, active: int | None = 
                     continue
                 d = int(run.plan.decisions[k])
                 z[si, k] = d
-                text[si][k] = f"{nm} ({_fmt_bytes(sizes[k])}): {_DECISION_NAMES[d]}"
+                text[si][k] = f"{nm} ({fmt_bytes(sizes[k])}): {_DECISION_NAMES[d]}"
         fig.add_trace(go.Heatmap(
             z=z, x=list(range(1, len(names) + 1)), y=solvers, text=text, zmin=-0.5, zmax=2.5,
             colorscale=[[a, DECISION_COLORS[d]] for d in (KEEP, SWAP, RECOMP)
@@ -311,7 +310,7 @@ def figure(instance: Instance, frames: Sequence[Frame], *, active: int | None = 
     # the keep-all peak P and the legend: shown in every frame
     fig.add_trace(go.Scatter(x=[0, t_max * ts * 1.01], y=[P / bs] * 2, mode="lines",
                              line={"color": _COLORS["keep_all"], "dash": "dot"},
-                             name=f"keep-all peak P = {_fmt_bytes(P)}",
+                             name=f"keep-all peak P = {fmt_bytes(P)}",
                              hoverinfo="skip"), row=2, col=1)
     always = [len(fig.data) - 1]
     fig.add_trace(go.Scatter(x=[0] * len(lanes), y=lanes, mode="markers", opacity=0,
@@ -384,8 +383,8 @@ def figure(instance: Instance, frames: Sequence[Frame], *, active: int | None = 
 
 
 def _title(instance: Instance, fr: Frame) -> str:
-    head = (f"{html.escape(instance.name)} under M = {_fmt_bytes(fr.budget_bytes)} "
-            f"({fr.fraction:.2f} P); ideal step T* = {_fmt_time(instance.ideal_time_s)} "
+    head = (f"{html.escape(instance.name)} under M = {fmt_bytes(fr.budget_bytes)} "
+            f"({fr.fraction:.2f} P); ideal step T* = {fmt_time(instance.ideal_time_s)} "
             "(dotted line)")
     runs = [wrap_title(_run_line(r, int(instance.P)), 100) for r in fr.runs]
     return "<br>".join([f"<b>{head}</b>"] + [html.escape(r).replace("\n", "<br>   ")
@@ -438,7 +437,7 @@ p {{ max-width: 62em; line-height: 1.4; margin: 0.4em 0; }}
 <h1>{html.escape(title)}</h1>
 {INTRO}
 <p>Solvers: {html.escape(solvers)}; {len(frames)} budgets from {min(f.fraction for f in frames):.2f}
-to {max(f.fraction for f in frames):.2f} of the keep-all peak P = {_fmt_bytes(instance.P)},
+to {max(f.fraction for f in frames):.2f} of the keep-all peak P = {fmt_bytes(instance.P)},
 each plan solved in advance and scored by slackopt's evaluator.</p>
 {body}
 </body>
@@ -448,7 +447,7 @@ each plan solved in advance and scored by slackopt's evaluator.</p>
 
 def write_page(path: str | Path, text: str) -> Path:
     """Write an explorer page (UTF-8); replaces an existing file (the command line checks
-    first: :func:`slackopt.outputs.check_output`).
+    first: :func:`slackopt.io.outputs.check_output`).
 
     Raises:
         FileFormatError: the file cannot be written.

@@ -11,7 +11,7 @@ exercises; :data:`CONSTRUCTS` lists them all, with what each means.
 The list comes from the schema and its validation: ``slackopt/instance.py`` (Op, Tensor,
 Recipe, Instance and their checks, the "Extensions" of its docstring: storages, RNG
 capture, in-place mutation, host pinned-memory limit), ``slackopt/hardware.py`` (Link) and
-``slackopt/io.py`` (the JSON instance format: the same fields, plus ``meta``; a link with
+``slackopt/io/`` (the JSON instance format: the same fields, plus ``meta``; a link with
 one bandwidth for both directions or one per direction). Accepted by the loader but not
 generated: views of
 backward-pass tensors (never saved), a view with its own ``mutated_by``, a recipe declared

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from slackopt.outputs import same_file
+from slackopt.io.outputs import same_file
 from tests import test_cli
 from tests.helpers import assert_user_error, run
 from tests.test_io import small_instance

@@ -45,8 +45,7 @@ CLI = "slackopt.cli"
 EXPERIMENTS = "slackopt.experiments"
 FRONT_ENDS = (CLI, "slackopt.compare", EXPERIMENTS)
 """Packages or modules (matched with their submodules) at the top of the house."""
-LEAVES = ("slackopt.plot", "slackopt.explore", "slackopt.io", "slackopt.outputs",
-          "slackopt.importers")
+LEAVES = ("slackopt.plot", "slackopt.explore", "slackopt.io", "slackopt.importers")
 """Plotting (figures, the explorer's HTML page) and file I/O (reading and writing files,
 importing other tools' files, and the checks before a command writes one): DESIGN.md's
 leaves, imported by the front ends and by each other only."""
@@ -190,6 +189,24 @@ def test_graph_sees_the_edges_it_must() -> None:
     assert "numpy" in g.nodes["slackopt.simulate._tasks"]["external"]
     assert g.has_edge("slackopt.simulate._kernel", "slackopt.jit")  # numba, through the jit
     assert len(g) > 80 and g.number_of_edges() > 300
+
+
+def test_the_io_leaf_is_one_package_without_a_circle() -> None:
+    """File I/O is the package slackopt.io, one module per job (issue 42): its
+    ``__init__`` re-exports the modules that read and write files, none of which imports
+    the package back (importing one of them first would close a circle); the checks
+    before a command writes (slackopt.io.outputs) are part of it, imported by front ends
+    only."""
+    g = import_graph()
+    io = sorted(m for m in g if within(m, ("slackopt.io",)))
+    assert io == ["slackopt.io", "slackopt.io.instances", "slackopt.io.outputs",
+                  "slackopt.io.plans", "slackopt.io.schemas", "slackopt.io.text"]
+    assert sorted(t for _, t in g.out_edges("slackopt.io")) == [
+        "slackopt.io.instances", "slackopt.io.plans", "slackopt.io.schemas",
+        "slackopt.io.text"]
+    assert [m for m in io if g.has_edge(m, "slackopt.io")] == []
+    users = sorted(m for m, _ in g.in_edges("slackopt.io.outputs"))
+    assert users and all(within(m, FRONT_ENDS) for m in users), users
 
 
 # --------------------------------------------------------------------------- the checker

@@ -141,4 +141,4 @@ def test_a_cold_cache_solves_as_python_while_one_background_compile_fills_it(
     assert res.stdout.split() == ["True", "compiled"], res.stderr
     rec = json.loads(next((tmp_path / "cache" / "slackopt").glob("slackopt-kernels-*.json"))
                      .read_text())
-    assert {Path(p).name for p in rec["sources"]} >= {"_kernel.py", "rules.py", "slackswap.py"}
+    assert {Path(p).name for p in rec["sources"]} >= {"_kernel.py", "rules.py", "kernels.py"}

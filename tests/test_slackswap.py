@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import slackopt.solvers.slackswap as ss
+import slackopt.solvers.slackswap.solver as ss_solver
 from slackopt import Instance, Link, Op, Recipe, Tensor, simulate, solve
 from slackopt.plan import KEEP, RECOMP, SWAP, Plan
 from slackopt.solvers.slackswap import (
@@ -255,7 +256,7 @@ def test_solve_on_blocks(M):
 
 def test_keep_all_when_budget_covers_peak(tiny, monkeypatch):
     calls = []
-    monkeypatch.setattr(ss, "simulate", lambda *a, **k: calls.append(1))
+    monkeypatch.setattr(ss_solver, "simulate", lambda *a, **k: calls.append(1))
     for M in (tiny.P, tiny.P + 1000):
         res = SlackSwap().solve(tiny, M)
         # keep-all at T*, which bounds every plan: proven optimal (the base class's
@@ -296,7 +297,7 @@ def test_repair_respects_the_evaluation_cap(tiny, monkeypatch, cap):
         return ev
 
     sim = CountingSim(bad)
-    monkeypatch.setattr(ss, "simulate", sim)
+    monkeypatch.setattr(ss_solver, "simulate", sim)
     res = SlackSwap(max_rounds=cap, min_budget_search=False).solve(tiny, int(0.4 * tiny.P))
     assert res.status == "infeasible"
     assert 1 <= len(sim.calls) <= cap
@@ -332,7 +333,7 @@ def test_repair_recomputes_or_unswaps_stalled_tensors(tiny, monkeypatch):
         return ev
 
     sim = CountingSim(stall_first)
-    monkeypatch.setattr(ss, "simulate", sim)
+    monkeypatch.setattr(ss_solver, "simulate", sim)
     res = SlackSwap().solve(tiny, M)
     assert len(sim.calls) >= 2
     second = sim.calls[1].decisions
@@ -351,7 +352,7 @@ def test_forward_stalls_raise_the_guard(tiny, monkeypatch):
             ev.stall_fwd_s += 1e-3
         return ev
 
-    monkeypatch.setattr(ss, "simulate", CountingSim(stall_fwd))
+    monkeypatch.setattr(ss_solver, "simulate", CountingSim(stall_fwd))
     res = SlackSwap().solve(tiny, M)
     gs = [r["g"] for r in res.info["rounds"]]
     assert gs[0] == pytest.approx(0.02) and gs[1] == pytest.approx(0.04)

@@ -1,4 +1,4 @@
-"""The CNN families of slackopt/workloads/shapes.py and the shapes suite built from them.
+"""The CNN families of slackopt/workloads/shapes/ and the shapes suite built from them.
 
 Structure (the FCN skips read by the fusion branch forward and backward, DenseNet features
 read by every later layer, the residual gradient buffer of ResNet, U-Net's concatenation

@@ -22,7 +22,7 @@ infeasible budget is an answer, not an error), 2 for bad input (a
 internal error (and for ``bench`` after it reported a bound violation, a bug), 130 after
 Ctrl-C (with one line saying how to go on; a sweep with a ``--store`` resumes). Errors are
 one message on stderr, never a traceback; set ``SLACKOPT_DEBUG=1`` to see the traceback of
-an internal error. No command writes over a file it reads (:mod:`slackopt.outputs`).
+an internal error. No command writes over a file it reads (:mod:`slackopt.io.outputs`).
 """
 
 from __future__ import annotations

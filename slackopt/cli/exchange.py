@@ -45,7 +45,7 @@ def export_cmd(
     if unplanned not in ("recompute", "save"):
         raise SlackoptError(f"--unplanned {unplanned!r}: give recompute or save")
     from slackopt.io import load_instance, read_plan_file
-    from slackopt.outputs import check_output
+    from slackopt.io.outputs import check_output
     from slackopt.torch.export import sac_policy, save_policy
 
     check_output(output, reads=[("the plan", plan), ("the instance", instance)],
@@ -104,7 +104,7 @@ def import_checkmate_cmd(
     graphs", states each assumption)."""
     from slackopt.importers.checkmate import read_checkmate
     from slackopt.io import save_instance
-    from slackopt.outputs import check_output
+    from slackopt.io.outputs import check_output
 
     check_output(output, reads=[("the graph", graph)], overwrite=force,
                  fix="write the instance to another path (-o)")

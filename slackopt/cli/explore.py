@@ -63,7 +63,7 @@ def explore_cmd(
     from slackopt import explore
     from slackopt.errors import FileFormatError
     from slackopt.io import load_instance
-    from slackopt.outputs import check_output
+    from slackopt.io.outputs import check_output
 
     if output.suffix.lower() not in (".html", ".htm"):
         raise FileFormatError(output, "", f"is not an HTML file ('{output.suffix or '(none)'}')",

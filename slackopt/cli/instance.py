@@ -99,7 +99,7 @@ def make(
     """Generate a workload instance (with --schedule: a pipeline stage of it) and write it
     to an instance file."""
     from slackopt.io import save_instance
-    from slackopt.outputs import check_output
+    from slackopt.io.outputs import check_output
 
     check_output(output, overwrite=force)  # make reads no file
     req = stage_request(schedule, stage, stages, microbatches, chunks, hop_s, interconnect)
@@ -146,7 +146,7 @@ def stage_cmd(
     """Turn one microbatch's single-pass instance file into a pipeline stage's: its units
     under --schedule, the schedule recorded in the file."""
     from slackopt.io import load_instance, save_instance
-    from slackopt.outputs import check_output
+    from slackopt.io.outputs import check_output
 
     check_output(output, overwrite=force, reads=[("the instance file", instance)],
                  fix="write the stage to another path (-o)")

@@ -261,7 +261,7 @@ def _check_figure(output: Path, force: bool, kw: dict[str, Any]) -> None:
     """-o of a plot: a figure suffix, no file the command reads, no existing file unless
     --force."""
     from slackopt.errors import FileFormatError
-    from slackopt.outputs import check_output
+    from slackopt.io.outputs import check_output
     from slackopt.plot import FORMATS
 
     if output.suffix.lower() not in FORMATS:

@@ -110,7 +110,7 @@ def profile_cmd(
     import warnings
 
     from slackopt.io import save_instance
-    from slackopt.outputs import check_output
+    from slackopt.io.outputs import check_output
     from slackopt.torch import ProfileNote, profile_factory
 
     check_output(output, reads=_files_read(target, gpu), overwrite=force,

@@ -134,7 +134,7 @@ def solve(
     """Plan an instance under a budget with one solver and evaluate the plan."""
     from slackopt.instance import budget_bytes
     from slackopt.io import load_instance, load_plan
-    from slackopt.outputs import check_output
+    from slackopt.io.outputs import check_output
     from slackopt.solver import solve as run_solver
 
     inst = load_instance(instance)

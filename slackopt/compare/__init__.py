@@ -244,7 +244,24 @@ def compare(
     if isinstance(scheduler, str):
         check_scheduler_address(scheduler)  # before any output or store
 
-    # Instance descriptors and the grid.
+    tasks, meta, by_hash = _grid(insts, budgets, specs, seeds, time_limit_s, limits,
+                                 _check_start_plans(start_plans))
+    rows, plan_texts, n_now = _run_grid(tasks, meta, by_hash, store=store, plans=plans,
+                                        progress=progress, scheduler=scheduler,
+                                        workers=workers)
+
+    df = pd.DataFrame([rows[t.key] for t in tasks])
+    df = add_gaps(coerce(df), refs)[list(COLUMNS)]
+    if plans:
+        df["plan"] = pd.Series([plan_texts.get(t.key) for t in tasks], dtype=object)
+    df.attrs["runs_from_store"] = len(tasks) - n_now
+    df.attrs["runs_now"] = n_now
+    return df
+
+
+def _descriptors(insts: list[Instance]) -> tuple[dict[str, Instance], dict[int, dict[str, Any]]]:
+    """The instances by content hash, and each instance's descriptor columns (name, hash,
+    A, P, T*, T_F, hideable fraction) by ``id``."""
     from slackopt.linkbudget import hideable_fraction
 
     by_hash: dict[str, Instance] = {}
@@ -258,7 +275,24 @@ def compare(
                           "P_bytes": int(inst.P), "ideal_time_s": float(inst.ideal_time_s),
                           "forward_time_s": float(inst.forward_time_s),
                           "hideable_fraction": float(hideable_fraction(inst))}
-    starts = _check_start_plans(start_plans)
+    return by_hash, desc
+
+
+def _grid(insts: list[Instance], budgets: list[Any], specs: list[tuple[str, dict, Any]],
+          seeds: list[int | None], time_limit_s: float | None,
+          limits: Mapping[str, float | None], starts: Mapping[tuple[str, int], Plan]
+          ) -> tuple[list[Task], dict[str, dict[str, Any]], dict[str, Instance]]:
+    """The runs of :func:`compare`, nested instance, budget, solver, seed, each once.
+
+    Returns:
+        (the tasks, each run's row columns known before it runs by store key, the
+        instances by content hash).
+
+    Raises:
+        PlanError: a start plan whose tensors are not those of its instance.
+        SlackoptError: a start plan no run of the sweep has.
+    """
+    by_hash, desc = _descriptors(insts)
     used: set[tuple[str, int]] = set()
     tasks: list[Task] = []
     meta: dict[str, dict[str, Any]] = {}  # key -> descriptor + budget columns
@@ -286,12 +320,25 @@ def compare(
                                  "time_limit_s": math.nan if tl is None else tl}
                     tasks.append(Task(len(tasks), key, d["instance_hash"], m, name, params,
                                       pj, obj, seed, tl, start))
-
     if len(used) < len(starts):
         grid = sorted({(inst.name, int(budget_bytes(inst, b))) for inst in insts for b in budgets})
         raise SlackoptError(
             f"start_plans: {sorted(set(starts) - used)} match no (instance name, budget in "
             f"bytes) of the sweep; its pairs are {grid}")
+    return tasks, meta, by_hash
+
+
+def _run_grid(tasks: list[Task], meta: Mapping[str, dict[str, Any]],
+              by_hash: Mapping[str, Instance], *, store: str | os.PathLike | None,
+              plans: bool, progress: bool, scheduler: Any, workers: int
+              ) -> tuple[dict[str, dict[str, Any]], dict[str, str], int]:
+    """Read the runs `store` holds, run the others (on `scheduler`, `workers` local
+    processes, or here) and add each to the store as it finishes.
+
+    Returns:
+        (each run's row by store key, the plans as JSON text by store key when `plans`,
+        the number of runs done now).
+    """
     rows: dict[str, dict[str, Any]] = {}
     plan_texts: dict[str, str] = {}
     st = ResultStore(store) if store is not None else None
@@ -330,14 +377,7 @@ def compare(
     finally:
         if st is not None:
             st.close()
-
-    df = pd.DataFrame([rows[t.key] for t in tasks])
-    df = add_gaps(coerce(df), refs)[list(COLUMNS)]
-    if plans:
-        df["plan"] = pd.Series([plan_texts.get(t.key) for t in tasks], dtype=object)
-    df.attrs["runs_from_store"] = len(tasks) - len(todo)
-    df.attrs["runs_now"] = len(todo)
-    return df
+    return rows, plan_texts, len(todo)
 
 
 __all__ = ["COLUMNS", "GAP_COLUMNS", "HARD_TIMEOUT_FACTOR", "HARD_TIMEOUT_SLACK_S",

@@ -66,7 +66,7 @@ def check_bench_out(out: PathLike, suite: PathLike, *, references: PathLike | No
             whatever `overwrite` says), `out` as :func:`check_results_out` refuses it.
         OutputExistsError: one of them exists and `overwrite` is False.
     """
-    from slackopt.outputs import check_output
+    from slackopt.io.outputs import check_output
 
     reads = bench_reads(suite, references)
     check_results_out(out, store=store, reads=reads, overwrite=overwrite, reader="bench")

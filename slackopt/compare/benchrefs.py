@@ -256,8 +256,7 @@ def update_references(suite: Suite, df: pd.DataFrame, budgets: Sequence[float],
     """
     from slackopt.compare.grid import instance_hash
     from slackopt.instance import budget_bytes
-    from slackopt.io import load_instance, plan_from_dict
-    from slackopt.simulate import simulate
+    from slackopt.io import load_instance
 
     p = Path(path)
     source = portable_source(source)
@@ -270,117 +269,15 @@ def update_references(suite: Suite, df: pd.DataFrame, budgets: Sequence[float],
     for e in suite.instances:
         inst = load_instance(e.path)
         h = instance_hash(inst)
-        t_star = float(inst.ideal_time_s)
         for frac in budgets:
             m = budget_bytes(inst, frac)
-            where = f"{e.file} at {float(frac):g} P (M = {m} bytes)"
-            n_bugs, n_changes = len(upd.bugs), len(upd.changes)
-            g = df[(df["instance_hash"] == h) & (df["budget_bytes"] == m)]
             src = source + STARTED_NOTE if started and (inst.name, m) in started else source
+            cell = _Cell(inst, e.file, e.name, float(frac), m, src, when, p.parent, upd)
             k = index.get((e.name, m))
-            old = rows[k] if k is not None else None
-            row: dict[str, Any] = dict(old) if old else {
-                "instance": e.file, "instance_name": e.name, "budget_fraction": float(frac),
-                "budget_bytes": m, "lower_bound_s": t_star, "bound_source": TRIVIAL,
-                "best_step_s": None, "best_plan": None, "status": "unsolved",
-                "below_floor": False, "min_budget_bytes": None,
-                "provenance": {"lower_bound": _provenance(None, src, when),
-                               "best_plan": None}}
-            if old is None:
-                upd.changes.append(f"{where}: new row, bound T* = {t_star!r} s")
-
-            # candidate plans, re-simulated
-            cands: list[tuple[float, Any, Mapping[str, Any]]] = []
-            for r in g.to_dict("records"):
-                if r.get("policy") != "barrier_free" or not isinstance(r.get("plan"), str):
-                    continue
-                plan = plan_from_dict(json.loads(r["plan"]), inst,
-                                      source=f"the plan of {r['solver']} on {where}")
-                ev = simulate(inst, plan, m)
-                was = r["step_time_s"] if r["feasible"] else None
-                now = ev.step_time_s if ev.feasible else None
-                if (was is None) != (now is None) or (now is not None and abs(now - was) >
-                                                      _RESIM_RTOL * now):
-                    upd.bugs.append(f"{where}: {r['solver']}'s plan re-simulates to {now} s, "
-                                    f"its run said {was} s")
-                    continue
-                if now is not None:
-                    cands.append((float(now), plan, r))
-            old_best = row["best_step_s"]
-            steps = [c[0] for c in cands] + ([old_best] if old_best is not None else [])
-            lowest = min(steps) if steps else math.inf
-
-            # the floor
-            floor = [r for r in g.to_dict("records") if r["status"] == "infeasible"
-                     and _certified_solver(r["solver"])]
-            if floor and steps:
-                upd.bugs.append(f"{where}: {floor[0]['solver']} says no plan runs (smallest "
-                                f"budget {floor[0]['min_budget_bytes']} bytes), yet a plan "
-                                f"runs in {lowest!r} s")
-            elif row["below_floor"] and cands:
-                upd.bugs.append(f"{where}: the references say no plan runs, yet "
-                                f"{cands[0][2]['solver']}'s plan runs in {cands[0][0]!r} s")
-                cands = []
-            elif floor and not row["below_floor"]:
-                mb = floor[0]["min_budget_bytes"]
-                row.update(below_floor=True, lower_bound_s=None, bound_source=None,
-                           min_budget_bytes=None if mb is None or mb != mb else int(mb))
-                row["provenance"] = {"lower_bound": _provenance(floor[0], src, when),
-                                     "best_plan": None}
-                upd.changes.append(f"{where}: below the floor (smallest budget "
-                                   f"{row['min_budget_bytes']} bytes)")
-
-            # the bound
-            lbs = [r for r in g.to_dict("records") if r.get("bound_source") == CERTIFIED
-                   and r["lower_bound_s"] == r["lower_bound_s"]]
-            top = max(lbs, key=lambda r: r["lower_bound_s"]) if lbs else None
-            old_lb = row["lower_bound_s"]
-            if top is not None and top["lower_bound_s"] > lowest * (1 + VIOLATION_RTOL):
-                upd.bugs.append(f"{where}: {top['solver']}'s certified bound "
-                                f"{top['lower_bound_s']!r} s is above a re-simulated plan's "
-                                f"step {lowest!r} s (not recorded)")
-            elif top is not None and not row["below_floor"] and (
-                    old_lb is None or top["lower_bound_s"] > old_lb * (1 + VIOLATION_RTOL)):
-                lb = float(top["lower_bound_s"])
-                row.update(lower_bound_s=lb, bound_source=CERTIFIED if lb > t_star * (
-                    1 + 1e-9) else TRIVIAL)
-                row["provenance"] = {**row["provenance"],
-                                     "lower_bound": _provenance(top, src, when)}
-                upd.changes.append(f"{where}: lower bound {old_lb!r} -> {lb!r} s "
-                                   f"({top['solver']}, {row['bound_source']})")
-
-            # the best plan
-            if cands and not row["below_floor"]:
-                step, plan, r = min(cands, key=lambda c: c[0])
-                lb = row["lower_bound_s"]
-                if lb is not None and lb > step * (1 + VIOLATION_RTOL):
-                    upd.bugs.append(f"{where}: {r['solver']}'s plan runs in {step!r} s, below "
-                                    f"the recorded bound {lb!r} s (not recorded)")
-                elif old_best is not None and step < old_best * (1 - VIOLATION_RTOL) and (
-                        why := _recorded_plan_problem(row, p.parent, inst, m)) is not None:
-                    upd.bugs.append(f"{where}: {why} (the row is left as it is; regenerate "
-                                    "it, or restore its plan file)")
-                elif old_best is None or step < old_best * (1 - VIOLATION_RTOL):
-                    rel = f"{PLANS_FOLDER}/{_stem(e.file)}_M{m}.json"
-                    write_plan(plan, inst, m, step, p.parent / rel,
-                               {"instance_file": e.file, "budget_bytes": m,
-                                "budget_fraction": float(frac), "step_time_s": step,
-                                "solver": r["solver"], "params": r["params"]})
-                    row.update(best_step_s=step, best_plan=rel)
-                    row["provenance"] = {**row["provenance"],
-                                         "best_plan": _provenance(r, src, when)}
-                    upd.changes.append(f"{where}: best step {old_best!r} -> {step!r} s "
-                                       f"({r['solver']})")
-            row["status"] = _status(row)
-            if len(upd.bugs) > n_bugs:  # a contradiction: nothing of this row changes
-                del upd.changes[n_changes:]
-                if old is not None:
-                    continue
-                row = {**row, "lower_bound_s": t_star, "bound_source": TRIVIAL,
-                       "best_step_s": None, "best_plan": None, "status": "unsolved",
-                       "below_floor": False, "min_budget_bytes": None,
-                       "provenance": {"lower_bound": _provenance(None, src, when),
-                                      "best_plan": None}}
+            row = _updated_row(cell, rows[k] if k is not None else None,
+                               df[(df["instance_hash"] == h) & (df["budget_bytes"] == m)])
+            if row is None:
+                continue
             if k is None:
                 index[(e.name, m)] = len(rows)
                 rows.append(row)
@@ -395,6 +292,175 @@ def update_references(suite: Suite, df: pd.DataFrame, budgets: Sequence[float],
     _write_json(p, out)
     upd.rows = rows
     return upd
+
+
+@dataclass
+class _Cell:
+    """One row of the references being updated: the instance (its file and name), the
+    budget (fraction of P and M in bytes), the provenance source and time, the folder of
+    the references file, and the :class:`Update` that collects changes and bugs."""
+
+    inst: Instance
+    file: str
+    name: str
+    frac: float
+    m: int
+    src: str
+    when: str
+    folder: Path
+    upd: Update
+
+    @property
+    def where(self) -> str:
+        """The row, as changes and bugs name it."""
+        return f"{self.file} at {self.frac:g} P (M = {self.m} bytes)"
+
+    def fresh_row(self) -> dict[str, Any]:
+        """The row before any run: bound T*, no plan, unsolved."""
+        return {"instance": self.file, "instance_name": self.name,
+                "budget_fraction": self.frac, "budget_bytes": self.m,
+                "lower_bound_s": float(self.inst.ideal_time_s), "bound_source": TRIVIAL,
+                "best_step_s": None, "best_plan": None, "status": "unsolved",
+                "below_floor": False, "min_budget_bytes": None,
+                "provenance": {"lower_bound": _provenance(None, self.src, self.when),
+                               "best_plan": None}}
+
+
+def _updated_row(cell: _Cell, old: dict[str, Any] | None, g: pd.DataFrame
+                 ) -> dict[str, Any] | None:
+    """The row of `cell` after the compare rows `g` of its instance and budget (rules in
+    the module docstring): `old` (None for a new row) with the floor, the bound and the
+    best plan they establish. A contradiction leaves the row as it was (None for an
+    existing row; a new row stays fresh) and is added to ``cell.upd.bugs``."""
+    upd = cell.upd
+    n_bugs, n_changes = len(upd.bugs), len(upd.changes)
+    row: dict[str, Any] = dict(old) if old else cell.fresh_row()
+    if old is None:
+        upd.changes.append(f"{cell.where}: new row, bound T* = "
+                           f"{float(cell.inst.ideal_time_s)!r} s")
+    records = g.to_dict("records")
+    cands = _resimulated(cell, records)
+    old_best = row["best_step_s"]
+    steps = [c[0] for c in cands] + ([old_best] if old_best is not None else [])
+    lowest = min(steps) if steps else math.inf
+    cands = _floor(cell, row, records, cands, bool(steps), lowest)
+    _bound(cell, row, records, lowest)
+    _best_plan(cell, row, cands, old_best)
+    row["status"] = _status(row)
+    if len(upd.bugs) > n_bugs:  # a contradiction: nothing of this row changes
+        del upd.changes[n_changes:]
+        if old is not None:
+            return None
+        row = cell.fresh_row()
+    return row
+
+
+def _resimulated(cell: _Cell, records: list[dict[str, Any]]
+                 ) -> list[tuple[float, Any, Mapping[str, Any]]]:
+    """(step, plan, row) of each barrier-free plan of `records` that runs, re-simulated; a
+    plan whose step is not its run's is a bug, not a candidate."""
+    from slackopt.io import plan_from_dict
+    from slackopt.simulate import simulate
+
+    cands: list[tuple[float, Any, Mapping[str, Any]]] = []
+    for r in records:
+        if r.get("policy") != "barrier_free" or not isinstance(r.get("plan"), str):
+            continue
+        plan = plan_from_dict(json.loads(r["plan"]), cell.inst,
+                              source=f"the plan of {r['solver']} on {cell.where}")
+        ev = simulate(cell.inst, plan, cell.m)
+        was = r["step_time_s"] if r["feasible"] else None
+        now = ev.step_time_s if ev.feasible else None
+        if (was is None) != (now is None) or (now is not None and abs(now - was) >
+                                              _RESIM_RTOL * now):
+            cell.upd.bugs.append(f"{cell.where}: {r['solver']}'s plan re-simulates to {now} "
+                                 f"s, its run said {was} s")
+            continue
+        if now is not None:
+            cands.append((float(now), plan, r))
+    return cands
+
+
+def _floor(cell: _Cell, row: dict[str, Any], records: list[dict[str, Any]],
+           cands: list[tuple[float, Any, Mapping[str, Any]]], any_step: bool,
+           lowest: float) -> list[tuple[float, Any, Mapping[str, Any]]]:
+    """The floor: a certified solver's "no plan runs" marks the row below the floor,
+    unless a plan runs (`any_step`, the fastest in `lowest` s: a bug). Returns the
+    candidates left (none for a row below the floor)."""
+    floor = [r for r in records if r["status"] == "infeasible"
+             and _certified_solver(r["solver"])]
+    upd = cell.upd
+    if floor and any_step:
+        upd.bugs.append(f"{cell.where}: {floor[0]['solver']} says no plan runs (smallest "
+                        f"budget {floor[0]['min_budget_bytes']} bytes), yet a plan "
+                        f"runs in {lowest!r} s")
+    elif row["below_floor"] and cands:
+        upd.bugs.append(f"{cell.where}: the references say no plan runs, yet "
+                        f"{cands[0][2]['solver']}'s plan runs in {cands[0][0]!r} s")
+        cands = []
+    elif floor and not row["below_floor"]:
+        mb = floor[0]["min_budget_bytes"]
+        row.update(below_floor=True, lower_bound_s=None, bound_source=None,
+                   min_budget_bytes=None if mb is None or mb != mb else int(mb))
+        row["provenance"] = {"lower_bound": _provenance(floor[0], cell.src, cell.when),
+                             "best_plan": None}
+        upd.changes.append(f"{cell.where}: below the floor (smallest budget "
+                           f"{row['min_budget_bytes']} bytes)")
+    return cands
+
+
+def _bound(cell: _Cell, row: dict[str, Any], records: list[dict[str, Any]],
+           lowest: float) -> None:
+    """The bound: the highest certified bound of `records` raises the row's, unless it is
+    above a plan's step (`lowest` s: a bug)."""
+    lbs = [r for r in records if r.get("bound_source") == CERTIFIED
+           and r["lower_bound_s"] == r["lower_bound_s"]]
+    top = max(lbs, key=lambda r: r["lower_bound_s"]) if lbs else None
+    old_lb = row["lower_bound_s"]
+    if top is not None and top["lower_bound_s"] > lowest * (1 + VIOLATION_RTOL):
+        cell.upd.bugs.append(f"{cell.where}: {top['solver']}'s certified bound "
+                             f"{top['lower_bound_s']!r} s is above a re-simulated plan's "
+                             f"step {lowest!r} s (not recorded)")
+    elif top is not None and not row["below_floor"] and (
+            old_lb is None or top["lower_bound_s"] > old_lb * (1 + VIOLATION_RTOL)):
+        lb = float(top["lower_bound_s"])
+        row.update(lower_bound_s=lb, bound_source=CERTIFIED if lb > float(
+            cell.inst.ideal_time_s) * (1 + 1e-9) else TRIVIAL)
+        row["provenance"] = {**row["provenance"],
+                             "lower_bound": _provenance(top, cell.src, cell.when)}
+        cell.upd.changes.append(f"{cell.where}: lower bound {old_lb!r} -> {lb!r} s "
+                                f"({top['solver']}, {row['bound_source']})")
+
+
+def _best_plan(cell: _Cell, row: dict[str, Any],
+               cands: list[tuple[float, Any, Mapping[str, Any]]],
+               old_best: float | None) -> None:
+    """The best plan: the fastest candidate replaces the row's (its plan file written
+    under ``plans/``) when faster, unless it runs below the row's bound or the recorded
+    plan does not stand for its step (bugs)."""
+    if not cands or row["below_floor"]:
+        return
+    step, plan, r = min(cands, key=lambda c: c[0])
+    lb = row["lower_bound_s"]
+    upd, m = cell.upd, cell.m
+    if lb is not None and lb > step * (1 + VIOLATION_RTOL):
+        upd.bugs.append(f"{cell.where}: {r['solver']}'s plan runs in {step!r} s, below "
+                        f"the recorded bound {lb!r} s (not recorded)")
+    elif old_best is not None and step < old_best * (1 - VIOLATION_RTOL) and (
+            why := _recorded_plan_problem(row, cell.folder, cell.inst, m)) is not None:
+        upd.bugs.append(f"{cell.where}: {why} (the row is left as it is; regenerate "
+                        "it, or restore its plan file)")
+    elif old_best is None or step < old_best * (1 - VIOLATION_RTOL):
+        rel = f"{PLANS_FOLDER}/{_stem(cell.file)}_M{m}.json"
+        write_plan(plan, cell.inst, m, step, cell.folder / rel,
+                   {"instance_file": cell.file, "budget_bytes": m,
+                    "budget_fraction": cell.frac, "step_time_s": step,
+                    "solver": r["solver"], "params": r["params"]})
+        row.update(best_step_s=step, best_plan=rel)
+        row["provenance"] = {**row["provenance"],
+                             "best_plan": _provenance(r, cell.src, cell.when)}
+        upd.changes.append(f"{cell.where}: best step {old_best!r} -> {step!r} s "
+                           f"({r['solver']})")
 
 
 def _recorded_plan_problem(row: Mapping[str, Any], folder: Path, inst: Instance,

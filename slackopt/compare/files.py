@@ -82,7 +82,7 @@ def check_results_out(path: str | os.PathLike, *, store: str | os.PathLike | Non
     """Check a results file before a sweep runs (``compare --out``, ``bench --out``), so a
     refused file costs no run: a results suffix (:data:`RESULT_SUFFIXES`), none of the
     files the sweep reads (`reads`: (role, path) pairs, `reader` naming who reads:
-    :func:`slackopt.outputs.check_output`),
+    :func:`slackopt.io.outputs.check_output`),
     not an existing file unless `overwrite`, not the `store`, pyarrow present for Parquet,
     and no file where its folder would be.
 
@@ -93,7 +93,7 @@ def check_results_out(path: str | os.PathLike, *, store: str | os.PathLike | Non
     """
     import importlib.util
 
-    from slackopt.outputs import check_output, same_file
+    from slackopt.io.outputs import check_output, same_file
 
     p = Path(path)
     if p.suffix.lower() not in RESULT_SUFFIXES:

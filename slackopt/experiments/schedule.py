@@ -227,135 +227,190 @@ def check_schedule(instance: Instance, plan: Plan, budget_bytes: int,
             bytes in use and the event).
         PlanError: the plan does not fit the instance.
     """
-    inst, plan = _lowered(instance, plan)
-    st = _static(inst)
-    dec = plan.decisions.tolist()
-    tl = TaskList(inst, plan.decisions)
-    n = len(tl.dur)
-    starts = [float(x) for x in schedule.task_start_s]
-    if len(starts) != n:
-        raise ScheduleError(f"the schedule gives {len(starts)} task starts; the plan has "
-                            f"{n} tasks")
-    names = st.saved_names
-    s = st.s
+    r = _Replay(*_lowered(instance, plan), schedule)
+    r.check_copies_named()
+    r.copy_ends()
+    r.check_copy_times()
+    peak = r.device_peak(int(budget_bytes))
+    r.check_host_memory()
+    return ScheduleCheck(makespan_s=r.ends[-1] if r.ends else 0.0, peak_bytes=int(peak),
+                         d2h_end_s=r.d2h_end, h2d_end_s=r.h2d_end, task_end_s=tuple(r.ends))
 
-    def task(k: int) -> str:
-        return tl.task_name(inst, k)
 
-    ends = []
-    prev_end = 0.0
-    for k in range(n):
-        if starts[k] < prev_end - TIME_TOL_S:
-            what = f"task '{task(k - 1)}' ends" if k else "time 0"
-            raise ScheduleError(f"task '{task(k)}' starts at {_ms(starts[k])}, before {what}"
-                                f" ({_ms(prev_end)}): one compute stream, tasks in order")
-        prev_end = starts[k] + tl.dur[k]
-        ends.append(prev_end)
-    t_f = ends[st.n_fwd - 1] if st.n_fwd > 0 else 0.0
-    d2h_in, h2d_in = dict(schedule.d2h_start_s), dict(schedule.h2d_start_s)
-    for t in set(d2h_in) | set(h2d_in):
-        if not 0 <= t < len(dec):
-            raise ScheduleError(f"the schedule copies saved position {t}; the instance has "
-                                f"{len(dec)} saved units")
-        if dec[t] != SWAP or s[t] == 0:
-            raise ScheduleError(f"the schedule copies '{names[t]}', which the plan does not "
-                                "swap (or which has no bytes)")
-        if (t in d2h_in) != (t in h2d_in):
-            raise ScheduleError(f"'{names[t]}' has a " + ("D2H" if t in d2h_in else "H2D")
-                                + " copy only: an offloaded tensor has both, a resident one "
-                                "neither")
-    off = sorted(d2h_in)
-    refetch = {t: tuple((int(i), float(x)) for i, x in v)
-               for t, v in schedule.refetch_s.items() if v}
-    dev_reads = {t: int(i) for t, i in schedule.device_reads.items() if i}
-    for t in set(refetch) | set(dev_reads):
-        if t not in d2h_in:
-            raise ScheduleError(f"'{names[t]}' has re-fetches or device reads but is not "
-                                "offloaded")
-        idx = [dev_reads.get(t, 0)] + [i for i, _ in refetch.get(t, ())]
-        if idx != sorted(set(idx)) or idx[0] < 0 or idx[-1] >= len(tl.need[t]):
-            raise ScheduleError(f"the fetches of '{names[t]}' serve readers from {idx}: "
-                                f"they must increase within 0..{len(tl.need[t]) - 1}")
-    link = inst.link
-    d2h_list = [(float(d2h_in[t]), s[t], names[t]) for t in off]
-    fetches = [(t, dev_reads.get(t, 0), float(h2d_in[t])) for t in off]
-    fetches += [(t, i, x) for t in sorted(refetch) for i, x in refetch[t]]
-    h2d_list = [(x, s[t], names[t]) for t, _, x in fetches]
-    de, he = copy_ends(d2h_list, h2d_list,
-                       (float(link.d2h_bytes_per_s), float(link.h2d_bytes_per_s)),
-                       float(link.duplex_factor), float(link.copy_latency_s))
-    d2h_end = dict(zip(off, de, strict=True))
-    fetch_end = {(t, i): e for (t, i, _), e in zip(fetches, he, strict=True)}
-    h2d_end = {t: fetch_end[(t, dev_reads.get(t, 0))] for t in off}
-    ready = inst.saved_ready_idx.tolist()
-    # per offloaded tensor: (first reader index, start) of each fetch, and the readers'
-    # index ranges they serve
-    spans: dict[int, list[tuple[int, int, float]]] = {}
-    for t in off:
-        fs = [(dev_reads.get(t, 0), float(h2d_in[t]))] + list(refetch.get(t, ()))
-        nd = tl.need[t]
-        spans[t] = [(i, fs[j + 1][0] if j + 1 < len(fs) else len(nd), x)
-                    for j, (i, x) in enumerate(fs)]
-    for t in off:
-        if d2h_in[t] < ends[ready[t]] - TIME_TOL_S:
-            raise ScheduleError(f"the D2H copy of '{names[t]}' starts at {_ms(d2h_in[t])}, "
-                                f"before '{task(ready[t])}' makes it final "
-                                f"({_ms(ends[ready[t]])})")
-        if h2d_in[t] < d2h_end[t] - TIME_TOL_S:
-            raise ScheduleError(f"the H2D copy of '{names[t]}' starts at {_ms(h2d_in[t])}, "
-                                f"before its D2H ends ({_ms(d2h_end[t])})")
-        if h2d_in[t] < t_f - TIME_TOL_S:
-            raise ScheduleError(f"the H2D copy of '{names[t]}' starts at {_ms(h2d_in[t])}, "
-                                f"before the forward pass ends ({_ms(t_f)})")
-        nd = tl.need[t]
-        for i, j, x in spans[t]:
-            if i > 0 and x < ends[nd[i - 1]] - TIME_TOL_S:
-                raise ScheduleError(f"the re-fetch of '{names[t]}' starts at {_ms(x)}, "
-                                    f"before its eviction after '{task(nd[i - 1])}' "
-                                    f"({_ms(ends[nd[i - 1]])})")
-            for k in nd[i:j]:
-                if starts[k] < fetch_end[(t, i)] - TIME_TOL_S:
-                    raise ScheduleError(f"task '{task(k)}' reads '{names[t]}' at "
-                                        f"{_ms(starts[k])}, before its H2D copy ends "
-                                        f"({_ms(fetch_end[(t, i)])})")
-    # Memory events: (time, order, delta, what); frees (order 0) before allocations (1)
-    # at one instant, a free within TIME_TOL_S after an allocation counts as before it.
-    ev: list[tuple[float, int, int, str]] = []
-    for k in range(n):
-        if tl.alloc[k]:
-            ev.append((starts[k], 1, tl.alloc[k], f"task '{task(k)}' starts"))
-        if tl.free[k]:
-            ev.append((ends[k] - TIME_TOL_S, 0, -tl.free[k], f"task '{task(k)}' ends"))
-    for k in range(st.n_fwd):
-        for t in tl.fwd_rel[k]:
-            if dec[t] == RECOMP:
-                ev.append((ends[k] - TIME_TOL_S, 0, -s[t], f"'{names[t]}' dropped"))
-    for t in off:
-        i0 = dev_reads.get(t, 0)
-        kept = ends[tl.need[t][i0 - 1]] if i0 else 0.0
-        ev.append((max(d2h_end[t], ends[st.fwd_release[t]], kept) - TIME_TOL_S, 0, -s[t],
-                   f"'{names[t]}' offloaded"))
-        for _i, j, x in spans[t]:
-            ev.append((x, 1, s[t], f"H2D of '{names[t]}' starts"))
-            if j < len(tl.need[t]):   # evicted when the last reader it serves ends
-                ev.append((ends[tl.need[t][j - 1]] - TIME_TOL_S, 0, -s[t],
-                           f"'{names[t]}' evicted"))
-    for k in range(n):
-        for t in tl.release[k]:
-            ev.append((ends[k] - TIME_TOL_S, 0, -s[t], f"'{names[t]}' released"))
-    ev.sort(key=lambda e: (e[0], e[1]))
-    M = int(budget_bytes)
-    used = peak = 0
-    for when, _, delta, what in ev:
-        used += delta
-        if used > M:
-            raise ScheduleError(f"device memory {used} B > M = {M} B at "
-                                f"{_ms(max(0.0, when))} ({what})")
-        peak = max(peak, used)
-    if inst.host_memory_bytes is not None and off:
-        last_reader = {t: ends[tl.need[t][-1]] for t in off}
-        hev = sorted([(d2h_in[t], 1, s[t], t) for t in off]
-                     + [(max(last_reader[t], d2h_end[t]) - TIME_TOL_S, 0, -s[t], t)
+class _Replay:
+    """:func:`check_schedule`'s replay of one schedule of a (lowered) plan, one rule group
+    per method, called in this order: the compute stream (on construction), the copies
+    named, the copy engines, the copy times, device memory, host memory. Each raises
+    :class:`ScheduleError` at the first broken rule."""
+
+    def __init__(self, inst: Instance, plan: Plan, schedule: Schedule) -> None:
+        self.inst = inst
+        self.st = st = _static(inst)
+        self.dec = plan.decisions.tolist()
+        self.tl = tl = TaskList(inst, plan.decisions)
+        self.schedule = schedule
+        n = len(tl.dur)
+        starts = [float(x) for x in schedule.task_start_s]
+        if len(starts) != n:
+            raise ScheduleError(f"the schedule gives {len(starts)} task starts; the plan has "
+                                f"{n} tasks")
+        self.n, self.starts = n, starts
+        self.names, self.s = st.saved_names, st.s
+        ends = []
+        prev_end = 0.0
+        for k in range(n):
+            if starts[k] < prev_end - TIME_TOL_S:
+                what = f"task '{self.task(k - 1)}' ends" if k else "time 0"
+                raise ScheduleError(f"task '{self.task(k)}' starts at {_ms(starts[k])}, "
+                                    f"before {what} ({_ms(prev_end)}): one compute stream, "
+                                    "tasks in order")
+            prev_end = starts[k] + tl.dur[k]
+            ends.append(prev_end)
+        self.ends = ends
+        self.t_f = ends[st.n_fwd - 1] if st.n_fwd > 0 else 0.0
+
+    def task(self, k: int) -> str:
+        """The name of task k."""
+        return self.tl.task_name(self.inst, k)
+
+    def check_copies_named(self) -> None:
+        """Copies only of swapped tensors with bytes, both directions or neither;
+        re-fetches and device reads only of offloaded tensors, serving increasing readers."""
+        dec, s, names, tl, schedule = self.dec, self.s, self.names, self.tl, self.schedule
+        d2h_in, h2d_in = dict(schedule.d2h_start_s), dict(schedule.h2d_start_s)
+        for t in set(d2h_in) | set(h2d_in):
+            if not 0 <= t < len(dec):
+                raise ScheduleError(f"the schedule copies saved position {t}; the instance "
+                                    f"has {len(dec)} saved units")
+            if dec[t] != SWAP or s[t] == 0:
+                raise ScheduleError(f"the schedule copies '{names[t]}', which the plan does "
+                                    "not swap (or which has no bytes)")
+            if (t in d2h_in) != (t in h2d_in):
+                raise ScheduleError(f"'{names[t]}' has a " + ("D2H" if t in d2h_in else "H2D")
+                                    + " copy only: an offloaded tensor has both, a resident "
+                                    "one neither")
+        refetch = {t: tuple((int(i), float(x)) for i, x in v)
+                   for t, v in schedule.refetch_s.items() if v}
+        dev_reads = {t: int(i) for t, i in schedule.device_reads.items() if i}
+        for t in set(refetch) | set(dev_reads):
+            if t not in d2h_in:
+                raise ScheduleError(f"'{names[t]}' has re-fetches or device reads but is not "
+                                    "offloaded")
+            idx = [dev_reads.get(t, 0)] + [i for i, _ in refetch.get(t, ())]
+            if idx != sorted(set(idx)) or idx[0] < 0 or idx[-1] >= len(tl.need[t]):
+                raise ScheduleError(f"the fetches of '{names[t]}' serve readers from {idx}: "
+                                    f"they must increase within 0..{len(tl.need[t]) - 1}")
+        self.d2h_in, self.h2d_in = d2h_in, h2d_in
+        self.off = sorted(d2h_in)
+        self.refetch, self.dev_reads = refetch, dev_reads
+
+    def copy_ends(self) -> None:
+        """Every copy's end on its engine (:func:`copy_ends`), and per offloaded tensor the
+        fetches with the readers each serves (``spans``: first reader index, end index,
+        start)."""
+        off, s, names, dev_reads, refetch = (self.off, self.s, self.names, self.dev_reads,
+                                             self.refetch)
+        d2h_in, h2d_in = self.d2h_in, self.h2d_in
+        link = self.inst.link
+        d2h_list = [(float(d2h_in[t]), s[t], names[t]) for t in off]
+        fetches = [(t, dev_reads.get(t, 0), float(h2d_in[t])) for t in off]
+        fetches += [(t, i, x) for t in sorted(refetch) for i, x in refetch[t]]
+        h2d_list = [(x, s[t], names[t]) for t, _, x in fetches]
+        de, he = copy_ends(d2h_list, h2d_list,
+                           (float(link.d2h_bytes_per_s), float(link.h2d_bytes_per_s)),
+                           float(link.duplex_factor), float(link.copy_latency_s))
+        self.d2h_end = dict(zip(off, de, strict=True))
+        self.fetch_end = {(t, i): e for (t, i, _), e in zip(fetches, he, strict=True)}
+        self.h2d_end = {t: self.fetch_end[(t, dev_reads.get(t, 0))] for t in off}
+        # per offloaded tensor: (first reader index, start) of each fetch, and the
+        # readers' index ranges they serve
+        self.spans: dict[int, list[tuple[int, int, float]]] = {}
+        for t in off:
+            fs = [(dev_reads.get(t, 0), float(h2d_in[t]))] + list(refetch.get(t, ()))
+            nd = self.tl.need[t]
+            self.spans[t] = [(i, fs[j + 1][0] if j + 1 < len(fs) else len(nd), x)
+                             for j, (i, x) in enumerate(fs)]
+
+    def check_copy_times(self) -> None:
+        """A D2H after its tensor is final; an H2D after its D2H and after the forward
+        pass; a re-fetch after its eviction; every reader after its fetch ends."""
+        names, ends, starts, task = self.names, self.ends, self.starts, self.task
+        d2h_in, h2d_in, d2h_end, t_f = self.d2h_in, self.h2d_in, self.d2h_end, self.t_f
+        ready = self.inst.saved_ready_idx.tolist()
+        for t in self.off:
+            if d2h_in[t] < ends[ready[t]] - TIME_TOL_S:
+                raise ScheduleError(f"the D2H copy of '{names[t]}' starts at "
+                                    f"{_ms(d2h_in[t])}, before '{task(ready[t])}' makes it "
+                                    f"final ({_ms(ends[ready[t]])})")
+            if h2d_in[t] < d2h_end[t] - TIME_TOL_S:
+                raise ScheduleError(f"the H2D copy of '{names[t]}' starts at "
+                                    f"{_ms(h2d_in[t])}, before its D2H ends "
+                                    f"({_ms(d2h_end[t])})")
+            if h2d_in[t] < t_f - TIME_TOL_S:
+                raise ScheduleError(f"the H2D copy of '{names[t]}' starts at "
+                                    f"{_ms(h2d_in[t])}, before the forward pass ends "
+                                    f"({_ms(t_f)})")
+            nd = self.tl.need[t]
+            for i, j, x in self.spans[t]:
+                if i > 0 and x < ends[nd[i - 1]] - TIME_TOL_S:
+                    raise ScheduleError(f"the re-fetch of '{names[t]}' starts at {_ms(x)}, "
+                                        f"before its eviction after '{task(nd[i - 1])}' "
+                                        f"({_ms(ends[nd[i - 1]])})")
+                for k in nd[i:j]:
+                    if starts[k] < self.fetch_end[(t, i)] - TIME_TOL_S:
+                        raise ScheduleError(f"task '{task(k)}' reads '{names[t]}' at "
+                                            f"{_ms(starts[k])}, before its H2D copy ends "
+                                            f"({_ms(self.fetch_end[(t, i)])})")
+
+    def device_peak(self, M: int) -> int:
+        """The largest device memory in use (bytes), at most `M`."""
+        tl, st, dec, s, names = self.tl, self.st, self.dec, self.s, self.names
+        starts, ends, task = self.starts, self.ends, self.task
+        # Memory events: (time, order, delta, what); frees (order 0) before allocations
+        # (1) at one instant, a free within TIME_TOL_S after an allocation counts as
+        # before it.
+        ev: list[tuple[float, int, int, str]] = []
+        for k in range(self.n):
+            if tl.alloc[k]:
+                ev.append((starts[k], 1, tl.alloc[k], f"task '{task(k)}' starts"))
+            if tl.free[k]:
+                ev.append((ends[k] - TIME_TOL_S, 0, -tl.free[k], f"task '{task(k)}' ends"))
+        for k in range(st.n_fwd):
+            for t in tl.fwd_rel[k]:
+                if dec[t] == RECOMP:
+                    ev.append((ends[k] - TIME_TOL_S, 0, -s[t], f"'{names[t]}' dropped"))
+        for t in self.off:
+            i0 = self.dev_reads.get(t, 0)
+            kept = ends[tl.need[t][i0 - 1]] if i0 else 0.0
+            ev.append((max(self.d2h_end[t], ends[st.fwd_release[t]], kept) - TIME_TOL_S, 0,
+                       -s[t], f"'{names[t]}' offloaded"))
+            for _i, j, x in self.spans[t]:
+                ev.append((x, 1, s[t], f"H2D of '{names[t]}' starts"))
+                if j < len(tl.need[t]):   # evicted when the last reader it serves ends
+                    ev.append((ends[tl.need[t][j - 1]] - TIME_TOL_S, 0, -s[t],
+                               f"'{names[t]}' evicted"))
+        for k in range(self.n):
+            for t in tl.release[k]:
+                ev.append((ends[k] - TIME_TOL_S, 0, -s[t], f"'{names[t]}' released"))
+        ev.sort(key=lambda e: (e[0], e[1]))
+        used = peak = 0
+        for when, _, delta, what in ev:
+            used += delta
+            if used > M:
+                raise ScheduleError(f"device memory {used} B > M = {M} B at "
+                                    f"{_ms(max(0.0, when))} ({what})")
+            peak = max(peak, used)
+        return peak
+
+    def check_host_memory(self) -> None:
+        """Host memory within the instance's limit: each offloaded tensor held from its
+        D2H start to its last reader (or its D2H end, if later)."""
+        inst, off, s, ends = self.inst, self.off, self.s, self.ends
+        if inst.host_memory_bytes is None or not off:
+            return
+        last_reader = {t: ends[self.tl.need[t][-1]] for t in off}
+        hev = sorted([(self.d2h_in[t], 1, s[t], t) for t in off]
+                     + [(max(last_reader[t], self.d2h_end[t]) - TIME_TOL_S, 0, -s[t], t)
                         for t in off])
         host = 0
         for when, _, delta, t in hev:
@@ -363,9 +418,7 @@ def check_schedule(instance: Instance, plan: Plan, budget_bytes: int,
             if host > inst.host_memory_bytes:
                 raise ScheduleError(f"host memory {host} B > host_memory_bytes = "
                                     f"{inst.host_memory_bytes} B at {_ms(when)} (the D2H "
-                                    f"copy of '{names[t]}' starts)")
-    return ScheduleCheck(makespan_s=ends[-1] if ends else 0.0, peak_bytes=int(peak),
-                         d2h_end_s=d2h_end, h2d_end_s=h2d_end, task_end_s=tuple(ends))
+                                    f"copy of '{self.names[t]}' starts)")
 
 
 def runtime_schedule(instance: Instance, plan: Plan, budget_bytes: int) -> Schedule | None:

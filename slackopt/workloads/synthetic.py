@@ -7,6 +7,8 @@ re-running its layer from the previous activation. Units: bytes, FLOPs, seconds.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from slackopt.hardware import GPU, Link
@@ -163,20 +165,52 @@ def unet(levels: int = 3, *, batch: int = 4, size: int = 64, channels: int = 32,
     S = check_int("size", size, minimum=2 ** L)
     C = check_int("channels", channels)
     db = g.dtype_bytes if dtype_bytes is None else check_int("dtype_bytes", dtype_bytes)
-
-    def act_bytes(i: int, ch_mult: int = 1) -> int:
-        """Bytes of a level-i activation (resolution S / 2**i, C * 2**i channels)."""
-        side = S // 2 ** i
-        return B * side * side * C * 2 ** i * ch_mult * db
-
-    def conv_flops(i: int) -> float:
-        side = S // 2 ** i
-        cin = cout = C * 2 ** i
-        return 2.0 * B * side * side * cin * cout * 9
-
+    z = _UNetSizes(S, B, C, db)
     b = GraphBuilder(g)
+    x, enc, pools, cats, d0 = _unet_forward(b, z, L)
+    _unet_backward(b, z, L, x, enc, pools, cats, d0)
+    params = dict(levels=L, batch=B, size=S, channels=C, dtype_bytes=db)
+    shown = {k: v for k, v in params.items()
+             if k != "levels" and UNET_DEFAULTS[k] is not None and v != UNET_DEFAULTS[k]}
+    if dtype_bytes is not None:
+        shown["dtype_bytes"] = db
+    return b.build(instance_name(f"unet{L}", g, lk, shown), lk,
+                   make_meta("unet", params, g, lk))
+
+
+@dataclass(frozen=True)
+class _UNetSizes:
+    """The sizes of :func:`unet`'s levels: input side S (pixels), batch B, channels C at
+    level 0, bytes per element db."""
+
+    S: int
+    B: int
+    C: int
+    db: int
+
+    def act_bytes(self, i: int, ch_mult: int = 1) -> int:
+        """Bytes of a level-i activation (resolution S / 2**i, C * 2**i channels)."""
+        side = self.S // 2 ** i
+        return self.B * side * side * self.C * 2 ** i * ch_mult * self.db
+
+    def conv_flops(self, i: int) -> float:
+        """FLOPs of a level-i 3 x 3 convolution (C * 2**i channels in and out)."""
+        side = self.S // 2 ** i
+        cin = cout = self.C * 2 ** i
+        return 2.0 * self.B * side * side * cin * cout * 9
+
+
+def _unet_forward(b: GraphBuilder, z: _UNetSizes, L: int
+                  ) -> tuple[str, list[str], list[str], list[str], str]:
+    """:func:`unet`'s forward pass and loss on `b` (`L` levels).
+
+    Returns:
+        (the input x, the encoder activations e_i, the pools p_i, the concatenations k_i
+        from level L-1 down to 0, the last decoder output d0).
+    """
+    act_bytes, conv_flops = z.act_bytes, z.conv_flops
     inp = b.op("input", "fwd", kind="input", duration_s=0.0)
-    x = b.tensor("x", B * S * S * C * db, inp, category="block_input")
+    x = b.tensor("x", z.B * z.S * z.S * z.C * z.db, inp, category="block_input")
     prev, enc, pools = x, [], []
     for i in range(L):
         op = b.op(f"enc{i}.conv", "fwd", kind="conv", layer=i, flops=conv_flops(i),
@@ -214,8 +248,15 @@ def unet(levels: int = 3, *, batch: int = 4, size: int = 64, channels: int = 32,
                          recipe=Recipe((op,), (k,)) if i == 0 else None)
         prev_conv = op
     b.mem_op("loss", "fwd", kind="loss", layer=-1, bytes_moved=act_bytes(0), reads=[dprev])
+    return x, enc, pools, cats, dprev
+
+
+def _unet_backward(b: GraphBuilder, z: _UNetSizes, L: int, x: str, enc: list[str],
+                   pools: list[str], cats: list[str], d0: str) -> None:
+    """:func:`unet`'s backward pass on `b`, after :func:`_unet_forward` (its outputs)."""
+    act_bytes, conv_flops = z.act_bytes, z.conv_flops
     lb = b.mem_op("loss.bwd", "bwd", kind="loss", layer=-1, bytes_moved=2 * act_bytes(0),
-                  reads=[dprev])
+                  reads=[d0])
     grad = b.tensor("g_d0", act_bytes(0), lb, category="grad")
     skips: dict[int, str] = {}
     for i in range(L):          # cats were built from level L-1 down to 0
@@ -243,13 +284,6 @@ def unet(levels: int = 3, *, batch: int = 4, size: int = 64, channels: int = 32,
                   bytes_moved=3 * act_bytes(i), reads=[ge, inp_i])
         if i > 0:
             grad = b.tensor(f"g_p{i - 1}", act_bytes(i - 1) // 4, op, category="grad")
-    params = dict(levels=L, batch=B, size=S, channels=C, dtype_bytes=db)
-    shown = {k: v for k, v in params.items()
-             if k != "levels" and UNET_DEFAULTS[k] is not None and v != UNET_DEFAULTS[k]}
-    if dtype_bytes is not None:
-        shown["dtype_bytes"] = db
-    return b.build(instance_name(f"unet{L}", g, lk, shown), lk,
-                   make_meta("unet", params, g, lk))
 
 
 __all__ = ["chain", "DEFAULTS", "unet", "UNET_DEFAULTS"]

@@ -374,7 +374,6 @@ def blocked_stall_lb(dec, fixed, prof, keep_x, M, slack_u, nf, firstb, s, c, cfi
         if not (fixed[t] and dec[t] == SWAP) or s[t] == 0:
             continue
         E = en_min[t]
-        K = ub[t]       # t is on the device from its need on, in gap K at the latest
         # its H2D surely runs before its need: its D2H surely ends before its earliest
         # need, or its device copy cannot stay until then (a swap's device copy goes
         # when its D2H ends, and only a lagging one, there since its production, serves
@@ -394,100 +393,131 @@ def blocked_stall_lb(dec, fixed, prof, keep_x, M, slack_u, nf, firstb, s, c, cfi
             w = didx[p]
             if mayr[w] and rbe[w] <= firstb[t]:
                 tie = False
-        blocked = True
-        for k in range(nf, K + 1):
-            # rule R4's slack: the time lost before the end of op k in a plan faster
-            # than U, less the rebuilds that surely run after op k
-            slack_k = slack_u
-            for w in range(nS):
-                if fixed[w] and dec[w] == RECOMP and rbe[w] > k:
-                    slack_k -= c[w]
-            extra = 0       # fixed swaps surely on the device at gap k (R1 to R4)
-            for u in range(nS):
-                if u == t or not (fixed[u] and dec[u] == SWAP) or s[u] == 0:
-                    continue
-                readk = False
-                nxt = -1
-                for p in range(rptr[u], rptr[u + 1]):
-                    j = ridx[p]
-                    if j == k:
-                        readk = True
-                    if j > k and nxt < 0:
-                        nxt = j
-                if readk:
-                    continue     # in prof[k]
-                on = False
-                if k < en_min[u] and ub[u] < E:
-                    on = True                        # R1
-                elif nxt >= 0 and (nxt < E or (tie and nxt == E and u < t)):
-                    on = True                        # R2
-                else:
-                    for p in range(dptr[u], dptr[u + 1]):
-                        w = didx[p]
-                        if fixed[w] and dec[w] == RECOMP and k < rbe[w] and ub[w] < E:
-                            on = True                # R3
-                            break
-                if not on and nxt >= 0 and Qk[k, u] >= endk[k] + slack_k:
-                    on = True                        # R4
-                if on:
-                    extra += s[u]
-            miss = 0        # op k's inputs that may be absent while it waits
-            mayrs = 0       # ... or while a rebuild of gap k runs or waits
-            other = False   # another input of op k may be a swap still to arrive
-            for p in range(rd_ptr[k], rd_ptr[k + 1]):
-                u = rd_idx[p]
-                if u == t:
-                    miss += s[u]
-                    mayrs += s[u]
-                    continue
-                mays = (fixed[u] and dec[u] == SWAP) or not fixed[u]
-                if k >= E and mays:
-                    miss += s[u]
-                    other = True
-                if (fixed[u] and dec[u] == RECOMP) or (not fixed[u] and cfin[u]):
-                    mayrs += s[u]
-                elif k >= E and mays:
-                    mayrs += s[u]
-            base = prof[k] + extra
-            # idle before op k (k < K: op K reads t, or comes after t's need): before E
-            # every input is on the device, so the wait is for memory and the copy's
-            # reservation (which holds A[k]) is refused; from E on, only another missing
-            # input can leave room
-            if k < K and other and _h2d_admits(
-                    base - miss, s[t], _lb_tasks(k + 1, ADMISSION_LOOKAHEAD - 1, n, A, R, m), M):
-                blocked = False
-                break
-            # while a rebuild of gap k runs or waits; skipped when every task that may
-            # run in gap k before op k rebuilds a fixed recomp tensor that reads t (idle
-            # before it with t absent is a wait for t; while it runs, t is present)
-            allread = R[k] > 0
-            if allread:
-                for v in range(nS):
-                    if mayr[v] and rbe[v] <= k and k <= firstb[v]:
-                        if not (fixed[v] and dec[v] == RECOMP and _reads(dptr, didx, t, v)):
-                            allread = False
-                            break
-            if R[k] > 0 and not allread:
-                # before E, idle before a rebuild is a wait for memory (its inputs are
-                # on the device), and while a rebuild runs at most R[k] - 1 others of
-                # gap k come before op k
-                if k < E:
-                    R[k] -= 1
-                    lb = _lb_tasks(k, ADMISSION_LOOKAHEAD, n, A, R, m)
-                    R[k] += 1
-                else:
-                    lb = _lb_tasks(k, ADMISSION_LOOKAHEAD, n, A, R, m)
-                if _h2d_admits(base - A[k] - mayrs, s[t], lb, M):
-                    blocked = False
-                    break
-            # while op k runs (k < K: from op K on t is on the device)
-            if k < K and _h2d_admits(
-                    base, s[t], _lb_tasks(k + 1, ADMISSION_LOOKAHEAD, n, A, R, m), M):
-                blocked = False
-                break
-        if blocked:
+        if not _some_instant_admits(t, E, tie, dec, fixed, prof, M, slack_u, nf, firstb, s,
+                                    c, cfin, rd_ptr, rd_idx, A, dptr, didx, rptr, ridx,
+                                    endk, mayr, rbe, en_min, ub, R, m, Qk):
             tot += _copy_time(s[t], wh2d, lat)
     return tot
+
+
+@njit(cache=True)
+def _some_instant_admits(t, E, tie, dec, fixed, prof, M, slack_u, nf, firstb, s, c, cfin,
+                         rd_ptr, rd_idx, A, dptr, didx, rptr, ridx, endk, mayr, rbe, en_min,
+                         ub, R, m, Qk):
+    """Whether some instant from op `nf` to fixed swap t's need admits t's prefetch
+    (:func:`blocked_stall_lb`; `E` t's earliest need, `tie` whether t's need is surely op
+    E's own task): before op k, while a rebuild of gap k runs or waits, or while op k
+    runs. `R` (rebuilds per gap) is restored before returning."""
+    K = ub[t]       # t is on the device from its need on, in gap K at the latest
+    n = prof.shape[0]
+    for k in range(nf, K + 1):
+        # rule R4's slack: the time lost before the end of op k in a plan faster than U,
+        # less the rebuilds that surely run after op k
+        slack_k = slack_u
+        for w in range(s.shape[0]):
+            if fixed[w] and dec[w] == RECOMP and rbe[w] > k:
+                slack_k -= c[w]
+        extra = _surely_on(t, k, E, tie, slack_k, dec, fixed, s, rptr, ridx, dptr, didx,
+                           rbe, en_min, ub, endk, Qk)
+        miss, mayrs, other = _absent_inputs(t, k, E, dec, fixed, s, cfin, rd_ptr, rd_idx)
+        base = prof[k] + extra
+        # idle before op k (k < K: op K reads t, or comes after t's need): before E
+        # every input is on the device, so the wait is for memory and the copy's
+        # reservation (which holds A[k]) is refused; from E on, only another missing
+        # input can leave room
+        if k < K and other and _h2d_admits(
+                base - miss, s[t], _lb_tasks(k + 1, ADMISSION_LOOKAHEAD - 1, n, A, R, m), M):
+            return True
+        # while a rebuild of gap k runs or waits; skipped when every task that may run
+        # in gap k before op k rebuilds a fixed recomp tensor that reads t (idle before
+        # it with t absent is a wait for t; while it runs, t is present)
+        allread = R[k] > 0
+        if allread:
+            for v in range(s.shape[0]):
+                if mayr[v] and rbe[v] <= k and k <= firstb[v]:
+                    if not (fixed[v] and dec[v] == RECOMP and _reads(dptr, didx, t, v)):
+                        allread = False
+                        break
+        if R[k] > 0 and not allread:
+            # before E, idle before a rebuild is a wait for memory (its inputs are on the
+            # device), and while a rebuild runs at most R[k] - 1 others of gap k come
+            # before op k
+            if k < E:
+                R[k] -= 1
+                lb = _lb_tasks(k, ADMISSION_LOOKAHEAD, n, A, R, m)
+                R[k] += 1
+            else:
+                lb = _lb_tasks(k, ADMISSION_LOOKAHEAD, n, A, R, m)
+            if _h2d_admits(base - A[k] - mayrs, s[t], lb, M):
+                return True
+        # while op k runs (k < K: from op K on t is on the device)
+        if k < K and _h2d_admits(
+                base, s[t], _lb_tasks(k + 1, ADMISSION_LOOKAHEAD, n, A, R, m), M):
+            return True
+    return False
+
+
+@njit(cache=True)
+def _surely_on(t, k, E, tie, slack_k, dec, fixed, s, rptr, ridx, dptr, didx, rbe, en_min,
+               ub, endk, Qk):
+    """Bytes of the fixed swaps other than t, not read by op k, surely on the device at
+    gap k while t waits (rules R1 to R4 of the module docstring; `slack_k` rule R4's
+    slack, s)."""
+    extra = 0
+    for u in range(s.shape[0]):
+        if u == t or not (fixed[u] and dec[u] == SWAP) or s[u] == 0:
+            continue
+        readk = False
+        nxt = -1
+        for p in range(rptr[u], rptr[u + 1]):
+            j = ridx[p]
+            if j == k:
+                readk = True
+            if j > k and nxt < 0:
+                nxt = j
+        if readk:
+            continue     # in prof[k]
+        on = False
+        if k < en_min[u] and ub[u] < E:
+            on = True                        # R1
+        elif nxt >= 0 and (nxt < E or (tie and nxt == E and u < t)):
+            on = True                        # R2
+        else:
+            for p in range(dptr[u], dptr[u + 1]):
+                w = didx[p]
+                if fixed[w] and dec[w] == RECOMP and k < rbe[w] and ub[w] < E:
+                    on = True                # R3
+                    break
+        if not on and nxt >= 0 and Qk[k, u] >= endk[k] + slack_k:
+            on = True                        # R4
+        if on:
+            extra += s[u]
+    return extra
+
+
+@njit(cache=True)
+def _absent_inputs(t, k, E, dec, fixed, s, cfin, rd_ptr, rd_idx):
+    """Op k's inputs that may be absent while t waits (`E` t's earliest need): (bytes
+    that may be absent while op k waits, bytes that may be absent while a rebuild of gap
+    k runs or waits, whether another input of op k may be a swap still to arrive)."""
+    miss = 0
+    mayrs = 0
+    other = False
+    for p in range(rd_ptr[k], rd_ptr[k + 1]):
+        u = rd_idx[p]
+        if u == t:
+            miss += s[u]
+            mayrs += s[u]
+            continue
+        mays = (fixed[u] and dec[u] == SWAP) or not fixed[u]
+        if k >= E and mays:
+            miss += s[u]
+            other = True
+        if (fixed[u] and dec[u] == RECOMP) or (not fixed[u] and cfin[u]):
+            mayrs += s[u]
+        elif k >= E and mays:
+            mayrs += s[u]
+    return miss, mayrs, other
 
 
 @njit(cache=True)

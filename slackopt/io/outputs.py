@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from slackopt.errors import FileFormatError
-from slackopt.io import OutputExistsError
+from slackopt.io.text import OutputExistsError
 
 PathLike = str | os.PathLike[str]
 
