@@ -203,6 +203,244 @@ def _memory(ev: Evaluation) -> tuple[list[float], list[float]]:
     return xs, ys
 
 
+@dataclass(frozen=True)
+class _Axes:
+    """The scales every frame of the explorer shares.
+
+    Attributes:
+        solvers: the solvers' labels, in the order of each frame's runs.
+        P: the keep-all peak (bytes).
+        t_max: the longest step of any run, or T* (s).
+        ts, tu: seconds -> display unit factor, and the unit's name.
+        b_max: the largest of P, the budgets and the runs' peaks (bytes).
+        bs, bu: bytes -> display unit divisor, and the unit's name.
+        phases: {op name: phase} of the scheduled ops.
+        lanes: the timeline's lanes, three per solver (compute, D2H, H2D).
+        names: the saved tensors, in production order.
+        sizes: their sizes (bytes).
+    """
+
+    solvers: list[str]
+    P: int
+    t_max: float
+    ts: float
+    tu: str
+    b_max: float
+    bs: float
+    bu: str
+    phases: dict[str, str]
+    lanes: list[str]
+    names: list[str]
+    sizes: np.ndarray
+
+
+def _axes(instance: Instance, frames: Sequence[Frame]) -> _Axes:
+    """The shared scales of `frames` (at least one) on `instance`."""
+    solvers = [r.solver for r in frames[0].runs]
+    P = int(instance.P)
+    t_max = max([instance.ideal_time_s]
+                + [end_s(r.evaluation) for f in frames for r in f.runs if r.evaluation])
+    ts, tu = time_unit(t_max)
+    b_max = max([P] + [f.budget_bytes for f in frames]
+                + [r.evaluation.peak_bytes for f in frames for r in f.runs if r.evaluation])
+    bs, bu = byte_unit(b_max)
+    return _Axes(solvers, P, t_max, ts, tu, b_max, bs, bu,
+                 {op.name: op.phase for op in instance.scheduled_ops},
+                 [f"{s} {lane}" for s in solvers for lane in ("compute", "D2H", "H2D")],
+                 list(instance.saved_names), np.asarray(instance.s, dtype=float))
+
+
+def _timeline_traces(fig: go.Figure, run: Run, ax: _Axes, visible: bool) -> list[int]:
+    """Add one run's bars to the timeline panel (row 1): operators, rebuilds and stalls
+    on its compute lane, copies on its D2H and H2D lanes; returns the traces' indices."""
+    import plotly.graph_objects as go
+
+    assert run.evaluation is not None
+    idx: list[int] = []
+    tu = ax.tu
+    for kind, (x0, w, hover) in _bars(run.evaluation, ax.phases, ax.ts).items():
+        if not x0:
+            continue
+        lane = {"d2h": "D2H", "h2d": "H2D"}.get(kind, "compute")
+        fig.add_trace(go.Bar(
+            base=x0, x=w, y=[f"{run.solver} {lane}"] * len(x0), orientation="h",
+            marker={"color": _COLORS[kind] if kind != "stall" else "rgba(0,0,0,0)",
+                    "line": {"color": _COLORS[kind], "width": 1}
+                    if kind == "stall" else {"width": 0},
+                    "pattern": {"shape": "/", "fgcolor": _COLORS[kind]}
+                    if kind == "stall" else None},
+            name=_KIND_LABELS[kind], legendgroup=kind, showlegend=False,
+            hovertext=hover, hovertemplate=f"%{{hovertext}}<br>%{{base:.3f}} {tu}"
+            f" + %{{x:.3f}} {tu}<extra>{_KIND_LABELS[kind]}</extra>",
+            visible=visible), row=1, col=1)
+        idx.append(len(fig.data) - 1)
+    return idx
+
+
+def _memory_trace(fig: go.Figure, run: Run, si: int, ax: _Axes, visible: bool) -> int:
+    """Add the memory-in-use curve of run `si` to the memory panel (row 2); returns the
+    trace's index."""
+    import plotly.graph_objects as go
+
+    assert run.evaluation is not None
+    xs, ys = _memory(run.evaluation)
+    fig.add_trace(go.Scatter(
+        x=np.asarray(xs) * ax.ts, y=np.asarray(ys) / ax.bs, mode="lines",
+        line={"shape": "hv", "color": _LINE_COLORS[si % len(_LINE_COLORS)],
+              "width": 2}, name=f"{run.solver}: in use", showlegend=False,
+        hovertemplate=f"%{{x:.3f}} {ax.tu}: %{{y:.4g}} {ax.bu}<extra>{run.solver}</extra>",
+        visible=visible), row=2, col=1)
+    return len(fig.data) - 1
+
+
+def _budget_trace(fig: go.Figure, fr: Frame, ax: _Axes, visible: bool) -> int:
+    """Add the frame's budget M as a dashed line to the memory panel (row 2); returns the
+    trace's index."""
+    import plotly.graph_objects as go
+
+    fig.add_trace(go.Scatter(
+        x=[0, ax.t_max * ax.ts * 1.01], y=[fr.budget_bytes / ax.bs] * 2, mode="lines",
+        line={"color": _COLORS["budget"], "dash": "dash", "width": 2},
+        name="budget M", legendgroup="budget", showlegend=False,
+        hovertemplate=f"M = {fmt_bytes(fr.budget_bytes)} ({fr.fraction:.2f} P)"
+        "<extra></extra>", visible=visible), row=2, col=1)
+    return len(fig.data) - 1
+
+
+def _decision_trace(fig: go.Figure, fr: Frame, ax: _Axes, visible: bool) -> int:
+    """Add the frame's map of decisions (solvers x saved tensors, coloured keep, swap,
+    recompute; blank where a solver has no plan) to the bottom panel (row 3); returns the
+    trace's index."""
+    import plotly.graph_objects as go
+
+    names = ax.names
+    z = np.full((len(ax.solvers), len(names)), np.nan)
+    text = [[""] * len(names) for _ in ax.solvers]
+    for si, run in enumerate(fr.runs):
+        for k, nm in enumerate(names):
+            if run.plan is None:
+                text[si][k] = f"{nm}: no plan"
+                continue
+            d = int(run.plan.decisions[k])
+            z[si, k] = d
+            text[si][k] = f"{nm} ({fmt_bytes(ax.sizes[k])}): {_DECISION_NAMES[d]}"
+    fig.add_trace(go.Heatmap(
+        z=z, x=list(range(1, len(names) + 1)), y=ax.solvers, text=text, zmin=-0.5, zmax=2.5,
+        colorscale=[[a, DECISION_COLORS[d]] for d in (KEEP, SWAP, RECOMP)
+                    for a in (d / 3, (d + 1) / 3)],
+        showscale=False, xgap=1, ygap=2, hovertemplate="%{text}<extra>%{y}</extra>",
+        visible=visible), row=3, col=1)
+    return len(fig.data) - 1
+
+
+def _frame_traces(fig: go.Figure, fr: Frame, ax: _Axes, visible: bool) -> list[int]:
+    """Add every trace of one budget (each run's bars and memory curve, the budget line,
+    the decision map); returns their indices, which the slider shows together."""
+    idx: list[int] = []
+    for si, run in enumerate(fr.runs):
+        if run.evaluation is None:
+            continue
+        idx += _timeline_traces(fig, run, ax, visible)
+        idx.append(_memory_trace(fig, run, si, ax, visible))
+    idx.append(_budget_trace(fig, fr, ax, visible))
+    idx.append(_decision_trace(fig, fr, ax, visible))
+    return idx
+
+
+def _fixed_traces(fig: go.Figure, ax: _Axes) -> list[int]:
+    """Add the traces every frame shows (the keep-all peak P, every lane of the timeline,
+    the legend's entries); returns their indices."""
+    import plotly.graph_objects as go
+
+    fig.add_trace(go.Scatter(x=[0, ax.t_max * ax.ts * 1.01], y=[ax.P / ax.bs] * 2,
+                             mode="lines", line={"color": _COLORS["keep_all"], "dash": "dot"},
+                             name=f"keep-all peak P = {fmt_bytes(ax.P)}",
+                             hoverinfo="skip"), row=2, col=1)
+    always = [len(fig.data) - 1]
+    fig.add_trace(go.Scatter(x=[0] * len(ax.lanes), y=ax.lanes, mode="markers", opacity=0,
+                             showlegend=False, hoverinfo="skip"), row=1, col=1)
+    always.append(len(fig.data) - 1)  # every lane drawn, even one without a bar
+    for kind, lab in _KIND_LABELS.items():
+        fig.add_trace(go.Scatter(
+            x=[None], y=[None], mode="markers", name=lab, legendgroup=kind,
+            marker={"symbol": "square-open" if kind == "stall" else "square", "size": 12,
+                    "color": _COLORS[kind]}), row=2, col=1)
+        always.append(len(fig.data) - 1)
+    for si, s in enumerate(ax.solvers):
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", name=f"{s}: memory in use",
+                                 line={"color": _LINE_COLORS[si % len(_LINE_COLORS)],
+                                       "width": 2}), row=2, col=1)
+        always.append(len(fig.data) - 1)
+    fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", name="budget M",
+                             line={"color": _COLORS["budget"], "dash": "dash", "width": 2}),
+                  row=2, col=1)
+    always.append(len(fig.data) - 1)
+    for d in (KEEP, SWAP, RECOMP):
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers",
+                                 marker={"symbol": "square", "size": 12,
+                                         "color": DECISION_COLORS[d]},
+                                 name=f"tensor: {_DECISION_NAMES[d]}"), row=3, col=1)
+        always.append(len(fig.data) - 1)
+    return always
+
+
+def _slider_steps(frames: Sequence[Frame], titles: Sequence[str],
+                  per_frame: Sequence[list[int]], always: list[int], n: int
+                  ) -> list[dict[str, Any]]:
+    """One slider step per frame: its label (the fraction of P) and the update that shows
+    its traces and the fixed ones (of `n` traces in all) under its title."""
+    steps = []
+    for fi, fr in enumerate(frames):
+        vis = [False] * n
+        for i in per_frame[fi] + always:
+            vis[i] = True
+        steps.append({"method": "update", "label": f"{fr.fraction:.2f}",
+                      "args": [{"visible": vis}, {"title.text": titles[fi]}]})
+    return steps
+
+
+def _default_active(frames: Sequence[Frame]) -> int:
+    """The frame nearest 0.5 P among those where the first solver's plan runs (among all
+    frames when there are none)."""
+    runs = [i for i, f in enumerate(frames)
+            if f.runs[0].evaluation is not None and f.runs[0].evaluation.feasible]
+    return min(runs or range(len(frames)), key=lambda i: abs(frames[i].fraction - 0.5))
+
+
+def _layout(fig: go.Figure, instance: Instance, ax: _Axes, titles: Sequence[str],
+            steps: list[dict[str, Any]], active: int) -> None:
+    """Lay out the figure: the title of frame `active`, the slider over `steps`, the
+    legend, the axes' ranges and titles, the ideal step T* as a dotted line."""
+    lines = max(t.count("<br>") + 1 for t in titles)
+    n_solvers = len(ax.solvers)
+    fig.update_layout(
+        title={"text": titles[active], "x": 0.01, "xanchor": "left", "font": {"size": 13},
+               "yref": "container", "y": 1.0, "yanchor": "top", "pad": {"t": 10}},
+        barmode="overlay", bargap=0.25, height=760 + 90 * n_solvers + 17 * lines,
+        margin={"l": 120, "r": 20, "t": 130 + 17 * lines, "b": 130},
+        legend={"orientation": "h", "y": -0.07, "yanchor": "top", "x": 0,
+                "font": {"size": 11}},
+        sliders=[{"active": active, "steps": steps, "x": 0, "len": 1.0, "y": 1.0,
+                  "yanchor": "bottom", "pad": {"t": 0, "b": 45},
+                  "currentvalue": {"prefix": "budget M = ", "suffix": " x P (move the slider)",
+                                   "font": {"size": 13}}}],
+        modebar={"orientation": "v"}, template="plotly_white")
+    x_range = [0, ax.t_max * ax.ts * 1.01]
+    fig.update_xaxes(range=x_range, row=1, col=1)
+    fig.update_xaxes(range=x_range, row=2, col=1, title_text=f"time since the start of the "
+                     f"step ({ax.tu})")
+    fig.update_yaxes(categoryorder="array", categoryarray=ax.lanes[::-1], row=1, col=1)
+    fig.update_yaxes(range=[0, ax.b_max / ax.bs * 1.08], title_text=f"memory ({ax.bu})",
+                     row=2, col=1)
+    fig.update_xaxes(title_text=f"decision per saved tensor, in production order (1 to "
+                     f"{len(ax.names)}; hover for its name and size)",
+                     row=3, col=1, showgrid=False)
+    fig.update_yaxes(row=3, col=1, showgrid=False)
+    for x in (instance.ideal_time_s,):
+        fig.add_vline(x=x * ax.ts, line={"color": "black", "dash": "dot", "width": 1},
+                      row=1, col=1)
+
+
 def figure(instance: Instance, frames: Sequence[Frame], *, active: int | None = None
            ) -> go.Figure:
     """The explorer's figure: a slider over `frames`, three panels per budget.
@@ -227,158 +465,27 @@ def figure(instance: Instance, frames: Sequence[Frame], *, active: int | None = 
     Raises:
         SlackoptError: no frames.
     """
-    import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
     if not frames:
         raise SlackoptError("no frames to draw: solve_grid() returned none")
-    solvers = [r.solver for r in frames[0].runs]
-    P = int(instance.P)
-    t_max = max([instance.ideal_time_s]
-                + [end_s(r.evaluation) for f in frames for r in f.runs if r.evaluation])
-    ts, tu = time_unit(t_max)
-    b_max = max([P] + [f.budget_bytes for f in frames]
-                + [r.evaluation.peak_bytes for f in frames for r in f.runs if r.evaluation])
-    bs, bu = byte_unit(b_max)
-    phases = {op.name: op.phase for op in instance.scheduled_ops}
-    lanes = [f"{s} {lane}" for s in solvers for lane in ("compute", "D2H", "H2D")]
-    names = list(instance.saved_names)
-    sizes = np.asarray(instance.s, dtype=float)
-
+    ax = _axes(instance, frames)
+    n_solvers = len(ax.solvers)
     fig = make_subplots(rows=3, cols=1, vertical_spacing=0.1,
-                        row_heights=[0.22 + 0.1 * len(solvers), 0.4,
-                                     0.12 + 0.06 * len(solvers)],
-                        subplot_titles=(f"Step timeline ({tu}): compute stream, D2H and H2D "
-                                        "copy engines", "Device memory in use against the budget M",
-                                        ""))
-    per_frame: list[list[int]] = []
-    for fi, fr in enumerate(frames):
-        idx: list[int] = []
-        for si, run in enumerate(fr.runs):
-            ev = run.evaluation
-            if ev is None:
-                continue
-            for kind, (x0, w, hover) in _bars(ev, phases, ts).items():
-                if not x0:
-                    continue
-                lane = {"d2h": "D2H", "h2d": "H2D"}.get(kind, "compute")
-                fig.add_trace(go.Bar(
-                    base=x0, x=w, y=[f"{run.solver} {lane}"] * len(x0), orientation="h",
-                    marker={"color": _COLORS[kind] if kind != "stall" else "rgba(0,0,0,0)",
-                            "line": {"color": _COLORS[kind], "width": 1}
-                            if kind == "stall" else {"width": 0},
-                            "pattern": {"shape": "/", "fgcolor": _COLORS[kind]}
-                            if kind == "stall" else None},
-                    name=_KIND_LABELS[kind], legendgroup=kind, showlegend=False,
-                    hovertext=hover, hovertemplate=f"%{{hovertext}}<br>%{{base:.3f}} {tu}"
-                    f" + %{{x:.3f}} {tu}<extra>{_KIND_LABELS[kind]}</extra>",
-                    visible=fi == 0), row=1, col=1)
-                idx.append(len(fig.data) - 1)
-            xs, ys = _memory(ev)
-            fig.add_trace(go.Scatter(
-                x=np.asarray(xs) * ts, y=np.asarray(ys) / bs, mode="lines",
-                line={"shape": "hv", "color": _LINE_COLORS[si % len(_LINE_COLORS)],
-                      "width": 2}, name=f"{run.solver}: in use", showlegend=False,
-                hovertemplate=f"%{{x:.3f}} {tu}: %{{y:.4g}} {bu}<extra>{run.solver}</extra>",
-                visible=fi == 0), row=2, col=1)
-            idx.append(len(fig.data) - 1)
-        fig.add_trace(go.Scatter(
-            x=[0, t_max * ts * 1.01], y=[fr.budget_bytes / bs] * 2, mode="lines",
-            line={"color": _COLORS["budget"], "dash": "dash", "width": 2},
-            name="budget M", legendgroup="budget", showlegend=False,
-            hovertemplate=f"M = {fmt_bytes(fr.budget_bytes)} ({fr.fraction:.2f} P)"
-            "<extra></extra>", visible=fi == 0), row=2, col=1)
-        idx.append(len(fig.data) - 1)
-        z = np.full((len(solvers), len(names)), np.nan)
-        text = [[""] * len(names) for _ in solvers]
-        for si, run in enumerate(fr.runs):
-            for k, nm in enumerate(names):
-                if run.plan is None:
-                    text[si][k] = f"{nm}: no plan"
-                    continue
-                d = int(run.plan.decisions[k])
-                z[si, k] = d
-                text[si][k] = f"{nm} ({fmt_bytes(sizes[k])}): {_DECISION_NAMES[d]}"
-        fig.add_trace(go.Heatmap(
-            z=z, x=list(range(1, len(names) + 1)), y=solvers, text=text, zmin=-0.5, zmax=2.5,
-            colorscale=[[a, DECISION_COLORS[d]] for d in (KEEP, SWAP, RECOMP)
-                        for a in (d / 3, (d + 1) / 3)],
-            showscale=False, xgap=1, ygap=2, hovertemplate="%{text}<extra>%{y}</extra>",
-            visible=fi == 0), row=3, col=1)
-        idx.append(len(fig.data) - 1)
-        per_frame.append(idx)
-    # the keep-all peak P and the legend: shown in every frame
-    fig.add_trace(go.Scatter(x=[0, t_max * ts * 1.01], y=[P / bs] * 2, mode="lines",
-                             line={"color": _COLORS["keep_all"], "dash": "dot"},
-                             name=f"keep-all peak P = {fmt_bytes(P)}",
-                             hoverinfo="skip"), row=2, col=1)
-    always = [len(fig.data) - 1]
-    fig.add_trace(go.Scatter(x=[0] * len(lanes), y=lanes, mode="markers", opacity=0,
-                             showlegend=False, hoverinfo="skip"), row=1, col=1)
-    always.append(len(fig.data) - 1)  # every lane drawn, even one without a bar
-    for kind, lab in _KIND_LABELS.items():
-        fig.add_trace(go.Scatter(
-            x=[None], y=[None], mode="markers", name=lab, legendgroup=kind,
-            marker={"symbol": "square-open" if kind == "stall" else "square", "size": 12,
-                    "color": _COLORS[kind]}), row=2, col=1)
-        always.append(len(fig.data) - 1)
-    for si, s in enumerate(solvers):
-        fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", name=f"{s}: memory in use",
-                                 line={"color": _LINE_COLORS[si % len(_LINE_COLORS)],
-                                       "width": 2}), row=2, col=1)
-        always.append(len(fig.data) - 1)
-    fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", name="budget M",
-                             line={"color": _COLORS["budget"], "dash": "dash", "width": 2}),
-                  row=2, col=1)
-    always.append(len(fig.data) - 1)
-    for d in (KEEP, SWAP, RECOMP):
-        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers",
-                                 marker={"symbol": "square", "size": 12,
-                                         "color": DECISION_COLORS[d]},
-                                 name=f"tensor: {_DECISION_NAMES[d]}"), row=3, col=1)
-        always.append(len(fig.data) - 1)
-
+                        row_heights=[0.22 + 0.1 * n_solvers, 0.4, 0.12 + 0.06 * n_solvers],
+                        subplot_titles=(f"Step timeline ({ax.tu}): compute stream, D2H and "
+                                        "H2D copy engines",
+                                        "Device memory in use against the budget M", ""))
+    per_frame = [_frame_traces(fig, fr, ax, fi == 0) for fi, fr in enumerate(frames)]
+    always = _fixed_traces(fig, ax)
     n = len(fig.data)
     titles = [_title(instance, fr) for fr in frames]
-    steps = []
-    for fi, fr in enumerate(frames):
-        vis = [False] * n
-        for i in per_frame[fi] + always:
-            vis[i] = True
-        steps.append({"method": "update", "label": f"{fr.fraction:.2f}",
-                      "args": [{"visible": vis}, {"title.text": titles[fi]}]})
-    if active is None:  # nearest 0.5 P among the budgets where the first solver's plan runs
-        runs = [i for i, f in enumerate(frames)
-                if f.runs[0].evaluation is not None and f.runs[0].evaluation.feasible]
-        active = min(runs or range(len(frames)), key=lambda i: abs(frames[i].fraction - 0.5))
+    steps = _slider_steps(frames, titles, per_frame, always, n)
+    if active is None:
+        active = _default_active(frames)
     for i in range(n):
         fig.data[i].visible = steps[active]["args"][0]["visible"][i]
-    lines = max(t.count("<br>") + 1 for t in titles)
-    fig.update_layout(
-        title={"text": titles[active], "x": 0.01, "xanchor": "left", "font": {"size": 13},
-               "yref": "container", "y": 1.0, "yanchor": "top", "pad": {"t": 10}},
-        barmode="overlay", bargap=0.25, height=760 + 90 * len(solvers) + 17 * lines,
-        margin={"l": 120, "r": 20, "t": 130 + 17 * lines, "b": 130},
-        legend={"orientation": "h", "y": -0.07, "yanchor": "top", "x": 0,
-                "font": {"size": 11}},
-        sliders=[{"active": active, "steps": steps, "x": 0, "len": 1.0, "y": 1.0,
-                  "yanchor": "bottom", "pad": {"t": 0, "b": 45},
-                  "currentvalue": {"prefix": "budget M = ", "suffix": " x P (move the slider)",
-                                   "font": {"size": 13}}}],
-        modebar={"orientation": "v"}, template="plotly_white")
-    x_range = [0, t_max * ts * 1.01]
-    fig.update_xaxes(range=x_range, row=1, col=1)
-    fig.update_xaxes(range=x_range, row=2, col=1, title_text=f"time since the start of the "
-                     f"step ({tu})")
-    fig.update_yaxes(categoryorder="array", categoryarray=lanes[::-1], row=1, col=1)
-    fig.update_yaxes(range=[0, b_max / bs * 1.08], title_text=f"memory ({bu})", row=2, col=1)
-    fig.update_xaxes(title_text=f"decision per saved tensor, in production order (1 to "
-                     f"{len(names)}; hover for its name and size)",
-                     row=3, col=1, showgrid=False)
-    fig.update_yaxes(row=3, col=1, showgrid=False)
-    for x in (instance.ideal_time_s,):
-        fig.add_vline(x=x * ts, line={"color": "black", "dash": "dot", "width": 1},
-                      row=1, col=1)
+    _layout(fig, instance, ax, titles, steps, active)
     return fig
 
 

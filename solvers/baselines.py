@@ -129,6 +129,9 @@ class Checkpoint(BaseSolver):
       live at the keep-all peak is read there or needed to rebuild what is read there):
       the policy does not apply; status "infeasible", the keep-all plan,
       ``min_budget_bytes = P``, ``applies = False`` and a ``note`` saying why.
+    - the time limit reached before a k fits (at least k = 1 is scanned): status
+      "timeout" with the plan of smallest peak so far, ``min_budget_bytes`` None and a
+      ``note`` saying where the scan stopped.
 
     With ``blocks=k`` the plan is :func:`checkpoint_plan` of exactly min(k, L) blocks
     whatever M (feasible iff M covers its peak, else ``min_budget_bytes`` = its peak).
@@ -181,6 +184,11 @@ class Checkpoint(BaseSolver):
                            min_budget_bytes=None if ok else min_budget)
 
         for k in range(1, L + 1):
+            if k > 1 and run.expired():
+                out = result(min(peaks, key=lambda q: (peaks[q], q)), "timeout")
+                out.info["note"] = (f"the time limit ended the scan after k = {k - 1} of "
+                                    f"{L} blocks; none of those plans fits")
+                return out
             evals[k] = simulate(instance, checkpoint_plan(instance, k), UNBOUNDED_BYTES)
             peaks[k] = int(evals[k].peak_bytes)
             if peaks[k] <= M:

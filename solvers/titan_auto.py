@@ -63,6 +63,7 @@ block's tags keep / recompute / offload (``tagged_bytes``).
 from __future__ import annotations
 
 import math
+import time
 from typing import Any
 
 import numpy as np
@@ -70,6 +71,7 @@ import numpy as np
 from slackopt.errors import SolverError
 from slackopt.instance import Instance
 from slackopt.plan import KEEP, RECOMP, SWAP, Plan
+from slackopt.simulate import simulate
 from slackopt.solverbase import BaseSolver, Outcome, Param, Run
 
 OFFLOAD_MIN_BYTES = 1 << 20
@@ -121,16 +123,21 @@ def outer_lp(instance: Instance, budget_bytes: int, *, time_limit_s: float | Non
     """Solve the outer LP (module docstring) for budget M = `budget_bytes`.
 
     Args:
+        time_limit_s: seconds for building and solving (None: no limit); the build looks
+            at the clock after each block and stops when the time is up (status "Not
+            Solved"), CBC gets what is left (at least its 1 s floor).
         elastic: add one slack (bytes) to every peak row and minimize it instead: the
             model's smallest budget is then M + slack.
 
     Returns:
-        (fractions, info): ``fractions`` {block: (k, r, o)} (None if infeasible);
-        ``info`` with ``status`` (PuLP's word), ``added_runtime_s`` (the objective, s),
-        ``model_peak_bytes`` (the largest peak row) and, with `elastic`, ``slack_bytes``.
+        (fractions, info): ``fractions`` {block: (k, r, o)} (None if infeasible or not
+        solved); ``info`` with ``status`` (PuLP's word), ``added_runtime_s`` (the
+        objective, s), ``model_peak_bytes`` (the largest peak row) and, with `elastic`,
+        ``slack_bytes``.
     """
     import pulp
 
+    end = None if time_limit_s is None else time.perf_counter() + float(time_limit_s)
     lay = _layer_layout(instance)
     blocks = lay["blocks"]
     U = float(max(int(instance.A), 1))          # bytes -> units of A
@@ -145,11 +152,13 @@ def outer_lp(instance: Instance, budget_bytes: int, *, time_limit_s: float | Non
     Mb = int(budget_bytes) / U
     E = lay["E"] / U
     rows: list[Any] = []
+    kept = pulp.LpAffineExpression()   # sum of k_q a_q over the blocks below, grown in order
     for i, b in enumerate(blocks):
         prob += k[b] + r[b] + o[b] == 1, f"split_{b}"
         if lay["a"][b] > 0:
             prob += k[b] >= min(1.0, lay["floor"][b] / lay["a"][b]), f"mustkeep_{b}"
-        kept_below = pulp.lpSum(k[q] * a[q] for q in blocks[:i])
+        kept_below = kept.copy()
+        kept.addterm(k[b], a[b])
         prev = o[blocks[i - 1]] * a[blocks[i - 1]] if i else 0
         fwd = E + kept_below + prev + a[b]
         bwd = E + kept_below + a[b] + lay["G"][b] / U + prev
@@ -158,6 +167,10 @@ def outer_lp(instance: Instance, budget_bytes: int, *, time_limit_s: float | Non
         rows += [fwd, bwd]
         prob += o[b] * a[b] <= Wd * lay["F"] / U, f"d2h_{b}"
         prob += o[b] * a[b] <= Wh * lay["B"] / U, f"h2d_{b}"
+        if end is not None and time.perf_counter() > end:
+            return None, {"status": "Not Solved",
+                          "note": f"the time limit ended the build after {i + 1} of "
+                                  f"{len(blocks)} blocks"}
     if blocks:
         prob += o[blocks[-1]] == 0, "last_no_offload"
         loss = E + pulp.lpSum(k[q] * a[q] for q in blocks) + lay["G_head"] / U
@@ -168,7 +181,8 @@ def outer_lp(instance: Instance, budget_bytes: int, *, time_limit_s: float | Non
                      <= instance.host_memory_bytes / U), "host_cap"
     runtime = pulp.lpSum(r[q] * (lay["F"] / Tu) for q in blocks)
     prob += (slack if elastic else runtime), "objective"
-    status = pulp.LpStatus[prob.solve(_cbc(time_limit_s))]
+    left = None if end is None else max(end - time.perf_counter(), 0.0)
+    status = pulp.LpStatus[prob.solve(_cbc(left))]
     info: dict[str, Any] = {"status": status}
     if status != "Optimal":
         return None, info
@@ -269,6 +283,12 @@ class TitanAuto(BaseSolver):
     tags; the evaluator decides the status and ``objective_s`` is the model's step (so it
     is set exactly when the LP calls the budget met). Requires PuLP's CBC (a slackopt
     dependency).
+
+    Time limit: each CBC program gets the time left (at least CBC's 1 s), the elastic LP
+    runs only while time is left, and no block's inner program starts once it is used up:
+    the blocks left untagged keep their tensors (``info["note"]`` says how many were
+    tagged; status "timeout" when that plan does not run under M). The outer LP cut off
+    unsolved gives the keep-all plan with status "timeout".
     """
 
     name = "titan-auto"
@@ -280,7 +300,6 @@ class TitanAuto(BaseSolver):
 
     def plan(self, instance: Instance, budget_bytes: int, run: Run) -> Outcome:
         M, P = int(budget_bytes), int(instance.P)
-        limit = None if run.time_limit_s is None else max(run.remaining(), 1.0)
         if M >= P:
             return Outcome(Plan.keep_all(instance), objective_s=instance.ideal_time_s,
                            info={"model_fits": True, "note": "M >= P: nothing to do"})
@@ -289,10 +308,17 @@ class TitanAuto(BaseSolver):
                            info={"model_fits": False, "model_min_budget_bytes": P,
                                  "note": "no blocks (no saved tensor has a layer >= 0): "
                                          "nothing to split"})
-        frac, lp = outer_lp(instance, M, time_limit_s=limit)
+        frac, lp = outer_lp(instance, M, time_limit_s=_cbc_limit(run))
         if frac is None:
-            _, el = outer_lp(instance, M, time_limit_s=limit, elastic=True)
+            if lp["status"] != "Infeasible" and run.expired():
+                return Outcome(Plan.keep_all(instance), status="timeout",
+                               info={"lp_status": lp["status"],
+                                     "note": "the time limit ended the outer LP unsolved"})
             info = {"model_fits": False, "lp_status": lp["status"]}
+            if run.expired():
+                info["model_min_budget_note"] = "the time limit came before the elastic LP"
+                return Outcome(Plan.keep_all(instance), status="infeasible", info=info)
+            _, el = outer_lp(instance, M, time_limit_s=_cbc_limit(run), elastic=True)
             if "slack_bytes" in el:
                 info["model_min_budget_bytes"] = M + el["slack_bytes"]
             return Outcome(Plan.keep_all(instance), status="infeasible", info=info)
@@ -305,16 +331,33 @@ class TitanAuto(BaseSolver):
             m = lay["members"][b]
             sig = _signature(instance, m, frac[b], self.offload_min_bytes)
             if sig not in cache:
+                if run.expired():
+                    break
                 cache[sig] = inner_tags(instance, m, frac[b],
                                         offload_min_bytes=self.offload_min_bytes,
-                                        time_limit_s=limit)
+                                        time_limit_s=_cbc_limit(run))
             dec[m] = cache[sig]
             tagged[b] = [int(s[m][cache[sig] == d].sum()) for d in (KEEP, RECOMP, SWAP)]
         info = {"model_fits": True, "fractions": {b: list(v) for b, v in frac.items()},
                 "tagged_bytes": tagged, "inner_solves": len(cache),
                 "model_peak_bytes": lp["model_peak_bytes"]}
-        return Outcome(Plan(dec, instance.saved_names),
-                       objective_s=instance.ideal_time_s + lp["added_runtime_s"], info=info)
+        plan = Plan(dec, instance.saved_names)
+        if len(tagged) == len(lay["blocks"]):
+            return Outcome(plan, objective_s=instance.ideal_time_s + lp["added_runtime_s"],
+                           info=info)
+        # the time limit stopped the tagging: the blocks left untagged keep everything
+        info["model_fits"] = False
+        info["note"] = (f"the time limit ended the tagging after {len(tagged)} of "
+                        f"{len(lay['blocks'])} blocks; the other blocks keep their tensors")
+        ev = simulate(instance, plan, M)
+        return Outcome(plan, status=None if ev.feasible else "timeout", evaluation=ev,
+                       info=info)
+
+
+def _cbc_limit(run: Run) -> float | None:
+    """CBC's time limit for the next program of `run`: the time left (s), None without a
+    limit (:func:`_cbc` raises it to CBC's 1 s floor)."""
+    return None if run.time_limit_s is None else max(run.remaining(), 0.0)
 
 
 __all__ = ["TitanAuto", "outer_lp", "inner_tags", "OFFLOAD_MIN_BYTES"]

@@ -27,6 +27,8 @@ an internal error. No command writes over a file it reads (:mod:`slackopt.io.out
 
 from __future__ import annotations
 
+import atexit
+import gc
 import sys
 from typing import Annotated
 
@@ -104,7 +106,14 @@ def main(argv: list[str] | None = None) -> int:
     Returns:
         The exit status: 0 success, 2 bad input, 1 internal error, 130 interrupted
         (Ctrl-C; one line on stderr says how to go on).
+
+    Called as the command (`argv` None), the process's objects are frozen at exit
+    (:func:`gc.freeze`), so that the interpreter does not collect them one by one
+    before it ends: after a solve that loaded the compiled kernels that took about a
+    second of the wall time a time limit promises.
     """
+    if argv is None:
+        atexit.register(gc.freeze)
     try:
         rv = app(args=argv, prog_name="slackopt", standalone_mode=False)
     except typer.TyperException as e:  # usage errors (bad option, missing argument, ...)

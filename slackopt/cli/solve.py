@@ -37,6 +37,7 @@ from slackopt.cli._output import (
     console,
     decision_table,
     evaluation_doc,
+    fmt_time,
     kv_table,
     min_budget_line,
     note,
@@ -100,6 +101,9 @@ def _print_solve(inst: Any, res: Any, doc: dict[str, Any]) -> None:
     if res.status == "infeasible":
         con.print(min_budget_line(res.info, doc["min_budget_bytes"],
                                   doc["min_budget_fraction"]))
+    phases = res.info.get("phases")
+    if isinstance(phases, list) and phases and "lifted_s" in phases[0]:
+        con.print(_phase_table(phases))
     note_text = res.info.get("note")
     if isinstance(note_text, str) and note_text:
         con.print(f"note: {note_text}")
@@ -109,6 +113,22 @@ def _print_solve(inst: Any, res: Any, doc: dict[str, Any]) -> None:
         con.print(kv_table("Solver info", info))
     if doc["plan_file"]:
         con.print(f"wrote {doc['plan_file']}")
+
+
+def _phase_table(phases: list[dict[str, Any]]) -> Table:
+    """The phases of a search that logs them (milp's ``info["phases"]``): after each,
+    the plan (U) and the certified bound (L), how much it lowered U and lifted L, and
+    the sources whose certified bound it raised (their values: ``info["bounds"]``;
+    docs/exact-tier.md)."""
+    t = Table(title="Phases: where the plan and the bound moved", title_justify="left")
+    for col in ("phase", "plan", "bound", "lowered", "lifted"):
+        t.add_column(col, justify="left" if col == "phase" else "right")
+    t.add_column("sources raised")
+    for p in phases:
+        t.add_row(str(p["phase"]), fmt_time(p["upper_s"]), fmt_time(p["lower_s"]),
+                  fmt_time(p["lowered_s"]), fmt_time(p["lifted_s"]),
+                  ", ".join(p.get("sources") or {}) or "-")
+    return t
 
 
 @guarded

@@ -34,7 +34,8 @@ The modules, each one job, in the order a step goes through them:
 - :mod:`~slackopt.torch.factories`, :mod:`~slackopt.torch.hf`: models from a user's
   factory or a Hugging Face config; fake (``FakeTensorMode``) models of any size.
 - :mod:`~slackopt.torch.runtime`: :class:`PlanRuntime`, the evaluator's barrier-free
-  schedule replayed on the real step, over :func:`slackopt.simulate.barrier_free_actions`;
+  schedule replayed on the real step, over :func:`slackopt.simulate.barrier_free_actions`
+  (:mod:`~slackopt.torch.schedule`: :func:`runtime_schedule`, the instances it can run);
   with :mod:`~slackopt.torch.recipes` (recorded calls re-run by recomputes),
   :mod:`~slackopt.torch.copies` (host pool, D2H and H2D copies, CUDA streams) and
   :mod:`~slackopt.torch.blocks` (every block's lifetime, the accounted peak).
@@ -78,8 +79,9 @@ from slackopt.torch.flops import grouped_mm_flops, op_flops, sdpa_flops  # noqa:
 from slackopt.torch.hf import HF_PREFIX  # noqa: E402
 from slackopt.torch.profile import instance_name, profile_factory, profile_step  # noqa: E402
 from slackopt.torch.report import RuntimeReport  # noqa: E402
-from slackopt.torch.runtime import PlanRuntime, runtime_schedule  # noqa: E402
+from slackopt.torch.runtime import PlanRuntime  # noqa: E402
 from slackopt.torch.sac import SACRun, measure_policy  # noqa: E402
+from slackopt.torch.schedule import runtime_schedule  # noqa: E402
 from slackopt.torch.step import (  # noqa: E402
     FAKE_TIMING_ERROR,
     as_input_tuple,

@@ -18,7 +18,8 @@ from slackopt.plan import DECISION_NAMES, Plan
 from slackopt.torch.copies import HostPool, host_pool_bytes
 from slackopt.torch.errors import PlanRuntimeError
 from slackopt.torch.report import RuntimeReport
-from slackopt.torch.runtime import PlanRuntime, check_executable, runtime_schedule
+from slackopt.torch.runtime import PlanRuntime
+from slackopt.torch.schedule import check_executable, runtime_schedule
 from slackopt.torch.step import as_model_inputs, refuse_compiled, run_loss
 
 

@@ -404,6 +404,302 @@ def find_regions(instance: Instance, regions: str | Sequence[str] = "layers") ->
 
 
 # ----------------------------------------------------------------------------- export
+class _Draft:
+    """The policy of `plan` on `instance` while :func:`sac_policy` works it out: the calls'
+    answers, the units of in-place chains, and the reasons of the tensors it cannot
+    express.
+
+    Attributes:
+        n, ops: the forward op count and ops.
+        regs, region_of: the regions, and the region index of each forward call (None
+            outside all).
+        dec: {saved tensor: decision} of the plan.
+        prod: {forward call: the tensors it makes}.
+        pre_names: the tensors allocated before an in-place write (``NAME.pre``).
+        recipe_users: {forward call: the recomp tensors whose recipe runs it}.
+        why: {tensor: why the policy cannot express its decision}.
+        pol: each forward call's answer (one of :data:`POLICIES`).
+        planned: whether a decision or a recipe covers each forward call.
+        unit, groups, readers_of: the units (union-find parents; {root: its calls};
+            {root: the calls that read its ``NAME.pre`` storage and make their own
+            tensors}).
+    """
+
+    def __init__(self, instance: Instance, plan: Plan, regs: list[Region],
+                 unplanned: str) -> None:
+        self.instance, self.regs, self.unplanned = instance, regs, unplanned
+        self.n = n = instance.n_fwd
+        self.ops = instance.ops[:n]
+        self.region_of: list[int | None] = [None] * n
+        for k, r in enumerate(regs):
+            for i in range(r.first, r.last + 1):
+                self.region_of[i] = k
+        self.dec = {name: int(d) for name, d in zip(plan.names, plan.decisions, strict=True)}
+        self.idx = idx = instance.op_index
+        self.prod: dict[int, list[Any]] = {}
+        for t in instance.tensors:
+            if idx(t.producer) < n:
+                self.prod.setdefault(idx(t.producer), []).append(t)
+        self.pre_names = {t.name for t in instance.tensors if t.name.endswith(".pre")}
+        self.recipe_users: dict[int, list[str]] = {}
+        for name, d in self.dec.items():
+            if d == RECOMP:
+                for o in instance.tensor(name).recipe.ops:
+                    self.recipe_users.setdefault(idx(o), []).append(name)
+        self.why: dict[str, str] = {}
+        self.pol: list[str] = [AUTOGRAD] * n
+        self.planned = [False] * n
+        self.cached_units: set[int] = set()
+        self._units()
+
+    def fwd_readers(self, t: Any) -> list[int]:
+        """The forward calls reading tensor `t`, in order."""
+        return sorted(j for j in (self.idx(r) for r in t.readers) if j < self.n)
+
+    def blame(self, i: int, msg: str) -> None:
+        """Every decided output of call i, and every recomp tensor whose recipe runs it."""
+        for t in self.prod.get(i, []):
+            if t.name in self.dec:
+                self.why.setdefault(t.name, msg)
+        for nm in self.recipe_users.get(i, []):
+            self.why.setdefault(nm, msg)
+
+    def find(self, i: int) -> int:
+        """The unit (its root call) of call i."""
+        unit = self.unit
+        while unit[i] != i:
+            unit[i] = unit[unit[i]]
+            i = unit[i]
+        return i
+
+    def _units(self) -> None:
+        """Units: a storage written in place after its allocation (NAME.pre, then NAME) is
+        one unit with the calls that write it (those of NAME.pre's readers that allocate
+        nothing) and the call of its final version. A unit is cached or re-run whole: the
+        calling code keeps using the allocated tensor (ATen's dropout runs
+        noise.bernoulli_(), noise.div_(), then input * noise), so a re-run allocation
+        followed by a cached write, or the reverse, gives other values."""
+        instance, n, idx, prod = self.instance, self.n, self.idx, self.prod
+        self.unit = list(range(n))
+        find = self.find
+        self.readers_of: dict[int, list[int]] = {}
+        chains: list[tuple[int, list[int]]] = []
+        for p in sorted(self.pre_names):
+            a = idx(instance.tensor(p).producer)
+            f = idx(instance.tensor(p[:-4]).producer)
+            if a >= n or f >= n:
+                continue
+            readers = self.fwd_readers(instance.tensor(p))
+            members = [a, f] + [j for j in readers if not prod.get(j)]
+            plain = [j for j in readers if prod.get(j) and j != f]
+            for j in members[1:]:
+                self.unit[find(j)] = find(a)
+            chains.append((a, plain))
+        self.groups: dict[int, list[int]] = {}
+        for i in range(n):
+            self.groups.setdefault(find(i), []).append(i)
+        for a, plain in chains:
+            self.readers_of.setdefault(find(a), []).extend(plain)
+
+    def cache(self, u: int) -> None:
+        """Cache unit u (its calls inside regions), then every unplanned call reading one
+        of its storages between allocation and last write (the replay would read the
+        final values there); a planned one cannot be expressed."""
+        pol, groups = self.pol, self.groups
+        work = [u]
+        while work:
+            u = work.pop()
+            if u in self.cached_units:
+                continue
+            self.cached_units.add(u)
+            for i in groups[u]:
+                if self.region_of[i] is not None:
+                    swaps = any(self.dec.get(t.name) == SWAP for t in self.prod.get(i, []))
+                    pol[i] = MUST_CPU_OFFLOAD if swaps else MUST_SAVE
+            for j in self.readers_of.get(u, []):
+                if self.region_of[j] is None or pol[j] != MUST_RECOMPUTE:
+                    continue
+                if self.planned[j]:
+                    self.blame(j, f"re-run by the replay although it reads "
+                                  f"{self.ops[groups[u][0]].name}'s storage before its last "
+                                  "in-place write, and that storage is cached with its final "
+                                  "values")
+                else:
+                    work.append(self.find(j))
+
+    def answer_units(self) -> None:
+        """Step 1: each unit's answer from the decisions of the tensors its calls make;
+        then cache every unit with a cached call."""
+        ops, pol, dec = self.ops, self.pol, self.dec
+        for members in self.groups.values():
+            mine = [(t.name, dec[t.name]) for i in members for t in self.prod.get(i, [])
+                    if t.name in dec]
+            ds = {d for _, d in mine}
+            users = [i for i in members if i in self.recipe_users]
+            for i in members:
+                self.planned[i] = bool(mine) or bool(users)
+            if RECOMP in ds and ds != {RECOMP}:
+                for nm, _ in mine:
+                    self.why.setdefault(
+                        nm, f"calls {', '.join(ops[i].name for i in members)} also make "
+                        + ", ".join(f"'{m}' ({DECISION_NAMES[e]})" for m, e in mine
+                                    if m != nm)
+                        + ": selective checkpointing saves or re-runs a call, and an "
+                        "in-place chain, with all its outputs")
+                continue
+            inside = [i for i in members if self.region_of[i] is not None]
+            if not inside:
+                continue
+            if ds == {RECOMP} or (users and not ds):
+                for i in inside:
+                    pol[i] = MUST_RECOMPUTE
+            elif ds or any(ops[i].never_recompute for i in members) \
+                    or len(inside) < len(members) or self.unplanned == "save":
+                pol[inside[0]] = MUST_SAVE  # marks it; cache() sets every call
+            else:
+                for i in inside:
+                    pol[i] = MUST_RECOMPUTE
+        for u, members in self.groups.items():
+            if any(pol[i] == MUST_SAVE for i in members):
+                self.cache(u)
+
+    def check_decisions(self) -> None:
+        """Step 2: the decisions a region cannot carry (a custom autograd.Function's
+        tensor not kept; a recomp made outside every region, read after its region, or
+        whose recipe runs a call outside its region or one the policy caches)."""
+        instance, ops, why = self.instance, self.ops, self.why
+        unmanaged = set(instance.meta.get("unmanaged_saved") or ())
+        for name, d in self.dec.items():
+            t = instance.tensor(name)
+            i = self.idx(t.producer)
+            if name in unmanaged and d != KEEP:
+                why.setdefault(name, "a custom autograd.Function keeps it outside the "
+                                     "saved-tensor hooks (meta unmanaged_saved): only keep is "
+                                     "possible")
+            if d != RECOMP:
+                continue
+            r = self.region_of[i]
+            if r is None:
+                why.setdefault(name, f"made by {ops[i].name} outside every checkpoint region: "
+                                     "plain autograd saves it, nothing replays it")
+                continue
+            reg = self.regs[r]
+            later = [j for j in self.fwd_readers(t) if j > reg.last]
+            if later:
+                why.setdefault(name, f"read in the forward pass after its region "
+                                     f"'{reg.module}' (by {ops[later[0]].name}): the autograd "
+                                     "nodes or the region reading it there hold it")
+            outside = [o for o in t.recipe.ops if not reg.first <= self.idx(o) <= reg.last]
+            if outside:
+                why.setdefault(name, f"its recipe runs {outside[0]} outside its region "
+                                     f"'{reg.module}': the replay reads the region's input "
+                                     "instead")
+            cached = [o for o in t.recipe.ops if self.pol[self.idx(o)] != MUST_RECOMPUTE]
+            if cached and not outside:
+                why.setdefault(name, f"its recipe runs {cached[0]}, whose call the policy "
+                                     "caches (it makes a kept or swapped tensor too, or must "
+                                     "not run twice)")
+
+    def region_inputs(self) -> int:
+        """Step 3: region inputs (made before a region, read inside it) stay with the
+        checkpoint: a recomp one cannot be expressed; returns the bytes of the undecided
+        ones (``extra["region_input_bytes"]``)."""
+        dec = self.dec
+        region_input_bytes = 0
+        for t in self.instance.tensors:
+            i = self.idx(t.producer)
+            if i >= self.n:
+                continue
+            for r in self.regs:
+                if i < r.first and any(r.first <= j <= r.last for j in self.fwd_readers(t)):
+                    if t.name in dec and dec[t.name] == RECOMP:
+                        self.why.setdefault(t.name, f"an input of region '{r.module}' (made "
+                                                    "before it, read in it): the checkpoint "
+                                                    "holds it until its replay")
+                    elif t.name not in dec and t.name not in self.pre_names:
+                        region_input_bytes += int(t.size_bytes)
+                    break
+        return region_input_bytes
+
+    def random_calls(self) -> None:
+        """Step 4: random calls: the replay re-runs them in order from the region's RNG
+        state, so none may be re-run after a cached one (a planned one cannot be
+        expressed, an unplanned one is cached)."""
+        ops, pol = self.ops, self.pol
+        for r in self.regs:
+            first_cached: int | None = None
+            for i in range(r.first, r.last + 1):
+                if not ops[i].random:
+                    continue
+                if pol[i] != MUST_RECOMPUTE:
+                    first_cached = i if first_cached is None else first_cached
+                elif first_cached is not None:
+                    if self.planned[i]:
+                        self.blame(i, f"random call {ops[i].name} is re-run after the cached "
+                                      f"random call {ops[first_cached].name} of region "
+                                      f"'{r.module}': the replay would draw other numbers")
+                    else:
+                        self.cache(self.find(i))
+
+    def mutation(self) -> bool:
+        """Whether a cached call writes in place: selective checkpointing then counts it as
+        mutated (it reads the cached tensor's version before autograd counts the call's
+        own write)."""
+        return any(self.region_of[i] is not None
+                   and self.pol[i] in (MUST_SAVE, MUST_CPU_OFFLOAD)
+                   and (len(self.groups[self.find(i)]) > 1
+                        or self.ops[i].name.split(".")[1].endswith("_"))
+                   for i in range(self.n))
+
+    def call_policies(self) -> tuple[list[CallPolicy], dict[str, Any]]:
+        """Every forward call's :class:`CallPolicy`, numbered as selective checkpointing
+        numbers them (the k-th call of an overload in its region), and the extra the
+        unplanned calls cost: {"replayed_ops", "replayed_s" (s),
+        "cached_unplanned_bytes"}."""
+        calls: list[CallPolicy] = []
+        seen: dict[tuple[int, str], int] = {}
+        replayed, replayed_s, cached_bytes = 0, 0.0, 0
+        for i, op in enumerate(self.ops):
+            r = self.region_of[i]
+            label = op.name.split(".", 1)[1]
+            k = None
+            if r is not None:
+                k = seen.get((r, label), 0)
+                seen[(r, label)] = k + 1
+                if not self.planned[i]:
+                    if self.pol[i] == MUST_RECOMPUTE:
+                        replayed += 1
+                        replayed_s += float(op.duration_s)
+                    else:
+                        cached_bytes += sum(int(t.size_bytes) for t in self.prod.get(i, []))
+            ts = tuple((t.name, DECISION_NAMES[self.dec[t.name]]) for t in self.prod.get(i, [])
+                       if t.name in self.dec)
+            calls.append(CallPolicy(i, op.name, label, r, k, self.pol[i], ts, self.planned[i]))
+        return calls, {"replayed_ops": replayed, "replayed_s": replayed_s,
+                       "cached_unplanned_bytes": cached_bytes}
+
+    def offloads(self) -> list[Offload]:
+        """The :class:`Offload` of every swapped tensor: its producer, which of the call's
+        new outputs it is (-1: the call writes it in place), its size and its last
+        forward reader."""
+        pre_names = self.pre_names
+        out_list = []
+        for name, d in self.dec.items():
+            if d != SWAP:
+                continue
+            t = self.instance.tensor(name)
+            i = self.idx(t.producer)
+            if name + ".pre" in pre_names:
+                out = -1  # the call writes the storage in place
+            else:
+                new = [x.name for x in self.prod[i] if x.name in pre_names or x.name + ".pre"
+                       not in pre_names]
+                out = new.index(name)
+            out_list.append(Offload(name, i, out, int(t.size_bytes),
+                                    max([i, *self.fwd_readers(t)])))
+        return out_list
+
+
 def sac_policy(instance: Instance, plan: Plan, *, regions: str | Sequence[str] = "layers",
                unplanned: str = "recompute") -> SACPolicy:
     """The selective-checkpoint policy of `plan` on a profiled `instance`.
@@ -435,239 +731,23 @@ def sac_policy(instance: Instance, plan: Plan, *, regions: str | Sequence[str] =
             "numbered: make the instance with slackopt profile")
     if unplanned not in ("recompute", "save"):
         raise SlackoptError(f"unplanned={unplanned!r}: give 'recompute' or 'save'")
-    n = instance.n_fwd
-    ops = instance.ops[:n]
     regs = find_regions(instance, regions)
-    region_of: list[int | None] = [None] * n
-    for k, r in enumerate(regs):
-        for i in range(r.first, r.last + 1):
-            region_of[i] = k
-    dec = {name: int(d) for name, d in zip(plan.names, plan.decisions, strict=True)}
-    idx = instance.op_index
-
-    def fwd_readers(t: Any) -> list[int]:
-        return sorted(j for j in (idx(r) for r in t.readers) if j < n)
-
-    prod: dict[int, list[Any]] = {}
-    for t in instance.tensors:
-        if idx(t.producer) < n:
-            prod.setdefault(idx(t.producer), []).append(t)
-    pre_names = {t.name for t in instance.tensors if t.name.endswith(".pre")}
-    recipe_users: dict[int, list[str]] = {}
-    for name, d in dec.items():
-        if d == RECOMP:
-            for o in instance.tensor(name).recipe.ops:
-                recipe_users.setdefault(idx(o), []).append(name)
-
-    why: dict[str, str] = {}
-
-    def blame(i: int, msg: str) -> None:
-        """Every decided output of call i, and every recomp tensor whose recipe runs it."""
-        for t in prod.get(i, []):
-            if t.name in dec:
-                why.setdefault(t.name, msg)
-        for nm in recipe_users.get(i, []):
-            why.setdefault(nm, msg)
-
-    # Units: a storage written in place after its allocation (NAME.pre, then NAME) is
-    # one unit with the calls that write it (those of NAME.pre's readers that allocate
-    # nothing) and the call of its final version. A unit is cached or re-run whole: the
-    # calling code keeps using the allocated tensor (ATen's dropout runs
-    # noise.bernoulli_(), noise.div_(), then input * noise), so a re-run allocation
-    # followed by a cached write, or the reverse, gives other values.
-    unit = list(range(n))
-
-    def find(i: int) -> int:
-        while unit[i] != i:
-            unit[i] = unit[unit[i]]
-            i = unit[i]
-        return i
-
-    readers_of: dict[int, list[int]] = {}   # unit root of a chain -> calls reading NAME.pre
-    chains: list[tuple[int, list[int]]] = []
-    for p in sorted(pre_names):
-        a = idx(instance.tensor(p).producer)
-        f = idx(instance.tensor(p[:-4]).producer)
-        if a >= n or f >= n:
-            continue
-        members = [a, f] + [j for j in fwd_readers(instance.tensor(p)) if not prod.get(j)]
-        plain = [j for j in fwd_readers(instance.tensor(p)) if prod.get(j) and j != f]
-        for j in members[1:]:
-            unit[find(j)] = find(a)
-        chains.append((a, plain))
-    groups: dict[int, list[int]] = {}
-    for i in range(n):
-        groups.setdefault(find(i), []).append(i)
-    for a, plain in chains:
-        readers_of.setdefault(find(a), []).extend(plain)
-
-    pol: list[str] = [AUTOGRAD] * n
-    planned = [False] * n
-    cached_units: set[int] = set()
-
-    def cache(u: int) -> None:
-        """Cache unit u (its calls inside regions), then every unplanned call reading one
-        of its storages between allocation and last write (the replay would read the
-        final values there); a planned one cannot be expressed."""
-        work = [u]
-        while work:
-            u = work.pop()
-            if u in cached_units:
-                continue
-            cached_units.add(u)
-            for i in groups[u]:
-                if region_of[i] is not None:
-                    swaps = any(dec.get(t.name) == SWAP for t in prod.get(i, []))
-                    pol[i] = MUST_CPU_OFFLOAD if swaps else MUST_SAVE
-            for j in readers_of.get(u, []):
-                if region_of[j] is None or pol[j] != MUST_RECOMPUTE:
-                    continue
-                if planned[j]:
-                    blame(j, f"re-run by the replay although it reads {ops[groups[u][0]].name}'s "
-                             "storage before its last in-place write, and that storage is "
-                             "cached with its final values")
-                else:
-                    work.append(find(j))
-
-    # 1. each unit's answer from the decisions of the tensors its calls make
-    for members in groups.values():
-        mine = [(t.name, dec[t.name]) for i in members for t in prod.get(i, []) if t.name in dec]
-        ds = {d for _, d in mine}
-        users = [i for i in members if i in recipe_users]
-        for i in members:
-            planned[i] = bool(mine) or bool(users)
-        if RECOMP in ds and ds != {RECOMP}:
-            for nm, _ in mine:
-                why.setdefault(nm, f"calls {', '.join(ops[i].name for i in members)} also make "
-                               + ", ".join(f"'{m}' ({DECISION_NAMES[e]})" for m, e in mine
-                                           if m != nm)
-                               + ": selective checkpointing saves or re-runs a call, and an "
-                               "in-place chain, with all its outputs")
-            continue
-        inside = [i for i in members if region_of[i] is not None]
-        if not inside:
-            continue
-        if ds == {RECOMP} or (users and not ds):
-            for i in inside:
-                pol[i] = MUST_RECOMPUTE
-        elif ds or any(ops[i].never_recompute for i in members) or len(inside) < len(members) \
-                or unplanned == "save":
-            pol[inside[0]] = MUST_SAVE  # marks it; cache() sets every call
-        else:
-            for i in inside:
-                pol[i] = MUST_RECOMPUTE
-    for u, members in groups.items():
-        if any(pol[i] == MUST_SAVE for i in members):
-            cache(u)
-    # 2. decisions a region cannot carry
-    unmanaged = set(instance.meta.get("unmanaged_saved") or ())
-    for name, d in dec.items():
-        t = instance.tensor(name)
-        i = idx(t.producer)
-        if name in unmanaged and d != KEEP:
-            why.setdefault(name, "a custom autograd.Function keeps it outside the saved-tensor "
-                                 "hooks (meta unmanaged_saved): only keep is possible")
-        if d != RECOMP:
-            continue
-        r = region_of[i]
-        if r is None:
-            why.setdefault(name, f"made by {ops[i].name} outside every checkpoint region: "
-                                 "plain autograd saves it, nothing replays it")
-            continue
-        reg = regs[r]
-        later = [j for j in fwd_readers(t) if j > reg.last]
-        if later:
-            why.setdefault(name, f"read in the forward pass after its region '{reg.module}' "
-                                 f"(by {ops[later[0]].name}): the autograd nodes or the region "
-                                 "reading it there hold it")
-        outside = [o for o in t.recipe.ops if not reg.first <= idx(o) <= reg.last]
-        if outside:
-            why.setdefault(name, f"its recipe runs {outside[0]} outside its region "
-                                 f"'{reg.module}': the replay reads the region's input instead")
-        cached = [o for o in t.recipe.ops if pol[idx(o)] != MUST_RECOMPUTE]
-        if cached and not outside:
-            why.setdefault(name, f"its recipe runs {cached[0]}, whose call the policy caches "
-                                 "(it makes a kept or swapped tensor too, or must not run "
-                                 "twice)")
-    # 3. region inputs (made before a region, read inside it) stay with the checkpoint
-    region_input_bytes = 0
-    for t in instance.tensors:
-        i = idx(t.producer)
-        if i >= n:
-            continue
-        for r in regs:
-            if i < r.first and any(r.first <= j <= r.last for j in fwd_readers(t)):
-                if t.name in dec and dec[t.name] == RECOMP:
-                    why.setdefault(t.name, f"an input of region '{r.module}' (made before it, "
-                                           "read in it): the checkpoint holds it until its "
-                                           "replay")
-                elif t.name not in dec and t.name not in pre_names:
-                    region_input_bytes += int(t.size_bytes)
-                break
-    # 4. random calls: the replay re-runs them in order from the region's RNG state, so
-    # none may be re-run after a cached one
-    for r in regs:
-        first_cached: int | None = None
-        for i in range(r.first, r.last + 1):
-            if not ops[i].random:
-                continue
-            if pol[i] != MUST_RECOMPUTE:
-                first_cached = i if first_cached is None else first_cached
-            elif first_cached is not None:
-                if planned[i]:
-                    blame(i, f"random call {ops[i].name} is re-run after the cached random "
-                             f"call {ops[first_cached].name} of region '{r.module}': the "
-                             "replay would draw other numbers")
-                else:
-                    cache(find(i))
-    # A cached in-place call counts as mutated for selective checkpointing: it reads the
-    # cached tensor's version before autograd counts the call's own write.
-    mutation = any(region_of[i] is not None and pol[i] in (MUST_SAVE, MUST_CPU_OFFLOAD)
-                   and (len(groups[find(i)]) > 1 or ops[i].name.split(".")[1].endswith("_"))
-                   for i in range(n))
-    if why:
+    draft = _Draft(instance, plan, regs, unplanned)
+    draft.answer_units()
+    draft.check_decisions()
+    region_input_bytes = draft.region_inputs()
+    draft.random_calls()
+    mutation = draft.mutation()
+    if draft.why:
         order = {nm: k for k, nm in enumerate(instance.saved_names)}
-        raise SACExportError(dict(sorted(why.items(), key=lambda kv: order.get(kv[0], 0))),
+        raise SACExportError(dict(sorted(draft.why.items(),
+                                         key=lambda kv: order.get(kv[0], 0))),
                              instance.name)
-
-    # selective checkpointing's numbering: the k-th call of an overload in its region
-    calls: list[CallPolicy] = []
-    seen: dict[tuple[int, str], int] = {}
-    replayed, replayed_s, cached_bytes = 0, 0.0, 0
-    for i, op in enumerate(ops):
-        r = region_of[i]
-        label = op.name.split(".", 1)[1]
-        k = None
-        if r is not None:
-            k = seen.get((r, label), 0)
-            seen[(r, label)] = k + 1
-            if not planned[i]:
-                if pol[i] == MUST_RECOMPUTE:
-                    replayed += 1
-                    replayed_s += float(op.duration_s)
-                else:
-                    cached_bytes += sum(int(t.size_bytes) for t in prod.get(i, []))
-        ts = tuple((t.name, DECISION_NAMES[dec[t.name]]) for t in prod.get(i, [])
-                   if t.name in dec)
-        calls.append(CallPolicy(i, op.name, label, r, k, pol[i], ts, planned[i]))
-    offloads = []
-    for name, d in dec.items():
-        if d != SWAP:
-            continue
-        t = instance.tensor(name)
-        i = idx(t.producer)
-        if name + ".pre" in pre_names:
-            out = -1  # the call writes the storage in place
-        else:
-            new = [x.name for x in prod[i] if x.name in pre_names or x.name + ".pre"
-                   not in pre_names]
-            out = new.index(name)
-        offloads.append(Offload(name, i, out, int(t.size_bytes), max([i, *fwd_readers(t)])))
+    calls, extra = draft.call_policies()
     return SACPolicy(
-        instance.name, ops_digest(instance), regs, calls, offloads,
-        {nm: DECISION_NAMES[d] for nm, d in dec.items()}, unplanned, mutation,
-        {"replayed_ops": replayed, "replayed_s": replayed_s,
-         "cached_unplanned_bytes": cached_bytes, "region_input_bytes": region_input_bytes},
+        instance.name, ops_digest(instance), regs, calls, draft.offloads(),
+        {nm: DECISION_NAMES[d] for nm, d in draft.dec.items()}, unplanned, mutation,
+        {**extra, "region_input_bytes": region_input_bytes},
         {"torch_version": instance.meta.get("torch_version"),
          "regions": regions if isinstance(regions, str) else list(regions)})
 

@@ -1,15 +1,16 @@
 """Execute a plan on the real PyTorch module with the evaluator's runtime policy.
 
-The plan that runs is the plan that was simulated. :func:`runtime_schedule` runs the
-evaluator's own barrier-free event loop on the profiled instance at budget M
-(:func:`slackopt.simulate.barrier_free_actions`; docs/model.md, "Plan semantics under the
-barrier-free runtime") and logs, by position in the compute stream's task list, every
-action it takes: D2H at production in FIFO order, dropped D2Hs of tensors with no reader
-left, H2D by first need under the admission rule with no head-of-line blocking, lagging
-device copies claimed together, evictions when an allocation does not fit, releases; the
-host pinned-memory limit is the evaluator's too (a plan it refuses is infeasible).
-:class:`PlanRuntime` replays those actions at the same places in the real step and runs
-the task list's rebuild tasks in its order:
+The plan that runs is the plan that was simulated.
+:func:`~slackopt.torch.schedule.runtime_schedule` runs the evaluator's own barrier-free
+event loop on the profiled instance at budget M
+(:func:`slackopt.simulate.barrier_free_actions`; docs/model.md, "Plan semantics under
+the barrier-free runtime") and logs, by position in the compute stream's task list,
+every action it takes: D2H at production in FIFO order, dropped D2Hs of tensors with no
+reader left, H2D by first need under the admission rule with no head-of-line blocking,
+lagging device copies claimed together, evictions when an allocation does not fit,
+releases; the host pinned-memory limit is the evaluator's too (a plan it refuses is
+infeasible). :class:`PlanRuntime` replays those actions at the same places in the real
+step and runs the task list's rebuild tasks in its order:
 
 - **Matching.** A :class:`~slackopt.torch.trace.StepTracer` numbers the forward ATen
   calls and names their storages exactly as :func:`slackopt.torch.profile.profile_step`
@@ -34,7 +35,8 @@ of its microbatch under its own tracer (op and tensor ``x`` of the pass are the
 instance's ``x@j``), its loss keeps the autograd graph until the microbatch's backward
 unit runs ``loss.backward()``; one task list and one action log cover the whole
 schedule. Idle time between units is not waited for (see :class:`PlanRuntime`); split
-backward halves (W units) are refused (:func:`check_executable`).
+backward halves (W units) are refused
+(:func:`~slackopt.torch.schedule.check_executable`).
 
 After every task the runtime sums the bytes of the saved storages it holds; the
 :class:`~slackopt.torch.report.RuntimeReport` puts that timeline beside the evaluator's,
@@ -79,9 +81,8 @@ from torch.utils._pytree import tree_flatten
 from slackopt.instance import Instance
 from slackopt.pipeline import Unit
 from slackopt.plan import KEEP, RECOMP, SWAP, Plan
-from slackopt.simulate import Action, ActionSchedule, barrier_free_actions
+from slackopt.simulate import Action
 from slackopt.torch.blocks import BlockLedger
-from slackopt.torch.build import GENERATOR
 from slackopt.torch.copies import HostPool, bytes_of, copy_d2h, copy_h2d, host_pool_bytes
 from slackopt.torch.errors import PlanRuntimeError
 from slackopt.torch.recipes import (
@@ -93,6 +94,7 @@ from slackopt.torch.recipes import (
     storage_view,
 )
 from slackopt.torch.report import RuntimeReport
+from slackopt.torch.schedule import check_executable, runtime_schedule
 from slackopt.torch.trace import (
     OpRec,
     StepTracer,
@@ -101,61 +103,6 @@ from slackopt.torch.trace import (
     storage_of,
     written_tensors,
 )
-
-
-def runtime_schedule(instance: Instance, plan: Plan, budget_bytes: int) -> ActionSchedule:
-    """What the barrier-free runtime does for `plan` at M = `budget_bytes`, as the
-    evaluator's event loop decides it (:func:`slackopt.simulate.barrier_free_actions`).
-
-    Only the policy ``barrier_free`` is executable.
-
-    Raises:
-        PlanError: the plan does not fit the instance.
-        PlanRuntimeError: the plan names another runtime policy.
-    """
-    plan.check(instance)
-    if plan.policy != "barrier_free":
-        raise PlanRuntimeError(
-            f"the PyTorch runtime executes barrier_free plans; this plan names "
-            f"'{plan.policy}' (use plan.with_policy('barrier_free'))")
-    return barrier_free_actions(instance, plan, int(budget_bytes))
-
-
-def check_executable(instance: Instance) -> None:
-    """Refuse an instance the PyTorch runtime cannot run.
-
-    It runs an instance made by :func:`slackopt.torch.profile.profile_step`, and a
-    pipeline stage that :func:`slackopt.stage.build_stage` built from one whose units are
-    forward (F) and whole backward (B) passes: gpipe, 1f1b, interleaved-1f1b.
-
-    Raises:
-        PlanRuntimeError: the instance (or the stage's base) was not profiled from
-            PyTorch; the stage splits its backward into B and W units (zb-h1,
-            interleaved-zb): a microbatch's backward runs as one ``loss.backward()``, which
-            runs each autograd node's formula whole, so the instance's B ops cannot run
-            apart from its W ops (see :class:`PlanRuntime`).
-    """
-    stage = instance.scheduled_units is not None
-    meta: Any = instance.meta
-    if stage and isinstance(meta.get("base"), dict):
-        meta = meta["base"].get("meta")
-    gen = meta.get("generator") if isinstance(meta, dict) else None
-    if gen != GENERATOR:
-        what, fix = ("instance", "make it with slackopt.torch.profile_step")
-        if stage:
-            what, fix = ("the base of stage", fix + " and build the stage from it "
-                         "(slackopt.stage.build_stage)")
-        raise PlanRuntimeError(f"{what} '{instance.name}' was not profiled from PyTorch "
-                               f"(meta generator is {gen!r}); {fix}")
-    if any(u.kind == "W" for u in instance.units):
-        sch = instance.meta.get("schedule")
-        name = sch.get("name") if isinstance(sch, dict) else None
-        raise PlanRuntimeError(
-            f"stage '{instance.name}' splits each backward into B and W units (schedule "
-            f"{name!r}); the PyTorch runtime runs a microbatch's backward as one "
-            "loss.backward(), which computes each autograd node's input and weight "
-            "gradients together, so it cannot run the B ops apart from the W ops. Execute "
-            "a gpipe, 1f1b or interleaved-1f1b stage")
 
 
 class _Record:
@@ -331,12 +278,13 @@ class PlanRuntime:
     """Runs one training step of a module under a plan, with the evaluator's policy.
 
     The evaluator's barrier-free loop is run first on the instance (durations, link, M:
-    :func:`runtime_schedule`); the step then replays its actions at the same places in the
-    compute stream: before task j the runtime performs every action the evaluator took
-    after task j-1 started and before task j started (offloads, frees of device copies,
-    dropped offloads, admitted prefetches, claimed lagging copies, evictions, releases),
-    and runs the rebuild tasks of the task list in order. Forward ops are numbered by the
-    forward tracer, backward ops by a dispatch mode over ``loss.backward()``, exactly as
+    :func:`~slackopt.torch.schedule.runtime_schedule`); the step then replays its
+    actions at the same places in the compute stream: before task j the runtime performs
+    every action the evaluator took after task j-1 started and before task j started
+    (offloads, frees of device copies, dropped offloads, admitted prefetches, claimed
+    lagging copies, evictions, releases), and runs the rebuild tasks of the task list in
+    order. Forward ops are numbered by the forward tracer, backward ops by a dispatch
+    mode over ``loss.backward()``, exactly as
     :func:`slackopt.torch.profile.profile_step` numbered them.
 
     After each task it samples the bytes of the saved storages it holds (kept, swapped
@@ -814,4 +762,4 @@ class PlanRuntime:
         return self.stats
 
 
-__all__ = ["PlanRuntime", "check_executable", "runtime_schedule"]
+__all__ = ["PlanRuntime"]

@@ -319,6 +319,8 @@ def _checkpoint_bound(inst: Instance, M: int, time_limit_s: float, max_checkpoin
         bound, or the instance has views.
     """
     T_star = float(inst.ideal_time_s)
+    if deadline is not None and time.perf_counter() >= deadline:
+        return None
     lin = build_checkpoint_model(inst, M, max_checkpoints=max_checkpoints, deadline=deadline)
     if lin is None:
         return None

@@ -112,6 +112,9 @@ def timing_bound(inst: Instance, M: int, time_limit_s: float = 30.0, *,
             info.update(seconds=0.0, status=f"too large: {inst.n_saved} saved tensors")
             return None, info
         info["ops_left_out"] = nK - max_ops
+    if time.perf_counter() >= end:
+        info.update(seconds=0.0, status="no time left to build the model")
+        return None, info
     try:
         built = build_timing_model(inst, M, integer=integer, max_ops=max_ops, deadline=end)
     except ModelTimeout as e:

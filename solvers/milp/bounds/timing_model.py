@@ -255,22 +255,16 @@ class _TimingBuilder:
         maybe: set[int] = set()     # zero-byte tensors that may be rebuilt before j
         done: set[int] = set()
 
-        def visit(t: int) -> None:
-            if t in done:
-                return
-            done.add(t)
-            by = []
-            free = False        # a zero-byte reader may have rebuilt t before j
-            for u in readers_any.get(t, []):
-                if firstb[u] > j:
-                    visit(u)
-                if u in xr:
-                    if firstb[u] <= j:
-                        by.append(xr[u])
-                    elif u in a:
-                        by.append(a[u])
-                elif s_[u] == 0 and (firstb[u] <= j or u in maybe):
-                    free = True
+        def reader(frame: list, u: int) -> None:   # what reader u says of frame's tensor
+            if u in xr:
+                if firstb[u] <= j:
+                    frame[2].append(xr[u])
+                elif u in a:
+                    frame[2].append(a[u])
+            elif s_[u] == 0 and (firstb[u] <= j or u in maybe):
+                frame[3] = True     # a zero-byte reader may have rebuilt t before j
+
+        def close(t: int, by: list, free: bool) -> None:
             if t not in xr:
                 if s_[t] == 0 and (by or free):
                     maybe.add(t)
@@ -284,6 +278,28 @@ class _TimingBuilder:
                 for v in by:
                     lin.row([(a[t], 1.0), (xr[t], -1.0), (v, -1.0)], lo=-1.0,
                             name=f"early_if_reader[{t},{j}]")
+
+        def visit(root: int) -> None:
+            """Depth first over the readers that come after j, each reader closed before
+            the tensor it reads; a stack of frames [t, readers left, by, free], not
+            recursion (a chain of a thousand rebuildable tensors is that deep)."""
+            if root in done:
+                return
+            done.add(root)
+            stack = [[root, iter(readers_any.get(root, [])), [], False]]
+            while stack:
+                frame = stack[-1]
+                for u in frame[1]:
+                    if firstb[u] > j and u not in done:
+                        done.add(u)
+                        stack.append([u, iter(readers_any.get(u, [])), [], False])
+                        break
+                    reader(frame, u)
+                else:
+                    stack.pop()
+                    close(frame[0], frame[2], frame[3])
+                    if stack:
+                        reader(stack[-1], frame[0])
 
         for t in np.flatnonzero(self.rebuildable).tolist():
             if firstb[t] > j:

@@ -21,10 +21,16 @@ class ModelTimeout(Exception):
     plan found so far)."""
 
 
+ROWS_PER_LOOK = 64
+"""Rows built or loaded between two looks at the clock (:func:`check_deadline`): a row
+of a memory family can hold a term per saved tensor, so on a graph of a thousand saved
+tensors 64 rows are some 10^5 terms, a few hundredths of a second of Python."""
+
+
 def check_deadline(deadline: float | None, i: int, what: str) -> None:
     """Raise :class:`ModelTimeout` if `deadline` (perf_counter seconds) has passed; the
-    clock is read only when `i` is a multiple of 4096 (`i`: a row count)."""
-    if deadline is not None and i % 4096 == 0 and time.perf_counter() > deadline:
+    clock is read only when `i` (a row count) is a multiple of :data:`ROWS_PER_LOOK`."""
+    if deadline is not None and i % ROWS_PER_LOOK == 0 and time.perf_counter() > deadline:
         raise ModelTimeout(f"{what}: the time limit ended it after {i} rows")
 
 

@@ -153,7 +153,7 @@ def lns(inc: Incumbent, max_plans: int, seed: int, deadline: float, *,
         max_plans: most plans simulated in all (a work limit, not a time limit).
         seed: seeds the drawn windows (families c and d).
         deadline: ``time.perf_counter()`` time after which no new window (nor subtree of
-            one) starts.
+            one) starts; past it, nothing is searched (nor prepared).
         window_plans: most plans simulated per window; None: :func:`default_window_plans`.
         window_max: largest window size (saved tensors); windows start at
             ``min(window_max, _start_size(window_plans))``.
@@ -181,7 +181,7 @@ def lns(inc: Incumbent, max_plans: int, seed: int, deadline: float, *,
         return out
     if window_plans is None:
         window_plans = default_window_plans(inst.n_ops)
-    if window_plans == 0:
+    if window_plans == 0 or time.perf_counter() >= deadline:
         return out
     bb = bb if bb is not None else BranchAndBound(inst, inc.M)
     by_prod = sorted(live, key=lambda t: (int(inst.saved_prod_idx[t]), t))

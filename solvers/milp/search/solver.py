@@ -246,7 +246,9 @@ class MILP(BaseSolver):
             step of a plan the search simulated: a proven error), ``plan_proven_optimal``,
             ``model_optimal`` (a MILP solve proved the model's optimum), ``backend``,
             ``settings``, ``tier``, ``solve_time_s``, ``model`` (size, options, build
-            time), ``evaluations``, ``phases`` (U and L after each phase),
+            time), ``evaluations``, ``phases`` (after each phase that ran: U, L, how
+            much it lifted L and lowered U, the sources it raised;
+            :meth:`~.state._Search.mark`),
             ``start_plan_s`` (the start plan's simulated step, None if it does not run;
             only with a start plan), ``seeds``,
             ``iterations`` and their ``log``, ``enumeration``, ``lns``,
@@ -259,8 +261,9 @@ class MILP(BaseSolver):
                 break
             if not phase.runs_on(instance):
                 continue  # a bound or search whose argument does not cover the instance
+            before = st.snapshot()
             if phase.run(self, st) is not False:  # False: the phase is off or has nothing to do
-                st.mark(phase.name)
+                st.mark(phase.name, before)
             if st.end is None and st.closed():
                 st.end = ("optimal", f"the {st.best_source()} bound meets the plan")
         return st.outcome()

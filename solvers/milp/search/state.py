@@ -79,6 +79,17 @@ class _Progress:
             self._line(status, time.perf_counter())
 
 
+@dataclass(frozen=True)
+class PhaseStart:
+    """What :meth:`_Search.mark` compares a phase's end with: the step of the fastest
+    plan simulated (``upper_s``, s; None before the first), the largest certified bound
+    (``lower_s``, s) and the certified bounds by source (s), before the phase ran."""
+
+    upper_s: float | None
+    lower_s: float
+    bounds: dict[str, float]
+
+
 @dataclass
 class _Search:
     """The state every phase of the search (:data:`~.phases.PHASES`) reads and improves.
@@ -171,13 +182,30 @@ class _Search:
             lo = max(lo, *self.uncertified.values())
         return self.inc.dec is not None and (self.inc.step_s - lo) <= OPTIMAL_REL_TOL * lo
 
-    def mark(self, phase: str) -> None:
-        """Log U and L after `phase` (``info["phases"]``) and show progress."""
-        self.phases.append({"phase": phase,
-                            "upper_s": None if self.inc.dec is None else self.inc.step_s,
-                            "lower_s": self.lower,
-                            "seconds": round(time.perf_counter() - self.t0, 4)})
-        self.prog.update(self.inc.step_s, self.lower, phase)
+    def snapshot(self) -> PhaseStart:
+        """U, L and the certified bounds by source now, before a phase runs (for
+        :meth:`mark`)."""
+        return PhaseStart(upper_s=None if self.inc.dec is None else self.inc.step_s,
+                          lower_s=self.lower, bounds=dict(self.bounds))
+
+    def mark(self, phase: str, before: PhaseStart) -> None:
+        """Log `phase` in ``info["phases"]`` and show progress: U (``upper_s``) and L
+        (``lower_s``) after it, both s; ``lifted_s``, how much it raised L (L after less
+        L `before`; negative only where :meth:`audit` dropped a bound above a plan it
+        found); ``lowered_s``, how much it lowered U (U `before` less U after; None
+        while no plan ran before it); ``sources``, the certified bound of each source
+        it raised (s), so that the lifts of a run name the loose sources."""
+        upper = None if self.inc.dec is None else self.inc.step_s
+        lower = self.lower
+        self.phases.append({
+            "phase": phase, "upper_s": upper, "lower_s": lower,
+            "lifted_s": lower - before.lower_s,
+            "lowered_s": None if before.upper_s is None or upper is None
+            else before.upper_s - upper,
+            "sources": {k: v for k, v in self.bounds.items()
+                        if v > before.bounds.get(k, -_INF)},
+            "seconds": round(time.perf_counter() - self.t0, 4)})
+        self.prog.update(self.inc.step_s, lower, phase)
 
     def outcome(self) -> Outcome:
         """The Outcome: the phases' answer if one settled it, else "optimal"/"bounded" by
