@@ -30,8 +30,11 @@ all 3^n plans; views of one storage are separate saved tensors here and one save
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
+import numpy as np
 from hypothesis import strategies as st
 
 from slackopt import Instance, Link, Op, Recipe, Tensor
@@ -519,26 +522,35 @@ def stages(draw: st.DrawFn, max_saved: int = 3, max_ops: int = 8) -> Instance:
         max_saved, max_ops: the base instance's sizes (:func:`instances`); a stage has up
             to m * v times as many.
     """
+    base = draw(instances(max_saved=max_saved, max_ops=max_ops))
+    return stage_of(base, lambda options: draw(st.sampled_from(options)))
+
+
+def stage_of(base: Instance, choose: Callable[[Sequence[Any]], Any]) -> Instance:
+    """`base` as a pipeline stage, each parameter picked by `choose` from its options:
+    a schedule of :data:`slackopt.pipeline.SCHEDULES` (1F1B when a split backward would
+    leave a half empty), p in 1-3, m in 1-4 (at least p under 1F1B; a multiple of its
+    round size when interleaved), v in 1-2 where interleaved, stage i < p, hop times 0,
+    0.1 or 3 ms. What :func:`stages` draws and :func:`stage_sample` picks."""
     from slackopt.pipeline import SCHEDULES
     from slackopt.stage import build_stage, weight_grad_ops
 
-    base = draw(instances(max_saved=max_saved, max_ops=max_ops))
-    name = draw(st.sampled_from(sorted(SCHEDULES)))
+    name = choose(sorted(SCHEDULES))
     spec = SCHEDULES[name]
-    p = draw(st.integers(1, 3))
-    stage = draw(st.integers(0, p - 1))
+    p = choose(range(1, 4))
+    stage = choose(range(p))
     if spec.split_backward:  # a split needs backward ops in both halves
         w = weight_grad_ops(base, input_grad=stage > 0)
         n_bwd = base.n_ops - base.n_fwd
         if not w or len(w) == n_bwd:
             name, spec = "1f1b", SCHEDULES["1f1b"]
-    m = draw(st.integers(p if name == "1f1b" else 1, 4))
+    m = choose(range(p if name == "1f1b" else 1, 5))
     if spec.interleaved:
         while m % max(1, m // p):
             m += 1
-    v = draw(st.integers(1, 2)) if spec.interleaved else 1
+    v = choose(range(1, 3)) if spec.interleaved else 1
     return build_stage(base, name, stage, p, m, v,
-                       hop_s=draw(st.sampled_from([0.0, 1e-4, 3e-3])))
+                       hop_s=choose([0.0, 1e-4, 3e-3]))
 
 
 def budgets(inst: Instance) -> st.SearchStrategy[int]:
@@ -569,7 +581,7 @@ def budgets(inst: Instance) -> st.SearchStrategy[int]:
     return st.one_of(fracs, st.integers(lo, hi), st.just(lo), st.just(hi))
 
 
-__all__ = ["CONSTRUCTS", "budgets", "constructs", "instances", "stages"]
+__all__ = ["CONSTRUCTS", "budgets", "constructs", "instances", "stage_sample", "stages"]
 
 
 def sample(n: int, *, max_saved: int = 5, max_ops: int = 14) -> list[tuple[Instance, int]]:
@@ -590,4 +602,48 @@ def sample(n: int, *, max_saved: int = 5, max_ops: int = 14) -> list[tuple[Insta
         out.append((inst, data.draw(budgets(inst))))
 
     draw()
+    return out
+
+
+def stage_sample(n: int, *, max_saved: int = 5, base_saved: int = 2, base_ops: int = 6,
+                 salt: int = 0) -> list[Instance]:
+    """A fixed, deterministic sample of `n` small pipeline stages: bases drawn from
+    :func:`instances` (`base_saved` saved tensors, `base_ops` ops; :func:`sample`'s
+    draws), each made a stage by :func:`stage_of` with parameters picked by
+    ``numpy.random.default_rng([salt, i])``, lowered (the storage-level instance the
+    evaluator and the solvers plan), and kept when it has 1 to `max_saved` saved storages
+    (every plan can be simulated) and is not a single pass (``Instance.single_pass``
+    False: forward and backward units interleave or idle lies between units; single
+    passes are :func:`sample`'s). The plan-by-plan soundness tests and the brute-force
+    checks of the exact tier run on them; `salt` picks another sample."""
+    out: list[Instance] = []
+    bases = [b for b, _M in sample(8 * n, max_saved=base_saved, max_ops=base_ops)]
+    for i, base in enumerate(bases):
+        if len(out) == n:
+            break
+        rng = np.random.default_rng([salt, i])
+        s = stage_of(base, lambda options, rng=rng: options[int(rng.integers(len(options)))])
+        s = s.lowered
+        if 0 < s.n_saved <= max_saved and not s.single_pass:
+            out.append(s)
+    return out
+
+
+def last_stages(n: int, *, max_saved: int = 3, max_ops: int = 8,
+                max_plans: int = 729) -> list[Instance]:
+    """A fixed sample of up to `n` small last stages under 1F1B (stage p - 1 of p = 1, 2
+    or 3, m = 2 or 3, hops of 0, 0.1 or 3 ms), lowered: each microbatch's F and B units
+    run back to back, the case the microbatch bound of the exact tier covers
+    (solvers/milp/bounds/groups.py). Bases are :func:`sample`'s draws (`max_saved`,
+    `max_ops`); stages with more than `max_plans` decision vectors or none are left
+    out."""
+    from slackopt.stage import build_stage
+
+    out: list[Instance] = []
+    for i, (base, _M) in enumerate(sample(2 * n, max_saved=max_saved, max_ops=max_ops)):
+        p, m = ((1, 2), (2, 3), (3, 3))[i % 3]
+        s = build_stage(base, "1f1b", p - 1, p, m, hop_s=(0.0, 1e-4, 3e-3)[i % 3]).lowered
+        plans = math.prod(3 if np.isfinite(c) else 2 for c in s.c.tolist())
+        if 0 < s.n_saved and plans <= max_plans and not s.single_pass and len(out) < n:
+            out.append(s)
     return out

@@ -125,23 +125,21 @@ REFS = json.loads((BENCH / "references.json").read_text())
 
 @pytest.mark.slow
 def test_references_cover_the_suite_with_certified_bounds_below_their_plans() -> None:
-    """references.json (issue 26's done-when): a row per single-pass file and budget in
-    0.1-0.7 P (a pipeline stage's rows are added when the exact tier has certified them);
-    every row either below the floor (with the smallest budget, above the row's budget)
-    or with a bound from a certified source (or T*) at most its best plan's step; every
-    shipped best plan re-simulates, under the row's budget, to exactly that step; and
-    SlackSwap's plan, where it runs, is never faster than the reference bound."""
+    """references.json (issue 26's done-when, and issue 43's for the pipeline stages): a
+    row per file and budget in 0.1-0.7 P, pipeline stages included; every row either
+    below the floor (with the smallest budget, above the row's budget) or with a bound
+    from a certified source (or T*) at most its best plan's step; every shipped best plan
+    re-simulates, under the row's budget, to exactly that step; and SlackSwap's plan,
+    where it runs, is never faster than the reference bound."""
     from slackopt import simulate, solve
     from slackopt.io import load_plan
 
     assert REFS["format"] == "slackopt-bench-references" and REFS["version"] == 1
     rows = REFS["rows"]
-    # every single-pass file has its four rows; a pipeline stage's rows may be pending
-    # (only the rows present are checked)
-    single = {m["file"] for m in ROWS if "schedule" not in m}
-    assert {(r["instance"], r["budget_fraction"]) for r in rows
-            if r["instance"] in single} == {(f, b) for f in single for b in (0.1, 0.3, 0.5, 0.7)}
-    assert {r["instance"] for r in rows} <= {m["file"] for m in ROWS}
+    files = {m["file"] for m in ROWS}
+    assert len(rows) == 4 * len(files)
+    assert {(r["instance"], r["budget_fraction"]) for r in rows} == {
+        (f, b) for f in files for b in (0.1, 0.3, 0.5, 0.7)}
     insts = {f: io.load_instance(BENCH / f) for f in {r["instance"] for r in rows}}
     closed = 0
     for r in rows:
@@ -160,7 +158,7 @@ def test_references_cover_the_suite_with_certified_bounds_below_their_plans() ->
         if res.evaluation.feasible:
             assert res.evaluation.step_time_s >= lb, r
         closed += best / lb - 1 <= 0.005
-    # at least 90% of the rows above the floor within 0.5% (86 of 93 today:
+    # at least 90% of the rows above the floor within 0.5% (117 of 123 today:
     # instances/bench/README.md, "Reference values")
     assert closed >= math.ceil(0.9 * sum(not r["below_floor"] for r in rows))
 

@@ -45,7 +45,7 @@ from slackopt.solvers.milp.bounds.timing_model import build_timing_model, timing
 from slackopt.solvers.milp.certify.runpoint import read_run
 from slackopt.solvers.milp.model.steps import model_floor
 from tests.helpers_milp import random_instance, same_producer
-from tests.strategies import sample
+from tests.strategies import last_stages, sample
 
 DATA = Path(__file__).parent / "data" / "milp_soundness"
 SEEDS = int(os.environ.get("BOUND_POINT_SEEDS", "8"))
@@ -296,3 +296,72 @@ def test_random_instances():
     """Every plan of the random instances at several budgets."""
     checked = sum(check_instance(label, inst) for label, inst in instances())
     assert checked > 100 * SEEDS
+
+
+# ----------------------------------------------------------------------------- stages
+def check_groups(label: str, inst: Instance, M: int, dec, groups) -> float | None:
+    """Simulate `dec` on the stage `inst` at `M`; for each contiguous group, the group's
+    part of the run (:func:`group_run`) must be a point of every bound model of its
+    single pass (every row), and each certified relaxation bound of the pass must be at
+    most the group's T* plus its stalls, rebuilds and inner idle. Returns the step, or
+    None when the plan does not run."""
+    from slackopt.solvers.milp.bounds.deficit import deficit_bound
+    from slackopt.solvers.milp.bounds.deficit_lagrange import lagrangian_deficit_bound
+    from slackopt.solvers.milp.certify.runpoint import group_run
+
+    plan = Plan(np.array(dec, dtype=np.int8), inst.saved_names)
+    ev = simulate(inst, plan, M, trace=True)
+    if not ev.feasible:
+        return None
+    run = read_run(inst, plan, ev)
+    for g in groups:
+        sub = group_run(run, g.sub, g.ops, g.saved)
+        where = f"{label}, M = {M}, plan {tuple(int(d) for d in dec)}, microbatch {g.microbatch}"
+        assert sub.stall_fwd >= -1e-12 and sub.stall_bwd >= -1e-12, where
+        for name, lin, point in models(g.sub, M):
+            x = point(g.sub, M, lin, sub)
+            bad = lin.violations(x)
+            assert not bad, f"{where}, {name}: violated {[b['name'] for b in bad]}; {bad[0]}"
+            total = g.sub.ideal_time_s + lin.objective(x) * bound_arrays(g.sub, M).tu
+            assert total <= sub.step * (1 + 1e-9), (where, name, total, sub.step)
+        for name, b in (("deficit", deficit_bound(g.sub, M)),
+                        ("deficit_lagrange", lagrangian_deficit_bound(g.sub, M)[0])):
+            assert b <= sub.step * (1 + 1e-12), (where, name, b, sub.step)
+    return ev.step_time_s
+
+
+def test_microbatch_groups_of_stages():
+    """Pipeline stages whose microbatches run back to back: for every plan at several
+    budgets, each microbatch's part of the run is a point of every bound model of its
+    single pass (the argument of solvers/milp/bounds/groups.py), and the microbatch bound
+    built from the passes' certified bounds is at most the fastest plan."""
+    from slackopt.solvers.milp.bounds.checkpoint import checkpoint_bound
+    from slackopt.solvers.milp.bounds.deficit import deficit_bound
+    from slackopt.solvers.milp.bounds.deficit_lagrange import lagrangian_deficit_bound
+    from slackopt.solvers.milp.bounds.groups import microbatch_bound, microbatch_groups
+    from slackopt.solvers.milp.bounds.timing import timing_bound
+
+    checked = lifted = 0
+    stages = last_stages(20)
+    assert len(stages) >= 10
+    for i, inst in enumerate(stages):
+        label = f"last_stages[{i}] {inst.name}"
+        groups = microbatch_groups(inst)
+        assert groups and sum(g.sub.n_saved for g in groups) == inst.n_saved, label
+        lo = model_floor(inst)
+        for M in sorted({int(lo + f * (int(inst.P) - lo)) for f in FRACTIONS}):
+            steps = [t for t in (check_groups(label, inst, M, d, groups)
+                                 for d in plans(inst)) if t is not None]
+            checked += len(steps)
+            if not steps:
+                continue
+            bounds = {}
+            for g in groups:
+                cands = [deficit_bound(g.sub, M), lagrangian_deficit_bound(g.sub, M)[0],
+                         checkpoint_bound(g.sub, M), timing_bound(g.sub, M, 30.0,
+                                                                  integer=False)[0]]
+                bounds[g.key] = max(v for v in cands if v is not None)
+            b, _extra = microbatch_bound(inst, groups, bounds)
+            assert b <= min(steps) * (1 + 1e-12), (label, M, b, min(steps))
+            lifted += b > inst.ideal_time_s * (1 + 1e-9)
+    assert checked > 300 and lifted > 0, (checked, lifted)

@@ -20,10 +20,12 @@ from slackopt.plan import KEEP, SWAP
 from slackopt.solvers.milp import model_floor
 from slackopt.solvers.milp.bounds.deficit import deficit_bound
 from slackopt.solvers.milp.bounds.deficit_lagrange import _certified_value, lagrangian_deficit_bound
+from slackopt.solvers.milp.bounds.slack import stage_slack
 from tests.helpers_milp import enumerate_plans, random_instance
-from tests.strategies import budgets, instances
+from tests.strategies import budgets, instances, stage_sample
 
 ms = 1e-3
+STAGES = stage_sample(12, salt=1)
 
 
 def test_hand_computed_latency():
@@ -87,6 +89,8 @@ def check_weak_duality(inst, M, opt, rng):
     s, c, w, lastf, firstb, lastb = _rows(inst)
     keep = np.asarray(inst.keep_all_profile, dtype=np.int64)
     r0 = float(np.min(inst.r))
+    # a stage: the forward-pass terms at every op, less the ideal idle after the op
+    slack = stage_slack(inst).after if not inst.single_pass else np.zeros(inst.n_ops)
     pos = s > 0
     units = np.concatenate([w[pos] / s[pos], (c[pos & np.isfinite(c)] / s[pos & np.isfinite(c)])])
     top = float(units.max()) if units.size else 1.0
@@ -95,8 +99,9 @@ def check_weak_duality(inst, M, opt, rng):
         tau = float(inst.start_s[k]) - r0
         for lam in [0.0, 1.0, *rng.random(4).tolist()]:
             for mu in [0.0, *(top * rng.random(6) * 2.0).tolist(), *units.tolist()]:
-                g = _certified_value(int(k), mu, lam, D, tau, bool(k >= inst.n_fwd), s, c, w,
-                                     lastf, firstb, lastb)
+                bwd = bool(k >= inst.n_fwd) and inst.single_pass
+                g = _certified_value(int(k), mu, lam, D, tau, bwd, s, c, w, lastf, firstb,
+                                     lastb) - float(slack[k])
                 assert T + g <= opt * (1 + 1e-12), (int(k), mu, lam, T + g, opt)
 
 
@@ -130,6 +135,19 @@ def test_weak_duality_on_generated_instances(data):
     opt = min(times.values())
     assume(math.isfinite(opt))
     check_weak_duality(low, M, opt, np.random.default_rng(data.draw(st.integers(0, 2**16))))
+
+
+@pytest.mark.parametrize("k", range(12))
+def test_weak_duality_on_stages(k):
+    """Pipeline stages (several microbatches, idle gaps, split backwards): the stage form
+    (forward-pass terms at every op, less the ideal idle after the op) holds at every
+    multiplier against the brute-force optimum, at budgets from the floor to P."""
+    inst = STAGES[k]
+    lo, hi = model_floor(inst), int(inst.P)
+    for M in sorted({lo, lo + (hi - lo) // 3, lo + 2 * (hi - lo) // 3}):
+        opt = min(enumerate_plans(inst, M).values())
+        if math.isfinite(opt):
+            check_weak_duality(inst, M, opt, np.random.default_rng(k))
 
 
 def test_deadline_searches_the_first_chunk_only(monkeypatch):

@@ -198,3 +198,51 @@ def test_a_backend_failure_does_not_sink_the_solve():
                        local_search=False, backend="highs")
     assert r.status in ("optimal", "bounded") and r.evaluation.feasible
     assert r.lower_bound_s <= opt <= r.evaluation.step_time_s
+
+
+STAGE_VARIANTS = {"default": {}, "enum_off": dict(enum_plans=0),
+                  "searches_off": dict(enum_plans=0, lns_plans=0, local_search=False,
+                                       warm_start=False)}
+"""On a stage: the enumeration proves the optimum; without it the bound is the deficit
+bounds' stage form and the microbatch bound; without the searches too, the plans are
+the floor plans and the microbatches' plans."""
+
+
+def _stages() -> list[tuple[str, Instance]]:
+    """Small stages (tests/strategies.py): drawn ones (stage_sample) and last stages under
+    1F1B whose microbatches run back to back (last_stages: the microbatch bound covers
+    them), each with at most 243 plans."""
+    from tests.strategies import last_stages, stage_sample
+
+    out = [(f"stage_sample[{i}]", s) for i, s in enumerate(stage_sample(5, salt=3))]
+    return out + [(f"last_stages[{i}]", s)
+                  for i, s in enumerate(last_stages(6, max_saved=2, max_plans=243))]
+
+
+STAGES = _stages()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("k", range(len(STAGES)))
+def test_stages_bound_at_most_the_optimum_and_optimal_only_when_proven(k):
+    """Pipeline stages (several microbatches, idle gaps, split backwards): every
+    certified bound of every variant is at most the brute-force optimum, none is caught
+    above a simulated plan, and `optimal` is said only of the optimum."""
+    label, inst = STAGES[k]
+    lo, hi = slackopt.solvers.milp.model_floor(inst), int(inst.P)
+    for M in sorted({lo, lo + (hi - lo) // 8, lo + (hi - lo) // 2, max(lo, hi - 1)}):
+        opt = min(enumerate_plans(inst, M).values())
+        for variant, params in STAGE_VARIANTS.items():
+            r = slackopt.solve(inst, "milp", M, time_limit_s=3, seed=0, **params)
+            where = (label, M, variant, r.status, r.info.get("bounds"), opt)
+            if opt == float("inf"):
+                assert r.status in ("infeasible", "timeout"), where
+                continue
+            step = r.evaluation.step_time_s
+            assert step >= opt * (1 - 1e-12), where
+            assert r.lower_bound_s is not None and r.lower_bound_s <= opt * (1 + 1e-12), where
+            assert all(v <= opt * (1 + 1e-12) for v in r.info["bounds"].values()), where
+            assert r.info.get("bound_errors") == [], (where, r.info.get("bound_errors"))
+            assert r.status in ("optimal", "bounded"), where
+            if r.status == "optimal":
+                assert step <= opt * (1 + OPTIMAL_REL_TOL), where

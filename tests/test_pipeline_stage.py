@@ -18,6 +18,7 @@ from slackopt import KEEP, RECOMP, SWAP, Instance, Link, Op, Plan, Tensor, UnitS
 from slackopt.errors import InstanceError, PlanError
 from slackopt.io import instance_from_dict, instance_to_dict, load_instance
 from slackopt.stage import build_stage, in_flight, weight_grad_ops
+from tests.strategies import stage_sample
 
 ROOT = Path(__file__).resolve().parents[1]
 HAND = Instance("hand", [Op("f", "fwd", 1.0), Op("b", "bwd", 2.0)],
@@ -189,29 +190,7 @@ def test_bad_units_are_refused_naming_the_field(units, field, match):
     assert e.value.field == field
 
 
-def _stage_sample(n: int) -> list[Instance]:
-    """A fixed sample of small pipeline stages (strategies.stages), each lowered to at
-    most 5 saved storages so that every plan can be simulated."""
-    from hypothesis import HealthCheck, Phase, given, settings
-    from hypothesis import strategies as st
-
-    from tests.strategies import stages
-
-    out: list[Instance] = []
-
-    @settings(max_examples=n * 4, phases=[Phase.generate], deadline=None, derandomize=True,
-              database=None, suppress_health_check=list(HealthCheck))
-    @given(data=st.data())
-    def draw(data) -> None:
-        s = data.draw(stages(max_saved=2, max_ops=6)).lowered
-        if 0 < s.n_saved <= 5 and len(out) < n:
-            out.append(s)
-
-    draw()
-    return out
-
-
-STAGES = _stage_sample(12)
+STAGES = stage_sample(12, salt=2)
 
 
 def _all_plans(s: Instance):
@@ -225,8 +204,9 @@ def _all_plans(s: Instance):
 @pytest.mark.slow
 @pytest.mark.parametrize("k", range(len(STAGES)))
 def test_milp_on_a_stage_claims_only_what_every_plan_obeys(k):
-    """On pipeline stages the exact tier's bound (T*), its model floor and its statuses
-    hold for every plan: brute force over all 3^n plans at budgets from the floor to P."""
+    """On pipeline stages the exact tier's bounds, its model floor and its statuses hold
+    for every plan, and its enumeration proves the optimum: brute force over all 3^n
+    plans at budgets from the floor to P."""
     from slackopt import solve
     from slackopt.solvers.milp import model_floor
 
@@ -246,5 +226,6 @@ def test_milp_on_a_stage_claims_only_what_every_plan_obeys(k):
         assert res.status != "infeasible"
         if res.lower_bound_s is not None:
             assert res.lower_bound_s <= best * (1 + 1e-12)
-        if res.status == "optimal":
-            assert res.evaluation.step_time_s <= best * (1 + 1e-9)
+        assert not [e for e in res.info["bound_errors"] if e["kind"] == "certified"]
+        assert res.status == "optimal"  # the enumeration (or a bound) proves it
+        assert res.evaluation.step_time_s <= best * (1 + 1e-9)

@@ -290,6 +290,8 @@ class CheckpointLP:
 
     share: float
     name: str = "checkpoint_bound"
+    stages: bool = False  # its rows read one forward, then one backward pass
+    single_pass: bool = True
 
     def __call__(self, inst: Instance, M: int, ctx: BoundContext) -> BoundValue:
         tc = time.perf_counter()

@@ -71,9 +71,11 @@ def decision_bound(instance: Instance, plan: Plan, budget_bytes: int, *,
     Returns:
         (certified bound in s: a safe dual bound from the LP solver's duals
         (:func:`~slackopt.solvers.milp.certify.lp.lp_relaxation`), or None if the model or
-        the LP did not finish in time, the LP has no optimum, or its duals certify no
-        bound; info: tier, model size, seconds, ``lp_objective_s`` (the LP solver's
-        optimum, uncertified, s), ``lp_status``, and why it stopped if it did).
+        the LP did not finish in time, the LP has no optimum, its duals certify no
+        bound, or the instance is a pipeline stage (the model's steps and H2D rows read
+        one forward pass, then one backward pass); info: tier, model size, seconds,
+        ``lp_objective_s`` (the LP solver's optimum, uncertified, s), ``lp_status``, and
+        why it stopped if it did).
 
     Source: the module docstring; solvers/milp/model/__init__.py for the relaxation.
     """
@@ -84,6 +86,10 @@ def decision_bound(instance: Instance, plan: Plan, budget_bytes: int, *,
     t0 = time.perf_counter()
     deadline = t0 + float(time_limit_s)
     info: dict = {"tier": tier}
+    if not instance.single_pass:
+        info.update(seconds=0.0, stopped="a pipeline stage: the time-indexed model reads "
+                                         "one forward and one backward pass")
+        return None, info
     try:
         model = build_model(instance, int(budget_bytes), tier=tier, deadline=deadline)
         lin = model.lin.copy()

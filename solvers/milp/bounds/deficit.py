@@ -7,11 +7,13 @@ The argument is in :func:`deficit_bound`'s docstring; with fixed decisions, a te
 to recomp is paid for (its rebuild time c_t on the compute stream) and its bytes are absent
 where they can be, tensors fixed to keep or swap help only through the D2H engine's bytes,
 and the unfixed tensors enter as fractional recomp items
-(:mod:`~slackopt.solvers.milp.search.enumeration`, "Time").
+(:mod:`~slackopt.solvers.milp.search.enumeration`, "Time"). On a pipeline stage both
+take their stage form (:func:`deficit_bound`, :mod:`~.slack`).
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,6 +22,7 @@ from numba import njit
 from slackopt.instance import Instance
 from slackopt.plan import RECOMP
 from slackopt.solvers.milp.bounds.deficit_lagrange import lagrangian_deficit_bound
+from slackopt.solvers.milp.bounds.slack import stage_slack
 from slackopt.solvers.milp.bounds.source import BoundContext, BoundValue
 
 
@@ -39,15 +42,19 @@ def _deficit_ops(kprof, cap0, M):
 
 
 @njit(cache=True)
-def _fixed_deficits(dec, fixed, s, c, nf, ops, kprof, cap0, M, lastf, firstb, W):
-    """Per op in `ops`, the deficit (bytes) that the tensors with ``fixed[t]`` and
-    ``dec[t] == RECOMP`` leave: absent between their last forward and first backward
-    reader, and in a backward op W c_t bytes of D2H time each (float64 [len(ops)])."""
+def _fixed_deficits(dec, fixed, s, c, nf, ops, kprof, cap0, M, lastf, firstb, W, sure, slack):
+    """Per op k in `ops`: the deficit (bytes) that the tensors with ``fixed[t]`` and
+    ``dec[t] == RECOMP`` leave (absent between their last forward and first backward
+    reader, and in a backward op W c_t bytes of D2H time each), and their rebuild time
+    surely after op k less the ideal idle after it (s; ``sure[t] > k``, ``slack[k]``:
+    the stage form, :func:`deficit_bound`). Two float64 arrays [len(ops)]."""
     nS = s.shape[0]
     out = np.empty(ops.shape[0])
+    late = np.empty(ops.shape[0])
     for i in range(ops.shape[0]):
         k = ops[i]
         deficit = float(kprof[k] - M) - cap0[k]
+        after = -slack[k]
         bwd = k >= nf
         for t in range(nS):
             if fixed[t] and dec[t] == RECOMP:
@@ -55,16 +62,22 @@ def _fixed_deficits(dec, fixed, s, c, nf, ops, kprof, cap0, M, lastf, firstb, W)
                     deficit -= s[t]
                 if bwd:
                     deficit -= W * c[t]
+                if sure[t] > k:
+                    after += c[t]
         out[i] = deficit
-    return out
+        late[i] = after
+    return out, late
 
 
 @njit(cache=True)
-def _cover(deficits, ops, dec, fixed, more, s, c, nf, lastf, firstb, rho_free, W):
+def _cover(deficits, late, ops, dec, fixed, more, s, c, nf, lastf, firstb, sure, rho_free,
+           W, stage):
     """The largest over the ops of the cheapest cover (s) of ``deficits`` (from
     :func:`_fixed_deficits`) once the tensors in `more` that are fixed to recomp are
     taken off too, by stall (W bytes per s) and the unfixed tensors of `rho_free`
-    (rebuildable tensors with bytes, by c_t / s_t) as fractional recomp items."""
+    (rebuildable tensors with bytes, by c_t / s_t) as fractional recomp items; with
+    `stage`, plus the op's `late` time (the fixed rebuilds surely after it, less the
+    ideal idle after it), at least 0."""
     extra = 0.0
     for i in range(ops.shape[0]):
         deficit = deficits[i]
@@ -72,6 +85,7 @@ def _cover(deficits, ops, dec, fixed, more, s, c, nf, lastf, firstb, rho_free, W
             continue
         k = ops[i]
         bwd = k >= nf
+        after = late[i]
         for j in range(more.shape[0]):
             t = more[j]
             if fixed[t] and dec[t] == RECOMP:
@@ -79,8 +93,10 @@ def _cover(deficits, ops, dec, fixed, more, s, c, nf, lastf, firstb, rho_free, W
                     deficit -= s[t]
                 if bwd:
                     deficit -= W * c[t]
+                if sure[t] > k:
+                    after += c[t]
         if deficit <= 0.0:
-            continue
+            continue    # stage: the op's late time is at most _time_after's value
         e = 0.0
         for q in range(rho_free.shape[0]):
             t = rho_free[q]
@@ -97,28 +113,57 @@ def _cover(deficits, ops, dec, fixed, more, s, c, nf, lastf, firstb, rho_free, W
             deficit -= cap
         if deficit > 0.0:
             e += deficit / W
+        if stage:
+            e += after
         if e > extra:
             extra = e
     return extra
 
 
 @njit(cache=True)
-def _deficit_bound(dec, fixed, cost, s, c, t_star, M, nf, kprof, cap0, lastf, firstb,
-                   rho_order, W):
-    """:func:`deficit_bound` for the decisions ``dec[t]`` of the tensors with ``fixed[t]``
-    (`cost`: their recompute time, s); the others free. Returns s."""
+def _time_after(segcost, seg_slack):
+    """Stage form: the largest over the idle-free segments i of the ideal schedule of the
+    rebuild time surely in segment i or later (``segcost``, s, per segment) less the
+    ideal idle from segment i's start on (``seg_slack``), at least 0 (s)."""
+    best = 0.0
+    acc = 0.0
+    for i in range(segcost.shape[0] - 1, -1, -1):
+        acc += segcost[i]
+        v = acc - seg_slack[i]
+        if v > best:
+            best = v
+    return best
+
+
+@njit(cache=True)
+def _deficit_bound(dec, fixed, s, c, t_star, M, nf, kprof, cap0, lastf, firstb, rho_order, W,
+                   sure, slack, seg_of, seg_slack, stage):
+    """:func:`deficit_bound` for the decisions ``dec[t]`` of the tensors with ``fixed[t]``,
+    the others free (the arguments after `M`: :func:`_deficit_arrays`). Returns s."""
     ops = _deficit_ops(kprof, cap0, M)
-    deficits = _fixed_deficits(dec, fixed, s, c, nf, ops, kprof, cap0, M, lastf, firstb, W)
+    deficits, late = _fixed_deficits(dec, fixed, s, c, nf, ops, kprof, cap0, M, lastf, firstb,
+                                     W, sure, slack)
     more = np.zeros(0, dtype=np.int64)
-    return t_star + cost + _cover(deficits, ops, dec, fixed, more, s, c, nf, lastf, firstb,
-                                  rho_order, W)
+    cover = _cover(deficits, late, ops, dec, fixed, more, s, c, nf, lastf, firstb, sure,
+                   rho_order, W, stage)
+    cost = 0.0
+    segcost = np.zeros(seg_slack.shape[0])
+    for t in range(s.shape[0]):
+        if fixed[t] and dec[t] == RECOMP:
+            cost += c[t]
+            segcost[seg_of[t]] += c[t]
+    if stage:
+        return t_star + max(_time_after(segcost, seg_slack), cover)
+    return t_star + cost + cover
 
 
 def _deficit_arrays(inst: Instance) -> tuple:
-    """(n_fwd, keep-all profile, cap0, lastf, firstb, rho_order, W) for
-    :func:`_deficit_bound`: cap0[k] = W * (S*(k) - r0)+, the bytes the D2H engine can
-    have copied by the ideal start of op k; rho_order: the rebuildable tensors with bytes
-    by c_t / s_t (then index)."""
+    """The arguments of :func:`_deficit_bound` after `M`: (nf, keep-all profile, cap0,
+    lastf, firstb, rho_order, W, sure, slack, seg_of, seg_slack, stage). cap0[k] = W *
+    (S*(k) - r0)+, the bytes the D2H engine can have copied by the ideal start of op k;
+    rho_order: the rebuildable tensors with bytes by c_t / s_t (then index); sure, slack,
+    seg_of, seg_slack: :class:`~.slack.StageSlack`; stage: not a single pass (then nf is
+    n_ops: no item gets W c_t bytes, :func:`deficit_bound`)."""
     s = np.asarray(inst.s, dtype=np.int64)
     c = np.asarray(inst.c, dtype=np.float64)
     W = float(inst.link.d2h_bytes_per_s)  # the D2H engine's bytes per second
@@ -127,9 +172,18 @@ def _deficit_arrays(inst: Instance) -> tuple:
     cap0 = W * np.maximum(0.0, np.asarray(inst.start_s, dtype=np.float64) - r0)
     ok = [t for t in range(int(inst.n_saved)) if np.isfinite(c[t]) and s[t] > 0]
     rho_order = np.array(sorted(ok, key=lambda t: (c[t] / s[t], t)), dtype=np.int64)
-    return (int(inst.n_fwd), np.asarray(inst.keep_all_profile, dtype=np.int64), cap0,
-            np.asarray(inst.saved_last_fwd_idx, dtype=np.int64),
-            np.asarray(inst.saved_first_bwd_idx, dtype=np.int64), rho_order, W)
+    firstb = np.asarray(inst.saved_first_bwd_idx, dtype=np.int64)
+    stage = not inst.single_pass
+    if stage:
+        sl = stage_slack(inst)
+        extra = (sl.sure, sl.after, sl.seg_of, sl.seg_slack)
+    else:  # the single-pass form: no slack, every fixed recomp paid for (segment 0)
+        extra = (firstb, np.zeros(int(inst.n_ops)), np.zeros(int(inst.n_saved), dtype=np.int64),
+                 np.zeros(1))
+    return (int(inst.n_ops if stage else inst.n_fwd),
+            np.asarray(inst.keep_all_profile, dtype=np.int64), cap0,
+            np.asarray(inst.saved_last_fwd_idx, dtype=np.int64), firstb, rho_order, W,
+            *extra, stage)
 
 
 def deficit_bound(inst: Instance, M: int) -> float:
@@ -152,13 +206,27 @@ def deficit_bound(inst: Instance, M: int) -> float:
     order on c_t / bytes. The bound is T* plus the largest such value over k (T* when no
     op has a deficit).
 
+    A pipeline stage (``inst.single_pass`` False; docs/model.md, "A pipeline stage"):
+    bubbles absorb stalls and rebuilds, so ``T - T* = stalls + rebuild time`` fails. What
+    holds is ``T - T* >= x_k + R_{>k} - slack_k`` (:mod:`~.slack`: x_k = S(k) - S*(k) >= 0
+    the delay of op k, R_{>k} the rebuild time after it, slack_k the ideal idle after it).
+    A recomp tensor absent at k is rebuilt after k, so its c_t is in R_{>k}; the delay
+    gives the D2H engine W x_k more bytes. So the stage form covers the same deficit with
+    stall (W bytes per s) and recomp items of s_t bytes for c_t each (no W c_t term: a
+    rebuild before k is part of x_k), and the bound is T* plus the largest over k of that
+    cover less slack_k, at least 0. With decisions fixed (the node form), a fixed recomp
+    tensor whose earliest rebuild gap is after k adds its c_t to R_{>k}; one absent-able
+    at k is counted absent for free; and T - T* is also at least the fixed rebuild time
+    in each idle-free segment of the ideal schedule and after, less the idle from its
+    start on (:func:`_time_after`).
+
     Source: the memory and link rules of ../shared/spec/semantics.md ("swap", "recomp",
     "Each copy costs a fixed 10 us, then bytes at W"); checked against every simulated
     plan in tests/test_milp_enumerate.py.
     """
     nS = int(inst.n_saved)
     return float(_deficit_bound(np.zeros(nS, dtype=np.int8), np.zeros(nS, dtype=np.bool_),
-                                0.0, np.asarray(inst.s, dtype=np.int64),
+                                np.asarray(inst.s, dtype=np.int64),
                                 np.asarray(inst.c, dtype=np.float64),
                                 float(inst.ideal_time_s), int(M), *_deficit_arrays(inst)))
 
@@ -172,12 +240,20 @@ class DeficitBound:
     :func:`~slackopt.solvers.milp.bounds.deficit_lagrange.lagrangian_deficit_bound`: its
     value at the multipliers found, re-summed with ``math.fsum`` and lowered by a margin
     that covers its rounding; certified), with ``info["deficit_lagrange"]`` (its op and
-    multipliers). Neither depends on a plan."""
+    multipliers). Neither depends on a plan. On a pipeline stage the Lagrangian's search
+    stops after `stage_share` of the time left (a stage has many ops with an excess, and
+    the phases after it need the time); on a single pass it runs to the deadline."""
 
+    stage_share: float = 0.1
     name: str = "deficit_bound"
+    stages: bool = True  # both bounds have a stage form
+    single_pass: bool = True
 
     def __call__(self, inst: Instance, M: int, ctx: BoundContext) -> BoundValue:
         closed = deficit_bound(inst, M) * (1.0 - 1e-12)
-        lb, linfo = lagrangian_deficit_bound(inst, M, deadline=ctx.deadline - 0.3)
+        end = ctx.deadline - 0.3
+        if not inst.single_pass:
+            end = min(end, time.perf_counter() + self.stage_share * ctx.left())
+        lb, linfo = lagrangian_deficit_bound(inst, M, deadline=end)
         return BoundValue(bounds={"deficit": closed, "deficit_lagrange": lb},
                           info={"deficit_lagrange": linfo})

@@ -283,6 +283,8 @@ class DeficitCover:
     share: float
     nodes: int = NODE_LIMIT
     name: str = "deficit_cover"
+    stages: bool = False  # one stall for the whole step: a stage's bubbles absorb stalls
+    single_pass: bool = True
 
     def __call__(self, inst: Instance, M: int, ctx: BoundContext) -> BoundValue:
         t0 = time.perf_counter()

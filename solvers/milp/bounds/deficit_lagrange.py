@@ -41,6 +41,14 @@ heuristic and only picks (k, mu, lam); the bound is g at that point, evaluated a
 ``math.fsum`` and lowered by a margin that covers the rounding of its terms
 (:func:`_certified_value`).
 
+A pipeline stage (docs/model.md, "A pipeline stage"): bubbles absorb delay, so
+``T - T* >= x_k + R_{>k} - slack_k`` replaces ``T - T* = sigma + R``
+(:mod:`~slackopt.solvers.milp.bounds.slack`: x_k the delay of op k, R_{>k} the rebuild
+time after it, slack_k the ideal idle after it), and the D2H row reads
+``sum w_t <= S*(k) - r0 + x_k``. A recomp tensor absent at k is rebuilt after it (in
+R_{>k}). The same weak duality, with ``(1 - lam) x_k >= 0``, gives g_k with the
+forward-pass terms at every op (``c'_t = c_t``) less slack_k.
+
 It never needs to lose to the deficit bound: with y that bound's price of a byte at op k
 (its LP dual, at most 1 / W), g_k at ``mu = y, lam = y W`` is that bound's value at k,
 latency or not (a swap term is then ``y W L >= 0``, so 0; a recomp term is the dual's
@@ -60,6 +68,7 @@ import numpy as np
 from slackopt.instance import Instance
 from slackopt.jit import njit
 from slackopt.simulate.rules import copy_time
+from slackopt.solvers.milp.bounds.slack import stage_slack
 
 GRID = 16
 """lam values tried on every op with a keep-all excess: 0 and 2^-j for j < GRID - 1 (the
@@ -137,9 +146,10 @@ def _coarse(ops, D, tau, nf, s, c, w, lastf, firstb, lastb, grid):
 
 
 @njit(cache=True)
-def _refine(ops, D, tau, nf, s, c, w, lastf, firstb, lastb, steps):
+def _refine(ops, D, tau, nf, s, c, w, lastf, firstb, lastb, steps, slack):
     """(value, op, mu, lam): the best of a golden-section search over lam in [0, 1] at each
-    op in `ops` (g is concave in lam once maximised over mu; value uncertified)."""
+    op in `ops` (g is concave in lam once maximised over mu), less the op's `slack` (the
+    stage form; zeros for a single pass); value uncertified."""
     n = s.shape[0]
     u = np.empty(n)
     b = np.empty(n)
@@ -160,6 +170,7 @@ def _refine(ops, D, tau, nf, s, c, w, lastf, firstb, lastb, steps):
                 hi = bb
         for lam in (lo, 0.5 * (lo + hi), hi, 0.0, 1.0):
             v, mu = _best_mu(k, lam, D[i], tau[i], bwd, s, c, w, lastf, firstb, lastb, u, b)
+            v -= slack[i]
             if v > out[0]:
                 out = (v, k, mu, lam)
     return out
@@ -224,13 +235,18 @@ def lagrangian_deficit_bound(inst: Instance, M: int, *, deadline: float | None =
     start = np.asarray(inst.start_s, dtype=np.float64)
     D = (keep[ops] - int(M)).astype(np.float64)
     tau = start[ops] - r0
-    nf = int(inst.n_fwd)
+    stage = not inst.single_pass
+    # a stage: no rebuild term in the backward pass (nf = n_ops), less the idle after k
+    nf = int(inst.n_ops if stage else inst.n_fwd)
+    slack = stage_slack(inst).after[ops] if stage else np.zeros(ops.size)
     coarse = np.full(ops.size, -np.inf)
     for a in range(0, ops.size, CHUNK):
         if deadline is not None and time.perf_counter() > deadline and a:
             break       # the ops searched so far: any subset of ops gives a valid bound
         sl = slice(a, a + CHUNK)
         coarse[sl] = _coarse(ops[sl], D[sl], tau[sl], nf, s, c, w, lastf, firstb, lastb, GRID)
+        if stage:
+            coarse[sl] -= slack[sl]
         info["ops_searched"] = min(ops.size, a + CHUNK)
     top = np.sort(np.argsort(-coarse, kind="stable")[:REFINE_OPS])
     val, k, mu, lam = -np.inf, -1, 0.0, 0.0
@@ -238,7 +254,8 @@ def lagrangian_deficit_bound(inst: Instance, M: int, *, deadline: float | None =
         if deadline is not None and time.perf_counter() > deadline and j:
             break
         sl = top[j:j + 1]
-        out = _refine(ops[sl], D[sl], tau[sl], nf, s, c, w, lastf, firstb, lastb, REFINE_STEPS)
+        out = _refine(ops[sl], D[sl], tau[sl], nf, s, c, w, lastf, firstb, lastb, REFINE_STEPS,
+                      slack[sl])
         if out[0] > val:  # the first op of the largest value, as _refine takes it
             val, k, mu, lam = out
     if k < 0 or not val > 0.0:
@@ -246,6 +263,6 @@ def lagrangian_deficit_bound(inst: Instance, M: int, *, deadline: float | None =
     i = int(np.searchsorted(ops, k))
     # D[i] is an exact integer (bytes below 2^53), tau[i] the instance's own float
     g = _certified_value(int(k), float(mu), float(lam), float(D[i]), float(tau[i]),
-                         int(k) >= nf, s, c, w, lastf, firstb, lastb)
+                         int(k) >= nf, s, c, w, lastf, firstb, lastb) - float(slack[i])
     info.update(op=int(k), mu=float(mu), lam=float(lam))
     return max(T_star, T_star + g - sys.float_info.epsilon * T_star), info

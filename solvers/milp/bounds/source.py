@@ -69,9 +69,13 @@ class BoundContext:
 
 class BoundSource(Protocol):
     """A lower bound on the step time of every plan: ``name`` (its phase in
-    ``info["phases"]``) and a call ``source(inst, M, ctx) -> BoundValue`` (`M` in bytes)
-    that ends by ``ctx.deadline``."""
+    ``info["phases"]``), ``stages`` and ``single_pass`` (its argument covers pipeline
+    stages, ``Instance.single_pass`` False, and single passes; the search skips it where
+    it does not) and a call ``source(inst, M, ctx) -> BoundValue`` (`M` in bytes) that
+    ends by ``ctx.deadline``."""
 
     name: str
+    stages: bool
+    single_pass: bool
 
     def __call__(self, inst: Instance, M: int, ctx: BoundContext) -> BoundValue: ...

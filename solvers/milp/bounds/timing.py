@@ -281,6 +281,8 @@ class TimingLP:
 
     share: float
     name: str = "timing_lp"
+    stages: bool = False  # its rows read one forward pass then one backward pass
+    single_pass: bool = True
 
     def __call__(self, inst: Instance, M: int, ctx: BoundContext) -> BoundValue:
         tt = time.perf_counter()
@@ -303,6 +305,8 @@ class TimingMILP:
 
     share: float
     name: str = "timing_bound"
+    stages: bool = False  # its rows read one forward pass then one backward pass
+    single_pass: bool = True
 
     def __call__(self, inst: Instance, M: int, ctx: BoundContext) -> BoundValue:
         tt = time.perf_counter()

@@ -172,6 +172,21 @@ def read_run(inst: Instance, plan: Plan, evaluation: Evaluation) -> RunView:
                          f"{len(task_op)} tasks")
     start = [float(e["start_s"]) for e in comp]
     end = [float(e["end_s"]) for e in comp]
+    op_task, rebuild_task = _task_index(inst, task_op, task_t)
+    d2h, h2d_spans, evict = copy_events(inst, evaluation)
+    h2d = {t: [a for a, _b in spans] for t, spans in h2d_spans.items()}
+    return RunView(inst=inst, dec=dec, task_op=task_op, task_t=task_t, start=start, end=end,
+                   op_task=op_task, rebuild_task=rebuild_task, d2h=d2h, h2d_starts=h2d,
+                   evict=evict, first_need=_first_need(inst, task_op, task_t),
+                   stall_fwd=float(evaluation.stall_fwd_s),
+                   stall_bwd=float(evaluation.stall_bwd_s),
+                   recompute=float(evaluation.recompute_s),
+                   step=float(evaluation.step_time_s))
+
+
+def _task_index(inst: Instance, task_op: list[int], task_t: list[int]
+                ) -> tuple[list[int], dict[int, int]]:
+    """(per scheduled op its task, {saved position: its rebuild task}) of a task list."""
     op_task = [-1] * inst.n_ops
     rebuild_task: dict[int, int] = {}
     for k, (op, t) in enumerate(zip(task_op, task_t, strict=True)):
@@ -179,27 +194,75 @@ def read_run(inst: Instance, plan: Plan, evaluation: Evaluation) -> RunView:
             op_task[op] = k
         else:
             rebuild_task[t] = k
-    d2h, h2d_spans, evict = copy_events(inst, evaluation)
-    h2d = {t: [a for a, _b in spans] for t, spans in h2d_spans.items()}
+    return op_task, rebuild_task
+
+
+def _first_need(inst: Instance, task_op: list[int], task_t: list[int]) -> list[int]:
+    """Per saved position, the first backward task (a rebuild or a backward op) that
+    reads it, or -1."""
     first_need = [-1] * inst.n_saved
-    nf = inst.n_fwd
-    reads = [[] for _ in range(inst.n_ops)]
+    reads: list[list[int]] = [[] for _ in range(inst.n_ops)]
     for t in range(inst.n_saved):
         for i in inst.saved_reader_idx[t].tolist():
             reads[i].append(t)
+    is_bwd = inst.is_bwd
     for k, (op, t) in enumerate(zip(task_op, task_t, strict=True)):
-        if k < nf:
+        if op >= 0 and not is_bwd[op]:
             continue
         for u in (reads[op] if op >= 0 else inst.recipe_inputs[t]):
             if first_need[u] < 0:
                 first_need[u] = k
-    return RunView(inst=inst, dec=dec, task_op=task_op, task_t=task_t, start=start, end=end,
-                   op_task=op_task, rebuild_task=rebuild_task, d2h=d2h, h2d_starts=h2d,
-                   evict=evict, first_need=first_need,
-                   stall_fwd=float(evaluation.stall_fwd_s),
-                   stall_bwd=float(evaluation.stall_bwd_s),
-                   recompute=float(evaluation.recompute_s),
-                   step=float(evaluation.step_time_s))
+    return first_need
+
+
+def group_run(run: RunView, sub: Instance, ops: np.ndarray, saved: np.ndarray) -> RunView:
+    """The part of a pipeline stage's run `run` that one contiguous microbatch group
+    makes, as a run of its single-pass instance `sub`
+    (:func:`slackopt.solvers.milp.bounds.groups.microbatch_groups`: `ops`, the stage
+    indices of its scheduled ops; `saved`, the stage's saved position of each of
+    `sub`'s): its tasks, copies and evictions, timed from the group's origin (the later
+    of the end of the task before its first and its first unit's earliest start); its
+    forward stall the stalls of its F tasks, its backward stall the rest of its extra
+    time (its B and W tasks' stalls and the idle between its units). The soundness test
+    of the microbatch bound (tests/test_bound_point.py) checks that it is a point of
+    every bound model of `sub`.
+
+    Raises:
+        ValueError: the group's tasks in `run` are not `sub`'s task list (not a
+            contiguous group of `run.inst`).
+    """
+    inst = run.inst
+    op_of = {int(o): i for i, o in enumerate(ops.tolist())}
+    pos_of = {int(t): i for i, t in enumerate(saved.tolist())}
+    ks = [k for k, (op, t) in enumerate(zip(run.task_op, run.task_t, strict=True))
+          if (op >= 0 and op in op_of) or (op < 0 and t in pos_of)]
+    dec = np.asarray(run.dec, dtype=np.int8)[saved]
+    task_op, task_t = build_tasks(sub, dec)
+    got = [(op_of[run.task_op[k]], -1) if run.task_op[k] >= 0 else (-1, pos_of[run.task_t[k]])
+           for k in ks]
+    if got != list(zip(task_op, task_t, strict=True)) or ks != list(range(ks[0], ks[-1] + 1)):
+        raise ValueError("the group's tasks are not its single pass's task list")
+    k0 = ks[0]
+    origin = max(run.end[k0 - 1] if k0 > 0 else 0.0, float(inst.op_earliest_s[int(ops[0])]))
+    start = [run.start[k] - origin for k in ks]
+    end = [run.end[k] - origin for k in ks]
+    op_task, rebuild_task = _task_index(sub, task_op, task_t)
+    nf = sub.n_fwd
+    recompute = math.fsum(end[k] - start[k] for k, op in enumerate(task_op) if op < 0)
+    stall_fwd = end[op_task[nf - 1]] - float(sub.forward_time_s) if nf else 0.0
+    step = end[-1]
+    return RunView(
+        inst=sub, dec=dec, task_op=task_op, task_t=task_t, start=start, end=end,
+        op_task=op_task, rebuild_task=rebuild_task,
+        d2h={pos_of[t]: (a - origin, b - origin) for t, (a, b) in run.d2h.items()
+             if t in pos_of},
+        h2d_starts={pos_of[t]: [a - origin for a in v] for t, v in run.h2d_starts.items()
+                    if t in pos_of},
+        evict={pos_of[t]: [a - origin for a in v] for t, v in run.evict.items()
+               if t in pos_of},
+        first_need=_first_need(sub, task_op, task_t), stall_fwd=stall_fwd,
+        stall_bwd=step - float(sub.ideal_time_s) - stall_fwd - recompute,
+        recompute=recompute, step=step)
 
 
 def decided(dec: np.ndarray, t: int, code: int) -> float:
@@ -234,4 +297,4 @@ def complete_point(lin: _Lin, values: dict[str, float]) -> list[float]:
     return [float(v) for v in x]
 
 
-__all__ = ["RunView", "read_run", "complete_point", "decided"]
+__all__ = ["RunView", "read_run", "group_run", "complete_point", "decided"]

@@ -76,7 +76,7 @@ class _RecomputeModel:
 
     def __init__(self, inst: Instance, cm: Any) -> None:
         self.cm = cm
-        self.n, self.nf, self.nS = inst.n_ops, inst.n_fwd, inst.n_saved
+        self.n, self.nS = inst.n_ops, inst.n_saved
         nS = self.nS
         self.s = s = [int(v) for v in np.asarray(inst.s, dtype=np.int64)]
         c = np.asarray(inst.c, dtype=np.float64)
@@ -141,7 +141,7 @@ class _RecomputeModel:
     def memory_at_ops(self, M: int, end: float) -> bool:
         """Memory at the end of every op <= `M` (bytes). False when the perf_counter time
         `end` passes while building, or an op's fixed bytes alone exceed M."""
-        cm, xr, s, nf, Y = self.cm, self.xr, self.s, self.nf, self.Y
+        cm, xr, s, Y = self.cm, self.xr, self.s, self.Y
         lastf, lastb, static = self.lastf, self.lastb, self.static
         alive: list[int] = []
         by_prod: list[list[int]] = [[] for _ in range(self.n)]
@@ -160,10 +160,7 @@ class _RecomputeModel:
                     continue
                 elif xr[t] is None:
                     const += s[t]
-                elif k < nf:
-                    const += s[t]
-                    terms.append(-s[t] * xr[t])
-                else:
+                else:   # absent until rebuilt in a gap up to k (none before the backward ops)
                     const += s[t]
                     terms.append(-s[t] * xr[t])
                     terms += [s[t] * v for v in Y(t, k)]

@@ -20,7 +20,12 @@ in it can run faster than the incumbent U or run at all:
   and swap tensors no help but through the D2H engine's bytes, the free tensors as
   fractional recomp items); it is a bound for every completion. A subtree with
   ``bound * (1 - 1e-12) >= U`` holds no plan faster than U (the factor covers the
-  evaluator's floating-point sums).
+  evaluator's floating-point sums). On a pipeline stage bubbles absorb rebuilds and
+  stalls, so T = T* + stalls + rebuilds fails: the node bound takes the deficit bound's
+  stage form (:func:`~slackopt.solvers.milp.bounds.deficit.deficit_bound`), in which each
+  op's cover counts only the rebuilds surely after it less the ideal idle after it, and
+  the fixed rebuilds count only beyond the idle that can absorb them
+  (:mod:`~slackopt.solvers.milp.bounds.slack`).
 - Memory: during op k every plan holds at least the bytes :func:`floor_profile` counts
   (the non-saved tensors and workspaces of the static profile; every saved tensor from
   its production through its last forward reader and during each backward op that reads
@@ -35,7 +40,9 @@ in it can run faster than the incumbent U or run at all:
 - Admission (small instances, :mod:`~slackopt.solvers.milp.bounds.admission`): the forward
   stall the D2H queue forces and the H2D copies that the runtime's admission test holds
   back until their tensor is needed, each a whole copy of stall; valid for every
-  completion faster than the cutoff, which is what a skip needs.
+  completion faster than the cutoff, which is what a skip needs. Single passes only: its
+  argument reads one forward and one backward pass (no H2D before the end of the
+  forward pass, stall = T - T* - rebuilds).
 
 Nothing else is pruned (swap and recomp are not monotone in memory or time, and no
 dominance rule is assumed). The bounds are checked at every node, the nodes above the
@@ -98,6 +105,7 @@ from slackopt.solvers.milp.bounds.deficit import (
     _deficit_arrays,
     _deficit_ops,
     _fixed_deficits,
+    _time_after,
 )
 from slackopt.solvers.milp.model.steps import floor_profile
 from slackopt.solvers.milp.search.incumbent import Incumbent
@@ -111,6 +119,11 @@ ENUM_GAPS = (0.008, 0.004, 0.001, 0.0)
 proves a bound of ``U / (1 + gap)``, the last one (gap 0) the optimum; the passes stop
 at the first that does not complete. A coarse gap prunes far more, so an instance whose
 optimum is out of reach still gets a certified gap."""
+STAGE_MAX_CELLS = 20_000_000
+"""On a pipeline stage the branch and bound is prepared only when n_saved x n_ops is at
+most this: its footprints are two dense int64 arrays of that many cells (160 MB each
+here), and a stage's ops and saved tensors both grow with its microbatches (Llama-3-70B
+stage 0 under 1F1B, 16 microbatches: 2,752 x 18,352)."""
 CHUNK_PLANS = 20_000
 """The search runs in subtrees of at most about this many nominal plans (fixed prefixes of
 the order), so that the deadline is checked between them."""
@@ -158,7 +171,7 @@ def search_space(inst: Instance) -> int:
 def _footprints(inst: Instance) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(base, keep_extra, recomp_extra): the floor profile (int64 [n_ops]) and, per saved
     tensor, the bytes keep or recomp add to it (int64 [n_saved, n_ops])."""
-    n, nf, nS = inst.n_ops, inst.n_fwd, inst.n_saved
+    n, nS, is_bwd = inst.n_ops, inst.n_saved, inst.is_bwd
     base = floor_profile(inst)
     s = np.asarray(inst.s, dtype=np.int64)
     keep = np.zeros((nS, n), dtype=np.int64)
@@ -168,14 +181,16 @@ def _footprints(inst: Instance) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     lastb = inst.saved_last_bwd_idx.tolist()
     prod = inst.saved_prod_idx.tolist()
     for t in range(nS):
-        readers = {r for r in inst.saved_reader_idx[t].tolist() if r >= nf}
-        counted = set(range(prod[t], lastf[t] + 1)) | readers
-        for k in range(prod[t], lastb[t] + 1):
-            if k not in counted:
-                keep[t, k] = s[t]
-        for k in range(firstb[t], lastb[t] + 1):
-            if k not in counted:
-                rec[t, k] = s[t]
+        # the floor counts t from its production through its last forward reader and at
+        # its backward readers; keep adds the rest up to its last reader, recomp the
+        # rest from its first backward reader on
+        rd = inst.saved_reader_idx[t]
+        rd = rd[is_bwd[rd]]
+        keep[t, prod[t]:lastb[t] + 1] = s[t]
+        rec[t, firstb[t]:lastb[t] + 1] = s[t]
+        for row in (keep, rec):
+            row[t, prod[t]:lastf[t] + 1] = 0
+            row[t, rd] = 0
     return base, keep, rec
 
 
@@ -192,22 +207,38 @@ def _apply(prof, keep_x, rec_x, c, t, d, sign):
 
 
 @njit(cache=True)
+def _time_bound(t_star, cost, segcost, seg_slack, cover, stage):
+    """The node's bound on the step (s): ``T* + cost + cover`` in a single pass (every
+    rebuild paid for); on a stage, T* plus the larger of the fixed rebuilds' time beyond
+    the idle that can absorb them (:func:`~slackopt.solvers.milp.bounds.deficit._time_after`)
+    and the cover, which counts its own rebuilds."""
+    if stage:
+        return t_star + max(_time_after(segcost, seg_slack), cover)
+    return t_star + cost + cover
+
+
+@njit(cache=True)
 def _node_check(inp, M, order, d0, dec, base, keep_x, rec_x, t_star, cut, nf, ops, kprof,
-                cap0, lastf, firstb, rho_free, W_, adm, adm_on):
+                cap0, lastf, firstb, sure, slack, seg_of, seg_slack, stage, rho_free, W_,
+                adm, adm_on):
     """Whether the node that fixes ``order[:d0]`` to `dec` can hold a plan that runs
     faster than `cut` (s): 0 if it can, else the bound that rules it out (1 time, 2
     memory, 3 admission). Arguments as for :func:`_subtree`."""
     c = inp.c
     prof = base.copy()
     fixed = np.zeros(order.shape[0], dtype=np.bool_)
+    segcost = np.zeros(seg_slack.shape[0])
     cost = 0.0
     for i in range(d0):
         cost += _apply(prof, keep_x, rec_x, c, order[i], dec[order[i]], 1)
+        if dec[order[i]] == RECOMP:
+            segcost[seg_of[order[i]]] += c[order[i]]
         fixed[order[i]] = True
-    deficits = _fixed_deficits(dec, fixed, inp.s, c, nf, ops, kprof, cap0, M, lastf,
-                               firstb, W_)
-    if (t_star + cost + _cover(deficits, ops, dec, fixed, order[:0], inp.s, c, nf, lastf,
-                               firstb, rho_free, W_)) * (1.0 - SLACK) >= cut:
+    deficits, late = _fixed_deficits(dec, fixed, inp.s, c, nf, ops, kprof, cap0, M, lastf,
+                                     firstb, W_, sure, slack)
+    cover = _cover(deficits, late, ops, dec, fixed, order[:0], inp.s, c, nf, lastf, firstb,
+                   sure, rho_free, W_, stage)
+    if _time_bound(t_star, cost, segcost, seg_slack, cover, stage) * (1.0 - SLACK) >= cut:
         return 1
     if prof.max() > M:
         return 2
@@ -219,10 +250,12 @@ def _node_check(inp, M, order, d0, dec, base, keep_x, rec_x, t_star, cut, nf, op
 
 @njit(cache=True)
 def _subtree(inp, M, order, nopt, base, keep_x, rec_x, dec0, d0, t_star, U, max_leaves,
-             nf, ops, kprof, cap0, lastf, firstb, rho_free, W_, adm, adm_on, gf):
+             nf, ops, kprof, cap0, lastf, firstb, sure, slack, seg_of, seg_slack, stage,
+             rho_free, W_, adm, adm_on, gf):
     """Depth-first search below the prefix ``order[:d0]`` fixed in `dec0` (d0 < len(order);
     `inp` the kernel's inputs (:func:`slackopt.simulate.kernel_inputs`), `M` the budget;
-    `base` the floor profile; `ops` from ``_deficit_ops`` (bounds/deficit.py); `rho_free`
+    `base` the floor profile; `ops` from ``_deficit_ops`` and `nf` to `stage` from
+    ``_deficit_arrays`` (bounds/deficit.py); `rho_free`
     the rebuildable tensors of ``order[d0:]`` by c_t / s_t; `adm` from
     :func:`~slackopt.solvers.milp.bounds.admission.admission_arrays`, used when `adm_on`; a
     subtree is skipped when no plan in it runs faster than the cutoff ``gf * best``).
@@ -237,17 +270,22 @@ def _subtree(inp, M, order, nopt, base, keep_x, rec_x, dec0, d0, t_star, U, max_
     found = False
     choice = np.full(n + 1, -1, dtype=np.int64)
     fixed = np.zeros(n, dtype=np.bool_)
+    segcost = np.zeros(seg_slack.shape[0])
     cost = 0.0
     for i in range(d0):
         cost += _apply(prof, keep_x, rec_x, c, order[i], dec[order[i]], 1)
+        if dec[order[i]] == RECOMP:
+            segcost[seg_of[order[i]]] += c[order[i]]
         fixed[order[i]] = True
     code = _node_check(inp, M, order, d0, dec, base, keep_x, rec_x, t_star, best * gf, nf,
-                       ops, kprof, cap0, lastf, firstb, rho_free, W_, adm, adm_on)
+                       ops, kprof, cap0, lastf, firstb, sure, slack, seg_of, seg_slack,
+                       stage, rho_free, W_, adm, adm_on)
     if code != 0:
         return (best, best_dec, 0, int(code == 1), int(code == 2), int(code == 3), True,
                 found)
     # the prefix's share of the deficit bound, once; each node adds its own decisions
-    deficits = _fixed_deficits(dec, fixed, s, c, nf, ops, kprof, cap0, M, lastf, firstb, W_)
+    deficits, late = _fixed_deficits(dec, fixed, s, c, nf, ops, kprof, cap0, M, lastf,
+                                     firstb, W_, sure, slack)
     leaves = 0
     p_time = 0
     p_mem = 0
@@ -258,6 +296,8 @@ def _subtree(inp, M, order, nopt, base, keep_x, rec_x, dec0, d0, t_star, U, max_
         d = choice[depth]
         if d >= 0:      # undo the previous option at this depth
             cost += _apply(prof, keep_x, rec_x, c, t, d, -1)
+            if d == RECOMP:
+                segcost[seg_of[t]] -= c[t]
         d += 1
         if d >= nopt[t]:
             choice[depth] = -1
@@ -270,12 +310,15 @@ def _subtree(inp, M, order, nopt, base, keep_x, rec_x, dec0, d0, t_star, U, max_
         dec[t] = d
         fixed[t] = True
         cost += _apply(prof, keep_x, rec_x, c, t, d, 1)
+        if d == RECOMP:
+            segcost[seg_of[t]] += c[t]
         if prof.max() > M:
             p_mem += 1
             continue
         cut = best * gf
-        if (t_star + cost + _cover(deficits, ops, dec, fixed, order[d0:depth + 1], s, c, nf,
-                                   lastf, firstb, rho_free, W_)) * (1.0 - SLACK) >= cut:
+        cover = _cover(deficits, late, ops, dec, fixed, order[d0:depth + 1], s, c, nf, lastf,
+                       firstb, sure, rho_free, W_, stage)
+        if _time_bound(t_star, cost, segcost, seg_slack, cover, stage) * (1.0 - SLACK) >= cut:
             p_time += 1
             continue
         if adm_on and (t_star + cost + admission_bound(
@@ -317,12 +360,15 @@ class BranchAndBound:
         inp = kernel_inputs(inst)
         self._args = (inp, self.M)
         self._adm = admission_arrays(inst, inp)
-        self.admission = int(inst.n_saved) ** 2 * int(inst.n_ops) <= ADMISSION_MAX_WORK
+        # the admission bound is stated for one forward and one backward pass
+        self.admission = (inst.single_pass
+                          and int(inst.n_saved) ** 2 * int(inst.n_ops) <= ADMISSION_MAX_WORK)
         c = np.asarray(inst.c, dtype=np.float64)
         self.nopt = np.where(np.isfinite(c), 3, 2).astype(np.int64)
         self.base, self._keep_x, self._rec_x = _footprints(inst)
-        nf, kprof, cap0, lastf, firstb, rho_order, W = _deficit_arrays(inst)
-        self._dq = (nf, _deficit_ops(kprof, cap0, self.M), kprof, cap0, lastf, firstb)
+        nf, kprof, cap0, lastf, firstb, rho_order, W, *stage = _deficit_arrays(inst)
+        self._dq = (nf, _deficit_ops(kprof, cap0, self.M), kprof, cap0, lastf, firstb,
+                    *stage)
         self._rho_order, self._W = rho_order, W
 
     def run(self, inc: Incumbent, max_plans: int, deadline: float,

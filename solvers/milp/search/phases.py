@@ -13,16 +13,23 @@ from typing import Any
 
 import numpy as np
 
+from slackopt.instance import Instance
 from slackopt.solvers.milp.bounds.checkpoint import CheckpointLP
 from slackopt.solvers.milp.bounds.deficit import DeficitBound
 from slackopt.solvers.milp.bounds.deficit_cover import DeficitCover
 from slackopt.solvers.milp.bounds.source import BoundSource
 from slackopt.solvers.milp.bounds.timing import TimingLP, TimingMILP
 from slackopt.solvers.milp.search.cpsat_seed import recompute_only_incumbent
-from slackopt.solvers.milp.search.enumeration import ENUM_GAPS, ENUM_MAX_SAVED, BranchAndBound
+from slackopt.solvers.milp.search.enumeration import (
+    ENUM_GAPS,
+    ENUM_MAX_SAVED,
+    STAGE_MAX_CELLS,
+    BranchAndBound,
+)
 from slackopt.solvers.milp.search.floor import floor_plans
 from slackopt.solvers.milp.search.incumbent import improve, kick_search
 from slackopt.solvers.milp.search.lns import lns
+from slackopt.solvers.milp.search.microbatch import microbatch_search
 from slackopt.solvers.milp.search.nogood import model_phase
 from slackopt.solvers.milp.search.state import Settings, _Search
 from slackopt.solvers.seeds import cheap_solver_names, seed_plans
@@ -51,6 +58,9 @@ TIMING_LP_SHARE = 0.5
 use: it runs before the searches, whose work limits can outlast a short time limit."""
 ENUM_PASS_SHARE = 0.5
 """Share of the time left that each enumeration pass but the last may use."""
+MICROBATCH_SHARE = 0.6
+"""Share of the time left that the microbatch passes of a pipeline stage (phase
+"microbatch": their plans and bounds) may use."""
 TIMING_SHARE = 0.7
 """Share of the time left that the timing MILP bound (phase "timing_bound") may use; the
 rest is the time-indexed model's."""
@@ -62,14 +72,20 @@ class Phase:
     returns False when it is off or has nothing to do (then ``info["phases"]`` leaves it
     out); a phase that settles the answer sets ``state.end``.
 
-    `stages`: the phase runs on pipeline stages too (``Instance.single_pass`` False). Only
-    phases that claim nothing but plans the evaluator scored do: the bound sources and the
-    exact searches are proven for one forward and one backward pass, so on a stage the
-    certified bound is T* (docs page "The exact tier")."""
+    `stages`: the phase runs on pipeline stages too (``Instance.single_pass`` False):
+    the searches that claim nothing but plans the evaluator scored, and the bound sources
+    and exact searches whose argument covers a stage's schedule (docs page "The exact
+    tier", "Pipeline stages")."""
 
     name: str
     run: Callable[[Settings, _Search], bool | None]
     stages: bool = False
+    single_pass: bool = True
+    """The phase runs on single passes (``Instance.single_pass`` True)."""
+
+    def runs_on(self, inst: Instance) -> bool:
+        """Whether the phase runs on `inst` (:attr:`single_pass`, :attr:`stages`)."""
+        return self.single_pass if inst.single_pass else self.stages
 
 
 def bound_phase(source: BoundSource) -> Phase:
@@ -94,7 +110,7 @@ def bound_phase(source: BoundSource) -> Phase:
             st.bound(key, v, certified=False)
         return None
 
-    return Phase(source.name, run)
+    return Phase(source.name, run, stages=source.stages, single_pass=source.single_pass)
 
 
 def _seeds(solver: Settings, st: _Search) -> bool | None:
@@ -128,6 +144,27 @@ def _seeds(solver: Settings, st: _Search) -> bool | None:
         st.model_optimal = True
         st.objective = st.T_star
         st.end = ("optimal", "a seed plan runs at the ideal step time T*")
+
+
+def _microbatch(solver: Settings, st: _Search) -> bool | None:
+    """Pipeline stages: :func:`~.microbatch.microbatch_search` within
+    ``MICROBATCH_SHARE`` of the time left: its plans (each microbatch's pass planned by
+    the exact tier at M / k, given to every microbatch), each improvement followed by a
+    local search when ``local_search`` is on and the plan does not meet the bound yet,
+    and its certified bound ``microbatch`` (the passes' bounds added up along the
+    schedule less the bubbles)."""
+    end = time.perf_counter() + MICROBATCH_SHARE * max(0.0, st.left() - 0.3)
+    res = microbatch_search(st.inst, st.M, end, st.seed)
+    if not res.info:
+        return False
+    st.info["microbatch"] = res.info
+    st.bound("microbatch", res.bound_s)
+    for source, dec in res.plans:
+        before = st.inc.step_s
+        st.inc.consider(dec, source)
+        if st.inc.step_s < before and solver.local_search and not st.closed():
+            improve(st.inc, solver.search_calls, st.seed, st.deadline)
+    return True
 
 
 def _local_search(solver: Settings, st: _Search) -> bool | None:
@@ -192,9 +229,12 @@ def _enumeration(solver: Settings, st: _Search) -> bool | None:
 def _lns(solver: Settings, st: _Search) -> bool | None:
     """Large-neighbourhood search (:func:`~.lns.lns`): windows of saved tensors
     searched exactly by the enumeration's branch and bound, the other tensors fixed to
-    the incumbent; fixed work (``lns_plans``), deterministic."""
+    the incumbent; fixed work (``lns_plans``), deterministic. Off on a pipeline stage
+    with more than ``STAGE_MAX_CELLS`` saved-tensor x op cells."""
     if solver.lns_plans <= 0 or st.inc.dec is None:
         return False
+    if not st.inst.single_pass and st.inst.n_saved * st.inst.n_ops > STAGE_MAX_CELLS:
+        return False    # a large stage: its branch and bound's footprints would not fit
     ln = lns(st.inc, solver.lns_plans, st.seed, st.deadline)
     st.info["lns"] = {"windows": ln.windows, "simulated": ln.simulated,
                       "improved": ln.improved, "passes": ln.passes,
@@ -206,11 +246,12 @@ PHASES: tuple[Phase, ...] = (
     Phase("seeds", _seeds, stages=True),
     bound_phase(DeficitBound()),
     bound_phase(DeficitCover(share=DEFICIT_COVER_SHARE, nodes=DEFICIT_COVER_NODES)),
+    Phase("microbatch", _microbatch, stages=True, single_pass=False),
     bound_phase(CheckpointLP(share=CHECKPOINT_SHARE)),
     bound_phase(TimingLP(share=TIMING_LP_SHARE)),
     Phase("local_search", _local_search, stages=True),
     Phase("kicks", _kicks, stages=True),
-    Phase("enumeration", _enumeration),
+    Phase("enumeration", _enumeration, stages=True),
     Phase("lns", _lns, stages=True),
     bound_phase(TimingMILP(share=TIMING_SHARE)),
     Phase("milp", model_phase),

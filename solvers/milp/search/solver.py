@@ -259,8 +259,8 @@ class MILP(BaseSolver):
         for phase in PHASES:
             if st.end is not None:
                 break
-            if not (instance.single_pass or phase.stages):
-                continue  # a pipeline stage: only the evaluator-judged searches
+            if not phase.runs_on(instance):
+                continue  # a bound or search whose argument does not cover the instance
             before = st.snapshot()
             if phase.run(self, st) is not False:  # False: the phase is off or has nothing to do
                 st.mark(phase.name, before)
