@@ -187,6 +187,12 @@ def schedule_name(schedule: str) -> str:
                      "(or torch's GPipe, 1F1B, Interleaved1F1B, InterleavedZeroBubble)")
 
 
+MAX_PASSES = 1024
+"""The most (microbatch, chunk) passes a stage may hold: microbatches x chunks. A stage
+instance holds every op and saved tensor of every pass, so its size grows with the
+product (a 100,000-microbatch stage of an 8-op chain is a 638 MB file)."""
+
+
 def _int_at_least(name: str, value: object, low: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < low:
         raise ValueError(f"{name}: {value!r} must be an integer >= {low}")
@@ -211,6 +217,10 @@ def _check(schedule: str, stage: int, stages: int, microbatches: int,
     i = _int_at_least("stage", stage, 0)
     if i >= p:
         raise ValueError(f"stage: {i} must be below stages = {p} (stages count from 0)")
+    if m * v > MAX_PASSES:
+        raise ValueError(f"microbatches: {m} x {v} chunk(s) is over {MAX_PASSES} passes a "
+                         "stage (the stage holds every op of every pass); plan fewer, larger "
+                         "microbatches")
     if v > 1 and not spec.interleaved:
         raise ValueError(f"chunks: {spec.name} runs one model chunk a stage, got {v}; "
                          "use interleaved-1f1b or interleaved-zb for several")
@@ -244,7 +254,8 @@ def stage_units(schedule: str, stage: int, stages: int, microbatches: int,
 
     Raises:
         ValueError: an argument out of range, naming it and the rule: stage < stages;
-            chunks 1 unless interleaved; 1f1b needs microbatches >= stages; the
+            microbatches x chunks <= :data:`MAX_PASSES`; chunks 1 unless interleaved;
+            1f1b needs microbatches >= stages; the
             interleaved and zero-bubble schedules need microbatches to be a multiple of
             max(1, microbatches // stages) (torch raises for the same arguments).
     """

@@ -46,6 +46,7 @@ from slackopt.pipeline import (
     hop_time_s,
     schedule_name,
     stage_timing,
+    stage_units,
 )
 
 
@@ -215,9 +216,30 @@ def build_stage(base: Instance, schedule: str, stage: int, stages: int, microbat
 
 def schedule_of(inst: Instance) -> dict[str, Any] | None:
     """The schedule parameters recorded by :func:`build_stage` (``meta["schedule"]``), or
-    None for an instance that was not built as a stage."""
+    None for an instance that was not built as a stage.
+
+    Raises:
+        InstanceError: the record names no schedule of :func:`slackopt.pipeline.stage_units`
+            (an unknown name, a stage out of range, counts below 1), or one whose unit
+            order is not the instance's (field ``meta.schedule``): the record describes the
+            stage, so a record that does not is refused rather than shown.
+    """
     sch = inst.meta.get("schedule")
-    return dict(sch) if isinstance(sch, dict) else None
+    if not isinstance(sch, dict):
+        return None
+    fix = "rebuild the stage with `slackopt stage` (or `make`/`profile --schedule`)"
+    try:
+        order = stage_units(str(sch.get("name")), sch.get("stage"), sch.get("stages"),
+                            sch.get("microbatches"), sch.get("chunks", 1))
+    except (ValueError, KeyError) as e:
+        raise InstanceError(str(e), "meta.schedule", fix) from None
+    if [(u.kind, u.microbatch, u.chunk) for u in order] != [
+            (u.kind, u.microbatch, u.chunk) for u in inst.units]:
+        raise InstanceError(
+            f"{sch.get('name')!r} stage {sch.get('stage')} of "
+            f"{sch.get('stages')} with {sch.get('microbatches')} microbatches runs other "
+            "units than the instance's", "meta.schedule", fix)
+    return dict(sch)
 
 
 def in_flight(inst: Instance) -> np.ndarray:

@@ -127,6 +127,26 @@ def test_describe_shows_the_schedule(capsys, tmp_path: Path) -> None:
     assert "schedule" not in json.loads(text)
 
 
+@pytest.mark.parametrize(("change", "words"), [
+    ({"name": "nonsense"}, "'nonsense' is not one of gpipe"),
+    ({"stage": 99}, "stage: 99 must be below stages = 4"),
+    ({"microbatches": -3}, "microbatches: -3 must be an integer >= 1"),
+    ({"microbatches": 8}, "runs other units than the instance's"),
+    ({"name": "gpipe"}, "runs other units than the instance's"),
+])
+def test_describe_refuses_a_schedule_record_that_is_not_the_stage(
+        capsys, tmp_path: Path, change: dict, words: str) -> None:
+    """A stage file whose meta.schedule names no schedule, or one whose unit order is not
+    the file's units, is refused (exit 2, naming the file and meta.schedule), not shown."""
+    out = tmp_path / "s.json"
+    assert run(capsys, "make", "chain", "-o", out, *STAGE_1F1B)[0] == 0
+    doc = json.loads(out.read_text())
+    doc["meta"]["schedule"].update(change)
+    out.write_text(json.dumps(doc))
+    rc, text, err = run(capsys, "describe", out)
+    assert_user_error(rc, text, err, str(out), "meta.schedule", words)
+
+
 @pytest.mark.parametrize(("args", "option", "rule"), [
     (("--schedule", "1f1b", "--stages", "4", "--stage", "4", "--microbatches", "6"),
      "--stage", "4 must be below stages = 4"),
@@ -149,6 +169,10 @@ def test_describe_shows_the_schedule(capsys, tmp_path: Path) -> None:
     ((*STAGE_1F1B, "--hop-s", "0.1", "--interconnect", "ib-ndr"), "--hop-s",
      "give --hop-s or --interconnect, not both"),
     ((*STAGE_1F1B, "--interconnect", "pcie"), "--interconnect", "'pcie' is not one of"),
+    (("--schedule", "1f1b", "--stages", "4", "--stage", "0", "--microbatches", "1025"),
+     "--microbatches", "1025 x 1 chunk(s) is over 1024 passes a stage"),
+    (("--schedule", "interleaved-1f1b", "--stages", "4", "--stage", "0", "--microbatches",
+      "516", "--chunks", "2"), "--microbatches", "516 x 2 chunk(s) is over 1024 passes"),
 ])
 def test_bad_schedule_options_exit_2_naming_the_option(capsys, tmp_path: Path, args,
                                                        option: str, rule: str) -> None:

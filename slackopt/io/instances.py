@@ -30,6 +30,7 @@ from slackopt.io.schemas import (
     pydantic_error,
 )
 from slackopt.io.text import PathLike, dumps, normalize, read_bytes, read_json, write_text
+from slackopt.stage import schedule_of
 
 
 def instance_to_dict(instance: Instance) -> dict[str, Any]:
@@ -156,9 +157,11 @@ def _build_instance(m: Mapping[str, Any], source: str) -> Instance:
     built = {**m, "ops": [_op_from(o) for o in m["ops"]],
              "tensors": [_tensor_from(t) for t in m["tensors"]]}
     try:
-        return _instance_of(built)
+        inst = _instance_of(built)
+        schedule_of(inst)  # a stage's schedule record must be its units' schedule
     except InstanceError as e:
         raise _file_error(source, e) from None
+    return inst
 
 
 def _file_error(source: str, e: InstanceError) -> FileFormatError:
