@@ -216,3 +216,25 @@ def test_profile_with_a_schedule(capsys, tmp_path: Path) -> None:
                         "--microbatches", "3")
     assert_user_error(rc, text, err, "'--stage'", "2 must be below stages = 2")
     assert not (tmp_path / "q.json").exists()
+
+
+def test_a_stage_without_bubbles_shows_no_idle_time() -> None:
+    """GPipe's last stage runs its units back to back: T* is its busy time, and the
+    summation's rounding (1e-17 s on the chain) is not shown as idle; stage 0 idles."""
+    from slackopt.cli._schedule import schedule_doc
+
+    last = build_stage(workloads.make("chain"), "gpipe", 3, 4, 4)
+    first = build_stage(workloads.make("chain"), "gpipe", 0, 4, 4)
+    assert schedule_doc(last)["idle_s"] == 0.0
+    assert last.ideal_time_s == pytest.approx(float(last.durations_s.sum()), rel=1e-12)
+    assert schedule_doc(first)["idle_s"] == first.ideal_time_s - float(first.durations_s.sum())
+    assert schedule_doc(first)["idle_s"] > 0
+
+
+def test_a_long_container_is_counted_in_words_that_agree() -> None:
+    from slackopt.cli._output import brief
+
+    assert brief({"a" * 70: 1}) == "(1 entry; see --json)"
+    assert brief({"a" * 40: 1, "b" * 40: 2}) == "(2 entries; see --json)"
+    assert brief(["x" * 70]) == "(1 item; see --json)"
+    assert brief(list(range(40))) == "(40 items; see --json)"

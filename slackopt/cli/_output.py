@@ -132,7 +132,9 @@ def brief(v: Any) -> Any:
     """A scalar as is; a long container as a count (the full value is in --json)."""
     v = plain(v)
     if isinstance(v, (list, dict)) and len(json.dumps(v)) > 60:
-        return f"({len(v)} {'entries' if isinstance(v, dict) else 'items'}; see --json)"
+        word = ("entry" if len(v) == 1 else "entries") if isinstance(v, dict) else (
+            "item" if len(v) == 1 else "items")
+        return f"({len(v)} {word}; see --json)"
     return v
 
 

@@ -146,7 +146,14 @@ def schedule_doc(inst: Instance) -> dict[str, Any] | None:
     sch = schedule_of(inst) or {}
     units = inst.scheduled_units
     return {**sch, "units": len(units), "in_flight_peak": int(in_flight(inst).max()),
-            "idle_s": max(0.0, inst.ideal_time_s - float(inst.durations_s.sum()))}
+            "idle_s": _idle_s(inst)}
+
+
+def _idle_s(inst: Instance) -> float:
+    """T* minus the ops' busy time, s; 0 where the difference is only the rounding of the
+    sum (a schedule without bubbles, such as GPipe's last stage)."""
+    idle = inst.ideal_time_s - float(inst.durations_s.sum())
+    return idle if idle > 1e-9 * inst.ideal_time_s else 0.0
 
 
 def schedule_rows(sch: dict[str, Any]) -> dict[str, Any]:
